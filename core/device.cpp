@@ -1,0 +1,34 @@
+#include "core/device.h"
+
+#include <charconv>
+#include <ostream>
+
+#include "core/error.h"
+#include "kernels/backends.h"
+
+namespace ember {
+
+std::string_view device_type_name(DeviceType t) { return t == DeviceType::CPU ? "cpu" : "cuda"; }
+
+Device Device::parse(std::string_view s) {
+  if (s == "cpu") return cpu();
+  if (s == "cuda") return cuda(0);
+  if (s.starts_with("cuda:")) {
+    std::string_view num = s.substr(5);
+    int index = -1;
+    auto [end, ec] = std::from_chars(num.data(), num.data() + num.size(), index);
+    if (ec == std::errc() && end == num.data() + num.size() && !num.empty() && index >= 0)
+      return cuda(index);
+  }
+  EMBER_FAIL("Device: cannot parse '", s, "' (expected cpu, cuda or cuda:N)");
+}
+
+std::string Device::str() const {
+  return is_cpu() ? std::string("cpu") : "cuda:" + std::to_string(index);
+}
+
+std::ostream& operator<<(std::ostream& os, Device d) { return os << d.str(); }
+
+int cuda_device_count() { return kernels::cuda_device_count(); }
+
+}  // namespace ember

@@ -1,0 +1,39 @@
+// Where a tensor lives: the CPU, or CUDA device N.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <string_view>
+
+namespace ember {
+
+enum class DeviceType : uint8_t { CPU = 0, CUDA = 1 };
+inline constexpr int kNumDeviceTypes = 2;
+
+std::string_view device_type_name(DeviceType t);
+
+struct Device {
+  DeviceType type = DeviceType::CPU;
+  int index = 0;  // the CUDA ordinal; always 0 for the CPU
+
+  constexpr Device() = default;
+  constexpr Device(DeviceType t, int i = 0) : type(t), index(i) {}  // NOLINT
+  // "cpu", "cuda", "cuda:1"; throws ember::Error on anything else.
+  static Device parse(std::string_view s);
+  static constexpr Device cpu() { return {DeviceType::CPU, 0}; }
+  static constexpr Device cuda(int i = 0) { return {DeviceType::CUDA, i}; }
+
+  constexpr bool is_cpu() const { return type == DeviceType::CPU; }
+  constexpr bool is_cuda() const { return type == DeviceType::CUDA; }
+  std::string str() const;
+  friend constexpr bool operator==(Device a, Device b) { return a.type == b.type && a.index == b.index; }
+};
+
+std::ostream& operator<<(std::ostream& os, Device d);
+
+// Number of CUDA devices usable by this process: 0 without the CUDA backend, without a
+// driver or without a GPU (never an error).
+int cuda_device_count();
+
+}  // namespace ember

@@ -1,0 +1,49 @@
+// Argument checks and dtype rules shared by core's op files (not a public header).
+#pragma once
+
+#include <initializer_list>
+
+#include "core/error.h"
+#include "core/ops.h"
+
+namespace ember::detail {
+
+// bool < integers < floats, the categories of PyTorch's type promotion.
+inline int category(DType t) { return t == kBool ? 0 : (is_floating(t) ? 2 : 1); }
+
+// PyTorch's result_type for two tensors: dimensioned operands decide, unless a 0-dim
+// operand is of a higher category (then it decides).
+inline DType result_type(const Tensor& a, const Tensor& b) {
+  const bool za = a.dim() == 0, zb = b.dim() == 0;
+  if (za == zb) return promote_types(a.dtype(), b.dtype());
+  const Tensor& dimmed = za ? b : a;
+  const Tensor& zero = za ? a : b;
+  return category(zero.dtype()) > category(dimmed.dtype()) ? zero.dtype() : dimmed.dtype();
+}
+
+// A Scalar widens a tensor only across categories: int32 + 2 is int32, int32 + 2.5 is
+// float32 (the default float dtype), float16 + 2.5 stays float16.
+inline DType result_type(const Tensor& t, Scalar s) {
+  const int cs = s.kind() == Scalar::Kind::Float ? 2 : (s.kind() == Scalar::Kind::Int ? 1 : 0);
+  if (cs <= category(t.dtype())) return t.dtype();
+  return cs == 2 ? kFloat32 : kInt64;
+}
+
+inline void check_same_device(const char* op, std::initializer_list<const Tensor*> ts) {
+  const Tensor* first = nullptr;
+  for (const Tensor* t : ts) {
+    if (!t->defined()) continue;
+    if (!first) {
+      first = t;
+      continue;
+    }
+    EMBER_CHECK(t->device() == first->device(), op, ": expected all tensors on one device, got ",
+                first->device().str(), " and ", t->device().str());
+  }
+}
+
+inline void check_defined(const char* op, const Tensor& t, const char* what = "input") {
+  EMBER_CHECK(t.defined(), op, ": ", what, " is an undefined tensor");
+}
+
+}  // namespace ember::detail

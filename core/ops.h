@@ -1,0 +1,158 @@
+// ember's functional ops. Each checks its arguments (shapes, dtypes, devices, dims) and
+// raises ember::Error naming itself and the values involved, allocates its output, and
+// dispatches to the backend of the inputs' device (kernels/stubs.h). Inputs must all be
+// on one device; nothing is copied between devices implicitly.
+//
+// Elementwise ops broadcast (NumPy rules) and promote dtypes as PyTorch does
+// (promote_types; a Scalar operand does not widen a tensor of its category).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "core/random.h"
+#include "core/tensor.h"
+
+namespace ember {
+
+// ----- creation -----
+Tensor zeros(const Shape& shape, TensorOptions options = {});
+Tensor ones(const Shape& shape, TensorOptions options = {});
+Tensor full(const Shape& shape, Scalar value, TensorOptions options = {});
+Tensor zeros_like(const Tensor& t);
+Tensor ones_like(const Tensor& t);
+Tensor empty_like(const Tensor& t);
+// [start, end) in steps of `step`, like torch.arange. arange(end) defaults to int64 as in
+// PyTorch; the other forms use options.dtype (float32 unless given).
+Tensor arange(int64_t end);
+Tensor arange(double start, double end, double step = 1, TensorOptions options = {});
+Tensor linspace(double start, double end, int64_t steps, TensorOptions options = {});
+Tensor eye(int64_t n, int64_t m = -1, TensorOptions options = {});
+// Uniform [0, 1), standard normal, and integers in [low, high), from `gen` (default: the
+// process-wide generator, see manual_seed).
+Tensor rand(const Shape& shape, TensorOptions options = {}, Generator* gen = nullptr);
+Tensor randn(const Shape& shape, TensorOptions options = {}, Generator* gen = nullptr);
+Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions options = kInt64,
+               Generator* gen = nullptr);
+
+// ----- elementwise -----
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);  // true division: integers give float32
+Tensor pow(const Tensor& a, const Tensor& b);
+Tensor add(const Tensor& a, Scalar b);
+Tensor sub(const Tensor& a, Scalar b);
+Tensor mul(const Tensor& a, Scalar b);
+Tensor div(const Tensor& a, Scalar b);
+Tensor pow(const Tensor& a, Scalar b);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+
+Tensor neg(const Tensor& x);
+Tensor abs(const Tensor& x);
+Tensor exp(const Tensor& x);  // integer inputs compute in float32, as in PyTorch
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor rsqrt(const Tensor& x);
+Tensor relu(const Tensor& x);
+// approximate = false: 0.5 x (1 + erf(x / sqrt 2)); true: the tanh form.
+Tensor gelu(const Tensor& x, bool approximate = false);
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max);
+// cond must be bool; the result has promote_types(a, b).
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+
+// Comparisons give bool tensors.
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, Scalar b);
+Tensor ne(const Tensor& a, Scalar b);
+Tensor lt(const Tensor& a, Scalar b);
+Tensor le(const Tensor& a, Scalar b);
+Tensor gt(const Tensor& a, Scalar b);
+Tensor ge(const Tensor& a, Scalar b);
+
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator+(const Tensor& a, Scalar b);
+Tensor operator-(const Tensor& a, Scalar b);
+Tensor operator*(const Tensor& a, Scalar b);
+Tensor operator/(const Tensor& a, Scalar b);
+Tensor operator+(Scalar a, const Tensor& b);
+Tensor operator-(Scalar a, const Tensor& b);
+Tensor operator*(Scalar a, const Tensor& b);
+Tensor operator/(Scalar a, const Tensor& b);
+Tensor operator-(const Tensor& x);
+
+// ----- reductions -----
+// `dims` empty means all dims. Integer and bool inputs sum to int64, as in PyTorch.
+Tensor sum(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor mean(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+// Maximum / minimum over dims (all when empty); NaN propagates.
+Tensor amax(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor amin(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor max(const Tensor& x);  // over all elements
+Tensor min(const Tensor& x);
+// (values, int64 indices of the first maximum) over one dim.
+std::pair<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim = false);
+std::pair<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim = false);
+// Index of the maximum over one dim, or of the flattened tensor when dim is not given.
+Tensor argmax(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
+Tensor argmin(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
+// Variance with Bessel's `correction` (1: divide by n - 1, PyTorch's default; 0: by n).
+Tensor var(const Tensor& x, const std::vector<int64_t>& dims = {}, int64_t correction = 1,
+           bool keepdim = false);
+
+// ----- linear algebra -----
+// torch.matmul: 1-D @ 1-D is a dot product, 2-D @ 2-D a matrix product, and N-D operands
+// are batches of matrices whose batch dims broadcast.
+Tensor matmul(const Tensor& a, const Tensor& b);
+
+// ----- along a dim -----
+Tensor softmax(const Tensor& x, int64_t dim);
+Tensor log_softmax(const Tensor& x, int64_t dim);
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
+// index: 1-D int64 or int32.
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+// out[i][j] = x[i][index[i][j]] for dim 1; index has x's number of dims.
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+// A copy of self with src added at the positions index gives along dim.
+Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
+// int64 tensor with a trailing dim of num_classes (-1: max index + 1).
+Tensor one_hot(const Tensor& indices, int64_t num_classes = -1);
+
+// ----- convolution and pooling (NCHW) -----
+// weight [out, in / groups, kh, kw]; bias [out] or undefined.
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {},
+              std::pair<int64_t, int64_t> stride = {1, 1}, std::pair<int64_t, int64_t> padding = {0, 0},
+              std::pair<int64_t, int64_t> dilation = {1, 1}, int64_t groups = 1);
+struct Pool2dOptions {
+  std::pair<int64_t, int64_t> kernel_size;
+  std::optional<std::pair<int64_t, int64_t>> stride;  // default: kernel_size
+  std::pair<int64_t, int64_t> padding{0, 0};
+  std::pair<int64_t, int64_t> dilation{1, 1};  // max_pool2d only
+  bool ceil_mode = false;
+  bool count_include_pad = true;  // avg_pool2d only
+  int64_t divisor_override = 0;   // avg_pool2d only; 0 = none
+};
+Tensor max_pool2d(const Tensor& input, const Pool2dOptions& options);
+// Also returns the int64 index (h * W + w within each plane) of each maximum.
+std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, const Pool2dOptions& options);
+Tensor avg_pool2d(const Tensor& input, const Pool2dOptions& options);
+
+// ----- comparisons of whole tensors, for tests and checks -----
+// True when shapes match and |a - b| <= atol + rtol |b| elementwise (NaNs equal when equal_nan).
+bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8, bool equal_nan = false);
+
+}  // namespace ember

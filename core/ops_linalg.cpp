@@ -1,0 +1,51 @@
+// matmul with torch.matmul's rules (1-D operands, batch broadcasting), folded onto the
+// batched [B, M, K] @ [B, K, N] kernel. 16-bit floats compute in float32.
+#include "core/op_utils.h"
+#include "kernels/stubs.h"
+
+namespace ember {
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  detail::check_defined("matmul", a, "first operand");
+  detail::check_defined("matmul", b, "second operand");
+  detail::check_same_device("matmul", {&a, &b});
+  EMBER_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: both operands need at least one dim, got ",
+              shape_str(a.shape()), " and ", shape_str(b.shape()));
+  EMBER_CHECK(a.dtype() != kBool && b.dtype() != kBool, "matmul: bool tensors are not supported");
+  const DType dtype = detail::result_type(a, b);
+  const DType compute = dtype == kFloat16 || dtype == kBFloat16 ? kFloat32 : dtype;
+
+  Tensor a2 = a.dim() == 1 ? a.unsqueeze(0) : a;
+  Tensor b2 = b.dim() == 1 ? b.unsqueeze(1) : b;
+  const int64_t M = a2.size(-2), K = a2.size(-1), K2 = b2.size(-2), N = b2.size(-1);
+  EMBER_CHECK(K == K2, "matmul: cannot multiply ", shape_str(a.shape()), " by ", shape_str(b.shape()), " (", K,
+              " != ", K2, ")");
+  Shape batch_a(a2.shape().begin(), a2.shape().end() - 2), batch_b(b2.shape().begin(), b2.shape().end() - 2);
+  Shape batch = broadcast_shapes(batch_a, batch_b, "matmul");
+
+  Shape out_shape = batch;
+  if (a.dim() > 1) out_shape.push_back(M);
+  if (b.dim() > 1) out_shape.push_back(N);
+
+  a2 = a2.to(compute);
+  b2 = b2.to(compute);
+  Tensor out3;
+  if (batch_b.empty() && !batch_a.empty()) {
+    // A batch of rows times one matrix is one big GEMM: [batch * M, K] @ [K, N].
+    Tensor a3 = a2.reshape({1, shape_numel(batch_a) * M, K});
+    out3 = empty({1, a3.size(1), N}, {compute, a.device()});
+    kernels::matmul_stub(a.device(), out3, a3, b2.unsqueeze(0));
+  } else {
+    Shape full_a = batch, full_b = batch;
+    full_a.insert(full_a.end(), {M, K});
+    full_b.insert(full_b.end(), {K, N});
+    const int64_t B = shape_numel(batch);
+    Tensor a3 = a2.expand(full_a).reshape({B, M, K});
+    Tensor b3 = b2.expand(full_b).reshape({B, K, N});
+    out3 = empty({a3.size(0), M, N}, {compute, a.device()});
+    kernels::matmul_stub(a.device(), out3, a3, b3);
+  }
+  return out3.view(out_shape).to(dtype);
+}
+
+}  // namespace ember

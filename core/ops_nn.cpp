@@ -1,0 +1,140 @@
+// Neural-network ops: softmax / log_softmax, conv2d and 2-D pooling (NCHW). Shapes and
+// hyper-parameters are checked here with PyTorch's rules; 16-bit floats compute in f32.
+#include "core/op_utils.h"
+#include "kernels/stubs.h"
+
+namespace ember {
+namespace {
+
+Tensor softmax_impl(const kernels::OpStub<kernels::SoftmaxFn>& stub, const Tensor& x, int64_t dim) {
+  const char* op = stub.name();
+  detail::check_defined(op, x);
+  EMBER_CHECK(is_floating(x.dtype()), op, ": expects a floating tensor, got ", dtype_name(x.dtype()));
+  Tensor in = (x.dim() == 0 ? x.reshape({1}) : x).contiguous();
+  const int64_t d = normalize_dim(dim, in.dim(), op);
+  Tensor out = empty_like(in);
+  if (out.numel() > 0) stub(x.device(), out, in, d);
+  return x.dim() == 0 ? out.view({}) : out;
+}
+
+DType compute_dtype(DType t) { return t == kFloat16 || t == kBFloat16 ? kFloat32 : t; }
+
+// floor((size + 2p - d(k - 1) - 1 + (ceil ? s - 1 : 0)) / s) + 1, where with ceil_mode
+// the last window must start inside the input or its left padding.
+int64_t pooled_size(int64_t size, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode) {
+  const int64_t span = size + 2 * p - d * (k - 1) - 1 + (ceil_mode ? s - 1 : 0);
+  int64_t out = (span >= 0 ? span / s : -((-span + s - 1) / s)) + 1;
+  if (ceil_mode && out > 0 && (out - 1) * s >= size + p) --out;
+  return out;
+}
+
+struct PoolSetup {
+  Tensor in;  // 4-D, contiguous
+  kernels::Pool2dParams params;
+  Shape out_shape;
+  bool batched;
+};
+
+PoolSetup pool_setup(const char* op, const Tensor& input, const Pool2dOptions& o, bool allow_dilation) {
+  detail::check_defined(op, input);
+  EMBER_CHECK(input.dim() == 3 || input.dim() == 4, op, ": expects a 3-D [C, H, W] or 4-D [N, C, H, W] input, got ",
+              shape_str(input.shape()));
+  EMBER_CHECK(is_floating(input.dtype()), op, ": expects a floating tensor, got ", dtype_name(input.dtype()));
+  PoolSetup s;
+  s.batched = input.dim() == 4;
+  s.in = (s.batched ? input : input.unsqueeze(0)).contiguous();
+  auto [kh, kw] = o.kernel_size;
+  auto [sh, sw] = o.stride.value_or(o.kernel_size);
+  auto [ph, pw] = o.padding;
+  auto [dh, dw] = o.dilation;
+  EMBER_CHECK(kh > 0 && kw > 0, op, ": kernel_size must be positive, got [", kh, ", ", kw, "]");
+  EMBER_CHECK(sh > 0 && sw > 0, op, ": stride must be positive, got [", sh, ", ", sw, "]");
+  EMBER_CHECK(dh > 0 && dw > 0, op, ": dilation must be positive, got [", dh, ", ", dw, "]");
+  EMBER_CHECK(allow_dilation || (dh == 1 && dw == 1), op, ": dilation is not supported");
+  EMBER_CHECK(ph >= 0 && pw >= 0 && ph <= kh / 2 && pw <= kw / 2, op, ": padding [", ph, ", ", pw,
+              "] must be between 0 and half the kernel size [", kh, ", ", kw, "]");
+  EMBER_CHECK(o.divisor_override >= 0, op, ": divisor_override must be positive, got ", o.divisor_override);
+  const int64_t H = s.in.shape()[2], W = s.in.shape()[3];
+  const int64_t OH = pooled_size(H, kh, sh, ph, dh, o.ceil_mode), OW = pooled_size(W, kw, sw, pw, dw, o.ceil_mode);
+  EMBER_CHECK(OH > 0 && OW > 0, op, ": input ", shape_str(input.shape()), " is too small for kernel [", kh, ", ", kw,
+              "] with padding [", ph, ", ", pw, "] and dilation [", dh, ", ", dw, "] (output would be [", OH, ", ",
+              OW, "])");
+  s.params = {{kh, kw}, {sh, sw}, {ph, pw}, {dh, dw}, o.ceil_mode, o.count_include_pad, o.divisor_override};
+  s.out_shape = {s.in.shape()[0], s.in.shape()[1], OH, OW};
+  return s;
+}
+
+}  // namespace
+
+Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl(kernels::softmax_stub, x, dim); }
+Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl(kernels::log_softmax_stub, x, dim); }
+
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, std::pair<int64_t, int64_t> stride,
+              std::pair<int64_t, int64_t> padding, std::pair<int64_t, int64_t> dilation, int64_t groups) {
+  detail::check_defined("conv2d", input);
+  detail::check_defined("conv2d", weight, "weight");
+  detail::check_same_device("conv2d", {&input, &weight, &bias});
+  EMBER_CHECK(input.dim() == 3 || input.dim() == 4, "conv2d: expects a 3-D [C, H, W] or 4-D [N, C, H, W] input, got ",
+              shape_str(input.shape()));
+  EMBER_CHECK(weight.dim() == 4, "conv2d: weight must be 4-D [out, in / groups, kh, kw], got ", shape_str(weight.shape()));
+  EMBER_CHECK(groups >= 1, "conv2d: groups must be >= 1, got ", groups);
+  EMBER_CHECK(stride.first > 0 && stride.second > 0, "conv2d: stride must be positive, got [", stride.first, ", ",
+              stride.second, "]");
+  EMBER_CHECK(padding.first >= 0 && padding.second >= 0, "conv2d: padding must be >= 0, got [", padding.first, ", ",
+              padding.second, "]");
+  EMBER_CHECK(dilation.first > 0 && dilation.second > 0, "conv2d: dilation must be positive, got [", dilation.first,
+              ", ", dilation.second, "]");
+  const bool batched = input.dim() == 4;
+  Tensor x = batched ? input : input.unsqueeze(0);
+  const int64_t N = x.shape()[0], C = x.shape()[1], H = x.shape()[2], W = x.shape()[3];
+  const int64_t O = weight.shape()[0], kh = weight.shape()[2], kw = weight.shape()[3];
+  EMBER_CHECK(O % groups == 0, "conv2d: ", O, " output channels are not divisible by groups ", groups);
+  EMBER_CHECK(C == weight.shape()[1] * groups, "conv2d: input ", shape_str(input.shape()), " has ", C,
+              " channels but weight ", shape_str(weight.shape()), " with groups ", groups, " expects ",
+              weight.shape()[1] * groups);
+  if (bias.defined())
+    EMBER_CHECK(bias.dim() == 1 && bias.shape()[0] == O, "conv2d: bias must have shape [", O, "], got ",
+                shape_str(bias.shape()));
+  const int64_t OH = pooled_size(H, kh, stride.first, padding.first, dilation.first, false);
+  const int64_t OW = pooled_size(W, kw, stride.second, padding.second, dilation.second, false);
+  EMBER_CHECK(OH > 0 && OW > 0, "conv2d: input ", shape_str(input.shape()), " padded by [", padding.first, ", ",
+              padding.second, "] is smaller than the dilated kernel of weight ", shape_str(weight.shape()));
+
+  DType dtype = promote_types(x.dtype(), weight.dtype());
+  if (bias.defined()) dtype = promote_types(dtype, bias.dtype());
+  EMBER_CHECK(is_floating(dtype), "conv2d: expects floating tensors, got ", dtype_name(dtype));
+  const DType compute = compute_dtype(dtype);
+  Tensor xc = x.to(compute).contiguous(), wc = weight.to(compute).contiguous();
+  Tensor bc = bias.defined() ? bias.to(compute).contiguous() : Tensor();
+  Tensor out = empty({N, O, OH, OW}, {compute, input.device()});
+  kernels::Conv2dParams p{{stride.first, stride.second}, {padding.first, padding.second},
+                          {dilation.first, dilation.second}, groups};
+  if (out.numel() > 0) kernels::conv2d_stub(input.device(), out, xc, wc, bc, p);
+  out = out.to(dtype);
+  return batched ? out : out.squeeze(0);
+}
+
+std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, const Pool2dOptions& options) {
+  PoolSetup s = pool_setup("max_pool2d", input, options, true);
+  Tensor out = empty(s.out_shape, {s.in.dtype(), s.in.device()});
+  Tensor idx = empty(s.out_shape, {kInt64, s.in.device()});
+  if (out.numel() > 0) kernels::max_pool2d_stub(s.in.device(), out, idx, s.in, s.params);
+  if (!s.batched) return {out.squeeze(0), idx.squeeze(0)};
+  return {out, idx};
+}
+
+Tensor max_pool2d(const Tensor& input, const Pool2dOptions& options) {
+  PoolSetup s = pool_setup("max_pool2d", input, options, true);
+  Tensor out = empty(s.out_shape, {s.in.dtype(), s.in.device()});
+  if (out.numel() > 0) kernels::max_pool2d_stub(s.in.device(), out, Tensor(), s.in, s.params);
+  return s.batched ? out : out.squeeze(0);
+}
+
+Tensor avg_pool2d(const Tensor& input, const Pool2dOptions& options) {
+  PoolSetup s = pool_setup("avg_pool2d", input, options, false);
+  Tensor out = empty(s.out_shape, {s.in.dtype(), s.in.device()});
+  if (out.numel() > 0) kernels::avg_pool2d_stub(s.in.device(), out, s.in, s.params);
+  return s.batched ? out : out.squeeze(0);
+}
+
+}  // namespace ember

@@ -1,0 +1,161 @@
+// Reductions: dim handling (negative dims, duplicates, keepdim) and dispatch. mean and
+// var are written with other ops (sum, sub, mul), so every backend has them for free.
+#include <cmath>
+#include <limits>
+
+#include "core/op_utils.h"
+#include "kernels/stubs.h"
+
+namespace ember {
+namespace {
+
+using kernels::DimMask;
+
+DimMask make_mask(const Tensor& x, const std::vector<int64_t>& dims, const char* op) {
+  EMBER_CHECK(x.dim() <= 64, op, ": tensors of more than 64 dims are not supported (got ", x.dim(), ")");
+  if (dims.empty()) return x.dim() == 64 ? ~DimMask(0) : (DimMask(1) << x.dim()) - 1;
+  DimMask mask = 0;
+  for (int64_t d : dims) {
+    int64_t nd = normalize_dim(d, x.dim(), op);
+    EMBER_CHECK(!((mask >> nd) & 1), op, ": dim ", d, " appears more than once in the list of dims");
+    mask |= DimMask(1) << nd;
+  }
+  return x.dim() == 0 ? 0 : mask;
+}
+
+Shape kept_shape(const Shape& s, DimMask mask) {
+  Shape out = s;
+  for (size_t d = 0; d < s.size(); ++d)
+    if ((mask >> d) & 1) out[d] = 1;
+  return out;
+}
+
+Tensor squeeze_reduced(const Tensor& t, DimMask mask, bool keepdim) {
+  if (keepdim) return t;
+  Shape shape;
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (!((mask >> d) & 1)) shape.push_back(t.shape()[d]);
+  return t.view(shape);
+}
+
+int64_t reduced_count(const Tensor& x, DimMask mask) {
+  int64_t n = 1;
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if ((mask >> d) & 1) n *= x.shape()[d];
+  return n;
+}
+
+Tensor reduce(const kernels::OpStub<kernels::ReduceFn>& stub, const Tensor& x, const std::vector<int64_t>& dims,
+              bool keepdim, DType out_dtype, bool needs_elements) {
+  const char* op = stub.name();
+  detail::check_defined(op, x);
+  DimMask mask = make_mask(x, dims, op);
+  if (needs_elements)
+    EMBER_CHECK(reduced_count(x, mask) > 0, op, ": cannot reduce ",
+                shape_str(x.shape()), " over dims with no elements (", op, " of nothing is undefined)");
+  Tensor out = empty(kept_shape(x.shape(), mask), {out_dtype, x.device()});
+  stub(x.device(), out, x, mask);
+  return squeeze_reduced(out, mask, keepdim);
+}
+
+void check_floating(const char* op, const Tensor& x) {
+  EMBER_CHECK(is_floating(x.dtype()), op, ": expects a floating tensor, got ", dtype_name(x.dtype()),
+              " (convert with to(kFloat32))");
+}
+
+// max/min over one dim, with int64 indices.
+std::pair<Tensor, Tensor> extremum_dim(const kernels::OpStub<kernels::ReduceIndexFn>& stub, const Tensor& x,
+                                       int64_t dim, bool keepdim) {
+  const char* op = stub.name() == std::string_view("max_dim") ? "max" : "min";
+  detail::check_defined(op, x);
+  if (x.dim() == 0) return {x.clone(), zeros({}, {kInt64, x.device()})};
+  int64_t d = normalize_dim(dim, x.dim(), op);
+  EMBER_CHECK(x.shape()[d] > 0, op, ": cannot reduce dim ", dim, " of ", shape_str(x.shape()),
+              ": it has no elements");
+  DimMask mask = DimMask(1) << d;
+  Shape shape = kept_shape(x.shape(), mask);
+  Tensor values = empty(shape, {x.dtype(), x.device()});
+  Tensor indices = empty(shape, {kInt64, x.device()});
+  if (values.numel() > 0) stub(x.device(), values, indices, x, d);
+  return {squeeze_reduced(values, mask, keepdim), squeeze_reduced(indices, mask, keepdim)};
+}
+
+}  // namespace
+
+Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  detail::check_defined("sum", x);
+  return reduce(kernels::sum_stub, x, dims, keepdim, is_floating(x.dtype()) ? x.dtype() : kInt64, false);
+}
+
+Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  detail::check_defined("mean", x);
+  check_floating("mean", x);
+  int64_t n = reduced_count(x, make_mask(x, dims, "mean"));
+  // n == 0 gives 0/0 = NaN, as in PyTorch.
+  Tensor s = sum(x, dims, keepdim);
+  return n == 0 ? full(s.shape(), std::numeric_limits<double>::quiet_NaN(), {x.dtype(), x.device()})
+                : div(s, Scalar(static_cast<double>(n)));
+}
+
+Tensor amax(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  detail::check_defined("amax", x);
+  return reduce(kernels::amax_stub, x, dims, keepdim, x.dtype(), true);
+}
+Tensor amin(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  detail::check_defined("amin", x);
+  return reduce(kernels::amin_stub, x, dims, keepdim, x.dtype(), true);
+}
+
+Tensor max(const Tensor& x) {
+  detail::check_defined("max", x);
+  EMBER_CHECK(x.numel() > 0, "max: the tensor has no elements");
+  return amax(x);
+}
+Tensor min(const Tensor& x) {
+  detail::check_defined("min", x);
+  EMBER_CHECK(x.numel() > 0, "min: the tensor has no elements");
+  return amin(x);
+}
+
+std::pair<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim) {
+  return extremum_dim(kernels::max_dim_stub, x, dim, keepdim);
+}
+std::pair<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim) {
+  return extremum_dim(kernels::min_dim_stub, x, dim, keepdim);
+}
+
+Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  detail::check_defined("argmax", x);
+  if (!dim) {
+    EMBER_CHECK(x.numel() > 0, "argmax: the tensor has no elements");
+    Tensor idx = max(x.reshape({-1}), 0, false).second;
+    return keepdim ? idx.view(Shape(x.dim(), 1)) : idx;
+  }
+  return max(x, *dim, keepdim).second;
+}
+
+Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  detail::check_defined("argmin", x);
+  if (!dim) {
+    EMBER_CHECK(x.numel() > 0, "argmin: the tensor has no elements");
+    Tensor idx = min(x.reshape({-1}), 0, false).second;
+    return keepdim ? idx.view(Shape(x.dim(), 1)) : idx;
+  }
+  return min(x, *dim, keepdim).second;
+}
+
+// Two passes (mean, then squared deviations), which stays accurate where the one-pass
+// E[x^2] - E[x]^2 cancels catastrophically.
+Tensor var(const Tensor& x, const std::vector<int64_t>& dims, int64_t correction, bool keepdim) {
+  detail::check_defined("var", x);
+  check_floating("var", x);
+  EMBER_CHECK(correction >= 0, "var: correction must be >= 0, got ", correction);
+  const int64_t n = reduced_count(x, make_mask(x, dims, "var"));
+  Tensor xc = x.dtype() == kFloat16 || x.dtype() == kBFloat16 ? x.to(kFloat32) : x;
+  Tensor dev = sub(xc, mean(xc, dims, true));
+  // n - correction <= 0 divides by zero or less: inf or NaN, as in PyTorch.
+  Tensor v = div(sum(mul(dev, dev), dims, keepdim), Scalar(static_cast<double>(n - correction)));
+  return v.to(x.dtype());
+}
+
+}  // namespace ember

@@ -1,0 +1,38 @@
+#include "core/runtime.h"
+
+#include <cstdio>
+#include <mutex>
+
+#include "core/error.h"
+#include "core/random.h"
+#include "kernels/backends.h"
+
+namespace ember {
+
+void init() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    kernels::register_cpu_kernels();
+    kernels::register_cuda_kernels();
+  });
+}
+
+int get_num_threads() { return kernels::cpu_num_threads(); }
+
+void set_num_threads(int n) {
+  EMBER_CHECK(n >= 1, "set_num_threads: expected a count >= 1, got ", n);
+  kernels::set_cpu_num_threads(n);
+}
+
+bool cuda_backend_built() { return kernels::cuda_backend_built(); }
+
+std::string default_device_name() { return kernels::cuda_device_count() > 0 ? "cuda" : "cpu"; }
+
+Generator& default_generator() {
+  static Generator gen;
+  return gen;
+}
+
+void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
+
+}  // namespace ember

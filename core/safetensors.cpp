@@ -1,0 +1,201 @@
+// safetensors I/O. Note [safetensors validation]: a file is trusted only after its
+// header parses, every tensor's dtype is known, its byte range equals
+// numel * element size, lies inside the data section, and the ranges tile the section
+// without gaps or overlaps (as the format requires). Errors name the file.
+#include "core/safetensors.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/storage.h"
+
+namespace ember {
+namespace {
+
+struct DTypeName {
+  const char* name;
+  DType dtype;
+};
+constexpr DTypeName kDTypes[] = {{"F64", kFloat64}, {"F32", kFloat32}, {"F16", kFloat16}, {"BF16", kBFloat16},
+                                 {"I64", kInt64},   {"I32", kInt32},   {"U8", kUInt8},    {"BOOL", kBool}};
+
+constexpr uint64_t kMaxHeader = 100u << 20;  // the reference implementation's limit
+
+const char* st_name(DType t) {
+  for (const auto& d : kDTypes)
+    if (d.dtype == t) return d.name;
+  return "?";
+}
+
+}  // namespace
+
+const Tensor& SafetensorsFile::at(const std::string& name) const {
+  for (const auto& [n, t] : tensors)
+    if (n == name) return t;
+  std::string keys;
+  for (size_t i = 0; i < tensors.size() && i < 8; ++i) keys += (i ? ", " : "") + tensors[i].first;
+  if (tensors.size() > 8) keys += ", ...";
+  EMBER_FAIL("safetensors: no tensor named '", name, "' (the file has ", tensors.size(), ": ", keys, ")");
+}
+
+bool SafetensorsFile::contains(const std::string& name) const {
+  return std::any_of(tensors.begin(), tensors.end(), [&](const auto& p) { return p.first == name; });
+}
+
+SafetensorsFile load_safetensors(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  EMBER_CHECK(f, "load_safetensors: cannot open '", path, "': ", std::strerror(errno));
+  f.seekg(0, std::ios::end);
+  const uint64_t file_size = static_cast<uint64_t>(f.tellg());
+  f.seekg(0);
+  EMBER_CHECK(file_size >= 8, "load_safetensors: '", path, "' is ", file_size, " bytes, too short for a header");
+  unsigned char len_bytes[8];
+  f.read(reinterpret_cast<char*>(len_bytes), 8);
+  uint64_t header_len = 0;
+  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | len_bytes[i];
+  EMBER_CHECK(header_len <= kMaxHeader && header_len <= file_size - 8, "load_safetensors: '", path,
+              "' declares a header of ", header_len, " bytes but the file has ", file_size, " bytes (truncated or not safetensors)");
+  std::string header(header_len, '\0');
+  f.read(header.data(), static_cast<std::streamsize>(header_len));
+  EMBER_CHECK(f, "load_safetensors: cannot read the header of '", path, "'");
+
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(header);
+  } catch (const nlohmann::json::exception& e) {
+    EMBER_FAIL("load_safetensors: the header of '", path, "' is not valid JSON: ", e.what());
+  }
+  EMBER_CHECK(j.is_object(), "load_safetensors: the header of '", path, "' is not a JSON object");
+
+  const uint64_t data_start = 8 + header_len, data_size = file_size - data_start;
+  struct Entry {
+    std::string name;
+    DType dtype;
+    Shape shape;
+    uint64_t begin, end;
+  };
+  std::vector<Entry> entries;
+  SafetensorsFile out;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& name = it.key();
+    const auto& v = it.value();
+    if (name == "__metadata__") {
+      EMBER_CHECK(v.is_object(), "load_safetensors: '", path, "': __metadata__ is not an object");
+      for (auto m = v.begin(); m != v.end(); ++m) {
+        EMBER_CHECK(m.value().is_string(), "load_safetensors: '", path, "': metadata value '", m.key(), "' is not a string");
+        out.metadata[m.key()] = m.value().get<std::string>();
+      }
+      continue;
+    }
+    auto bad = [&](const std::string& what) { EMBER_FAIL("load_safetensors: '", path, "': tensor '", name, "': ", what); };
+    if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") || !v.contains("data_offsets"))
+      bad("needs dtype, shape and data_offsets");
+    if (!v["dtype"].is_string()) bad("dtype is not a string");
+    const std::string dt = v["dtype"].get<std::string>();
+    const DTypeName* found = nullptr;
+    for (const auto& d : kDTypes)
+      if (dt == d.name) found = &d;
+    if (!found) bad("unsupported dtype '" + dt + "'");
+    Entry e{name, found->dtype, {}, 0, 0};
+    if (!v["shape"].is_array()) bad("shape is not a list");
+    for (const auto& s : v["shape"]) {
+      if (!s.is_number_unsigned()) bad("shape holds a value that is not a non-negative integer");
+      e.shape.push_back(s.get<int64_t>());
+    }
+    const auto& off = v["data_offsets"];
+    if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
+      bad("data_offsets must be two non-negative integers");
+    e.begin = off[0].get<uint64_t>();
+    e.end = off[1].get<uint64_t>();
+    if (e.begin > e.end || e.end > data_size)
+      bad(detail::str("data_offsets [", e.begin, ", ", e.end, "] lie outside the data section of ", data_size,
+                      " bytes (truncated file?)"));
+    const uint64_t want = static_cast<uint64_t>(shape_numel(e.shape) * element_size(e.dtype));
+    if (e.end - e.begin != want)
+      bad(detail::str("shape ", shape_str(e.shape), " of ", dt, " needs ", want, " bytes but data_offsets give ",
+                      e.end - e.begin));
+    entries.push_back(std::move(e));
+  }
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.begin < b.begin; });
+  uint64_t pos = 0;
+  for (const Entry& e : entries) {
+    EMBER_CHECK(e.begin == pos, "load_safetensors: '", path, "': tensor '", e.name, "' starts at byte ", e.begin,
+                " of the data section, expected ", pos, " (gap or overlap)");
+    pos = e.end;
+  }
+  EMBER_CHECK(pos == data_size, "load_safetensors: '", path, "': the tensors cover ", pos,
+              " bytes but the data section has ", data_size);
+
+  for (const Entry& e : entries) {
+    Tensor t = empty(e.shape, e.dtype);
+    f.seekg(static_cast<std::streamoff>(data_start + e.begin));
+    f.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(e.end - e.begin));
+    EMBER_CHECK(f, "load_safetensors: '", path, "': cannot read the data of tensor '", e.name, "'");
+    out.tensors.emplace_back(e.name, std::move(t));
+  }
+  return out;
+}
+
+void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  nlohmann::json j = nlohmann::json::object();
+  if (!metadata.empty()) j["__metadata__"] = metadata;
+  std::vector<Tensor> contiguous;
+  uint64_t pos = 0;
+  for (const auto& [name, t] : tensors) {
+    EMBER_CHECK(name != "__metadata__", "save_safetensors: '__metadata__' cannot name a tensor");
+    EMBER_CHECK(!j.contains(name), "save_safetensors: the name '", name, "' appears twice");
+    EMBER_CHECK(t.defined(), "save_safetensors: tensor '", name, "' is undefined");
+    EMBER_CHECK(t.device().is_cpu(), "save_safetensors: tensor '", name, "' is on ", t.device().str(),
+                "; copy it to the cpu first");
+    const uint64_t n = static_cast<uint64_t>(t.numel() * t.element_size());
+    j[name] = {{"dtype", st_name(t.dtype())}, {"shape", t.shape()}, {"data_offsets", {pos, pos + n}}};
+    pos += n;
+    contiguous.push_back(t.contiguous());
+  }
+  std::string header = j.dump();
+  header.append((8 - header.size() % 8) % 8, ' ');  // data starts 8-byte aligned
+
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  EMBER_CHECK(fd >= 0, "save_safetensors: cannot create '", tmp, "': ", std::strerror(errno));
+  auto write_all = [&](const void* p, size_t n) {
+    const char* c = static_cast<const char*>(p);
+    while (n > 0) {
+      ssize_t w = ::write(fd, c, n);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        const int err = errno;
+        ::close(fd);
+        ::unlink(tmp.c_str());
+        EMBER_FAIL("save_safetensors: cannot write '", tmp, "': ", std::strerror(err));
+      }
+      c += w;
+      n -= static_cast<size_t>(w);
+    }
+  };
+  unsigned char len[8];
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(uint64_t(header.size()) >> (8 * i));
+  write_all(len, 8);
+  write_all(header.data(), header.size());
+  for (const Tensor& t : contiguous) write_all(t.data_ptr(), static_cast<size_t>(t.numel() * t.element_size()));
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    EMBER_FAIL("save_safetensors: cannot flush '", tmp, "': ", std::strerror(err));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    EMBER_FAIL("save_safetensors: cannot rename '", tmp, "' to '", path, "': ", std::strerror(err));
+  }
+}
+
+}  // namespace ember

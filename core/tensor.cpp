@@ -1,0 +1,389 @@
+// Tensor metadata, views and element access. Copies and fills dispatch to the backends
+// through the copy/fill stubs; everything else here only rearranges shape and strides.
+#include "core/tensor.h"
+
+#include <algorithm>
+#include <ostream>
+
+#include "core/error.h"
+#include "core/runtime.h"
+#include "core/storage.h"
+#include "kernels/stubs.h"
+
+namespace ember {
+namespace {
+
+Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = base.impl().storage;
+  impl->shape = std::move(shape);
+  impl->strides = std::move(strides);
+  impl->offset = offset;
+  impl->dtype = base.dtype();
+  return Tensor(std::move(impl));
+}
+
+// Resolves one -1 in `shape` against numel; throws naming `op`.
+Shape infer_shape(const Shape& shape, int64_t numel, const Shape& from, const char* op) {
+  Shape out = shape;
+  int64_t known = 1;
+  int infer = -1;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i] == -1) {
+      EMBER_CHECK(infer < 0, op, ": only one dim can be -1 in ", shape_str(shape));
+      infer = static_cast<int>(i);
+    } else {
+      EMBER_CHECK(out[i] >= 0, op, ": invalid size ", out[i], " in ", shape_str(shape));
+      known *= out[i];
+    }
+  }
+  if (infer >= 0) {
+    EMBER_CHECK(known != 0 && numel % known == 0, op, ": shape ", shape_str(shape), " is invalid for ",
+                shape_str(from), " (", numel, " elements)");
+    out[infer] = numel / known;
+  }
+  EMBER_CHECK(shape_numel(out) == numel, op, ": shape ", shape_str(shape), " is invalid for ",
+              shape_str(from), " (", numel, " elements)");
+  return out;
+}
+
+// Strides for viewing (shape, strides) as new_shape without a copy, or false when the
+// memory layout does not allow it (the rule of PyTorch's computeStride).
+bool view_strides(const Shape& shape, const Shape& strides, const Shape& new_shape, Shape& out) {
+  out.assign(new_shape.size(), 0);
+  if (shape_numel(shape) == 0 || shape.empty()) {
+    out = contiguous_strides(new_shape);
+    return true;
+  }
+  int64_t view_d = static_cast<int64_t>(new_shape.size()) - 1;
+  int64_t chunk_base_stride = strides.empty() ? 1 : strides.back();
+  int64_t tensor_numel = 1, view_numel = 1;
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
+    tensor_numel *= shape[d];
+    if (d == 0 || (shape[d - 1] != 1 && strides[d - 1] != tensor_numel * chunk_base_stride)) {
+      while (view_d >= 0 && (view_numel < tensor_numel || new_shape[view_d] == 1)) {
+        out[view_d] = view_numel * chunk_base_stride;
+        view_numel *= new_shape[view_d];
+        --view_d;
+      }
+      if (view_numel != tensor_numel) return false;
+      if (d > 0) {
+        chunk_base_stride = strides[d - 1];
+        tensor_numel = 1;
+        view_numel = 1;
+      }
+    }
+  }
+  return view_d == -1;
+}
+
+}  // namespace
+
+const TensorImpl& Tensor::impl() const {
+  EMBER_CHECK(impl_ != nullptr, "Tensor: this tensor is undefined (default-constructed)");
+  return *impl_;
+}
+
+Device Tensor::device() const { return impl().storage->device(); }
+
+int64_t Tensor::size(int64_t d) const { return shape()[normalize_dim(d, dim(), "size")]; }
+int64_t Tensor::stride(int64_t d) const { return strides()[normalize_dim(d, dim(), "stride")]; }
+
+bool Tensor::is_contiguous() const {
+  int64_t expected = 1;
+  for (int64_t d = dim() - 1; d >= 0; --d) {
+    if (shape()[d] == 1) continue;
+    if (strides()[d] != expected) return shape_numel(shape()) == 0;
+    expected *= shape()[d];
+  }
+  return true;
+}
+
+bool Tensor::shares_storage_with(const Tensor& other) const {
+  return defined() && other.defined() && impl().storage == other.impl().storage;
+}
+
+void* Tensor::data_ptr() const {
+  return static_cast<char*>(impl().storage->data()) + offset() * element_size();
+}
+
+template <class T>
+T* Tensor::data() const {
+  EMBER_CHECK(dtype() == dtype_of<std::remove_const_t<T>>(), "Tensor::data: the tensor is ",
+              dtype_name(dtype()), ", not ", dtype_name(dtype_of<std::remove_const_t<T>>()));
+  return static_cast<T*>(data_ptr());
+}
+#define EMBER_INSTANTIATE_DATA(T) template T* Tensor::data<T>() const; template const T* Tensor::data<const T>() const;
+EMBER_INSTANTIATE_DATA(bool)
+EMBER_INSTANTIATE_DATA(uint8_t)
+EMBER_INSTANTIATE_DATA(int32_t)
+EMBER_INSTANTIATE_DATA(int64_t)
+EMBER_INSTANTIATE_DATA(Half)
+EMBER_INSTANTIATE_DATA(BFloat16)
+EMBER_INSTANTIATE_DATA(float)
+EMBER_INSTANTIATE_DATA(double)
+#undef EMBER_INSTANTIATE_DATA
+
+// ----- views -----
+
+Tensor Tensor::view(const Shape& new_shape) const {
+  Shape target = infer_shape(new_shape, numel(), shape(), "view");
+  Shape st;
+  EMBER_CHECK(view_strides(shape(), strides(), target, st), "view: cannot view ", shape_str(shape()),
+              " with strides ", shape_str(strides()), " as ", shape_str(target),
+              " without a copy (use reshape)");
+  return make_view(*this, std::move(target), std::move(st), offset());
+}
+
+Tensor Tensor::reshape(const Shape& new_shape) const {
+  Shape target = infer_shape(new_shape, numel(), shape(), "reshape");
+  Shape st;
+  if (view_strides(shape(), strides(), target, st)) return make_view(*this, std::move(target), std::move(st), offset());
+  return contiguous().view(target);
+}
+
+Tensor Tensor::permute(const Shape& dims) const {
+  EMBER_CHECK(static_cast<int64_t>(dims.size()) == dim(), "permute: ", shape_str(dims),
+              " has ", dims.size(), " dims but the tensor has ", dim());
+  Shape sh(dims.size()), st(dims.size());
+  std::vector<bool> seen(dims.size(), false);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    int64_t d = normalize_dim(dims[i], dim(), "permute");
+    EMBER_CHECK(!seen[d], "permute: dim ", dims[i], " appears twice in ", shape_str(dims));
+    seen[d] = true;
+    sh[i] = shape()[d];
+    st[i] = strides()[d];
+  }
+  return make_view(*this, std::move(sh), std::move(st), offset());
+}
+
+Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
+  if (dim() == 0) return *this;
+  d0 = normalize_dim(d0, dim(), "transpose");
+  d1 = normalize_dim(d1, dim(), "transpose");
+  Shape sh = shape(), st = strides();
+  std::swap(sh[d0], sh[d1]);
+  std::swap(st[d0], st[d1]);
+  return make_view(*this, std::move(sh), std::move(st), offset());
+}
+
+Tensor Tensor::t() const {
+  EMBER_CHECK(dim() <= 2, "t: expects a tensor of at most 2 dims, got ", shape_str(shape()));
+  return dim() < 2 ? *this : transpose(0, 1);
+}
+
+Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
+  EMBER_CHECK(dim() > 0, "narrow: cannot narrow a 0-dim tensor");
+  d = normalize_dim(d, dim(), "narrow");
+  int64_t n = shape()[d];
+  if (start < 0) start += n;
+  EMBER_CHECK(start >= 0 && length >= 0 && start + length <= n, "narrow: start ", start, " and length ",
+              length, " are out of range for dim ", d, " of size ", n);
+  Shape sh = shape();
+  sh[d] = length;
+  return make_view(*this, std::move(sh), strides(), offset() + start * strides()[d]);
+}
+
+Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const {
+  EMBER_CHECK(dim() > 0, "slice: cannot slice a 0-dim tensor");
+  d = normalize_dim(d, dim(), "slice");
+  EMBER_CHECK(step > 0, "slice: step must be positive, got ", step);
+  int64_t n = shape()[d];
+  if (start < 0) start += n;
+  if (end < 0) end += n;
+  start = std::clamp<int64_t>(start, 0, n);
+  end = std::clamp<int64_t>(end, start, n);
+  Shape sh = shape(), st = strides();
+  sh[d] = (end - start + step - 1) / step;
+  st[d] *= step;
+  return make_view(*this, std::move(sh), std::move(st), offset() + start * strides()[d]);
+}
+
+Tensor Tensor::select(int64_t d, int64_t index) const {
+  EMBER_CHECK(dim() > 0, "select: cannot select from a 0-dim tensor");
+  d = normalize_dim(d, dim(), "select");
+  int64_t n = shape()[d];
+  EMBER_CHECK(index >= -n && index < n, "select: index ", index, " is out of range for dim ", d, " of size ", n);
+  if (index < 0) index += n;
+  Shape sh = shape(), st = strides();
+  int64_t off = offset() + index * st[d];
+  sh.erase(sh.begin() + d);
+  st.erase(st.begin() + d);
+  return make_view(*this, std::move(sh), std::move(st), off);
+}
+
+Tensor Tensor::expand(const Shape& target) const {
+  EMBER_CHECK(target.size() >= shape().size(), "expand: cannot expand ", shape_str(shape()), " to ",
+              shape_str(target), " (fewer dims)");
+  size_t lead = target.size() - shape().size();
+  Shape sh(target.size()), st(target.size());
+  for (size_t i = 0; i < target.size(); ++i) {
+    if (i < lead) {
+      EMBER_CHECK(target[i] >= 0, "expand: new leading size ", target[i], " in ", shape_str(target), " must be >= 0");
+      sh[i] = target[i];
+      st[i] = 0;
+      continue;
+    }
+    int64_t have = shape()[i - lead];
+    int64_t want = target[i] == -1 ? have : target[i];
+    EMBER_CHECK(have == want || have == 1, "expand: cannot expand ", shape_str(shape()), " to ",
+                shape_str(target), " (dim ", i, ": ", have, " to ", want, ")");
+    sh[i] = want;
+    st[i] = have == want ? strides()[i - lead] : 0;
+  }
+  return make_view(*this, std::move(sh), std::move(st), offset());
+}
+
+Tensor Tensor::squeeze() const {
+  Shape sh, st;
+  for (int64_t d = 0; d < dim(); ++d)
+    if (shape()[d] != 1) {
+      sh.push_back(shape()[d]);
+      st.push_back(strides()[d]);
+    }
+  return make_view(*this, std::move(sh), std::move(st), offset());
+}
+
+Tensor Tensor::squeeze(int64_t d) const {
+  if (dim() == 0) return *this;
+  d = normalize_dim(d, dim(), "squeeze");
+  if (shape()[d] != 1) return *this;
+  Shape sh = shape(), st = strides();
+  sh.erase(sh.begin() + d);
+  st.erase(st.begin() + d);
+  return make_view(*this, std::move(sh), std::move(st), offset());
+}
+
+Tensor Tensor::unsqueeze(int64_t d) const {
+  d = normalize_dim(d, dim() + 1, "unsqueeze");
+  Shape sh = shape(), st = strides();
+  int64_t s = d < dim() ? shape()[d] * strides()[d] : 1;
+  sh.insert(sh.begin() + d, 1);
+  st.insert(st.begin() + d, s);
+  return make_view(*this, std::move(sh), std::move(st), offset());
+}
+
+Tensor Tensor::flatten(int64_t start, int64_t end) const {
+  if (dim() == 0) return reshape({1});
+  start = normalize_dim(start, dim(), "flatten");
+  end = normalize_dim(end, dim(), "flatten");
+  EMBER_CHECK(start <= end, "flatten: start_dim ", start, " is after end_dim ", end);
+  Shape sh(shape().begin(), shape().begin() + start);
+  int64_t n = 1;
+  for (int64_t d = start; d <= end; ++d) n *= shape()[d];
+  sh.push_back(n);
+  sh.insert(sh.end(), shape().begin() + end + 1, shape().end());
+  return reshape(sh);
+}
+
+// ----- copies -----
+
+Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
+
+Tensor Tensor::clone() const {
+  Tensor out = empty(shape(), {dtype(), device()});
+  kernels::copy_stub(device(), out, *this);
+  return out;
+}
+
+Tensor Tensor::to(DType t) const {
+  if (t == dtype()) return *this;
+  Tensor out = empty(shape(), {t, device()});
+  kernels::copy_stub(device(), out, *this);
+  return out;
+}
+
+Tensor Tensor::to(Device d) const {
+  if (d == device()) return *this;
+  // Cross-device copies arrive with the CUDA backend, which registers them.
+  EMBER_FAIL("to: copying from ", device().str(), " to ", d.str(), " is not supported in this build");
+}
+
+const Tensor& Tensor::copy_(const Tensor& src) const {
+  EMBER_CHECK(src.device() == device(), "copy_: source is on ", src.device().str(), " but destination on ",
+              device().str());
+  Tensor s = src.expand(shape());
+  if (numel() > 0) kernels::copy_stub(device(), *this, s);
+  return *this;
+}
+
+const Tensor& Tensor::fill_(Scalar value) const {
+  if (numel() > 0) kernels::fill_stub(device(), *this, value);
+  return *this;
+}
+
+// ----- values -----
+
+template <class T>
+T Tensor::item() const {
+  EMBER_CHECK(numel() == 1, "item: the tensor has ", numel(), " elements (shape ", shape_str(shape()),
+              "), expected exactly one");
+  return to_vector<T>()[0];
+}
+
+double Tensor::at(std::initializer_list<int64_t> index) const {
+  EMBER_CHECK(static_cast<int64_t>(index.size()) == dim(), "at: index has ", index.size(),
+              " entries but the tensor has ", dim(), " dims");
+  Tensor v = *this;
+  for (int64_t i : index) v = v.select(0, i);
+  return v.item<double>();
+}
+
+template <class T>
+std::vector<T> Tensor::to_vector() const {
+  EMBER_CHECK(device().is_cpu(), "to_vector: the tensor is on ", device().str(), "; copy it to the cpu first");
+  Tensor c = to(dtype_of<T>()).contiguous();
+  const T* p = c.data<const T>();
+  return std::vector<T>(p, p + numel());
+}
+
+#define EMBER_INSTANTIATE_VALUES(T) \
+  template T Tensor::item<T>() const; template std::vector<T> Tensor::to_vector<T>() const;
+EMBER_INSTANTIATE_VALUES(bool)
+EMBER_INSTANTIATE_VALUES(uint8_t)
+EMBER_INSTANTIATE_VALUES(int32_t)
+EMBER_INSTANTIATE_VALUES(int64_t)
+EMBER_INSTANTIATE_VALUES(Half)
+EMBER_INSTANTIATE_VALUES(BFloat16)
+EMBER_INSTANTIATE_VALUES(float)
+EMBER_INSTANTIATE_VALUES(double)
+#undef EMBER_INSTANTIATE_VALUES
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << t.str(); }
+
+// ----- construction -----
+
+Tensor empty(const Shape& shape, TensorOptions options) {
+  init();
+  for (int64_t d : shape)
+    EMBER_CHECK(d >= 0, "empty: negative size ", d, " in shape ", shape_str(shape));
+  int64_t n = shape_numel(shape);
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<Storage>(static_cast<size_t>(n * element_size(options.dtype)), options.device);
+  impl->shape = shape;
+  impl->strides = contiguous_strides(shape);
+  impl->offset = 0;
+  impl->dtype = options.dtype;
+  return Tensor(std::move(impl));
+}
+
+Tensor tensor(const std::vector<double>& values, const Shape& shape, TensorOptions options) {
+  EMBER_CHECK(static_cast<int64_t>(values.size()) == shape_numel(shape), "tensor: ", values.size(),
+              " values do not fill shape ", shape_str(shape), " (", shape_numel(shape), " elements)");
+  Tensor host = empty(shape, kFloat64);
+  std::copy(values.begin(), values.end(), host.data<double>());
+  Tensor out = host.to(options.dtype);
+  return options.device.is_cpu() ? out : out.to(options.device);
+}
+
+Tensor tensor(const std::vector<double>& values, TensorOptions options) {
+  return tensor(values, {static_cast<int64_t>(values.size())}, options);
+}
+
+Tensor scalar_tensor(Scalar value, TensorOptions options) {
+  Tensor out = empty({}, options);
+  out.fill_(value);
+  return out;
+}
+
+}  // namespace ember

@@ -1,0 +1,131 @@
+// Tensor: a typed, strided view of a Storage on one device.
+//
+// A Tensor is a cheap handle (a shared pointer); copying it shares the data. Views
+// (view, permute, narrow, select, expand, ...) share the storage and change only the
+// shape, strides and offset; contiguous(), clone() and to() copy. Ops live in
+// core/ops.h as free functions.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+#include "core/dtype.h"
+#include "core/scalar.h"
+#include "core/shape.h"
+
+namespace ember {
+
+class Storage;
+
+// What a new tensor is made of. Converts from a DType or a Device, so
+// zeros({2, 3}, kFloat64) and zeros({2, 3}, Device::cuda()) both read well.
+struct TensorOptions {
+  DType dtype = kFloat32;
+  Device device = Device::cpu();
+
+  TensorOptions() = default;
+  TensorOptions(DType t) : dtype(t) {}      // NOLINT
+  TensorOptions(Device d) : device(d) {}    // NOLINT
+  TensorOptions(DType t, Device d) : dtype(t), device(d) {}
+  TensorOptions with_dtype(DType t) const { return {t, device}; }
+  TensorOptions with_device(Device d) const { return {dtype, d}; }
+};
+
+// The state behind a Tensor handle. Kernels read it through Tensor's accessors.
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  Shape shape;
+  Shape strides;   // in elements
+  int64_t offset;  // in elements, from the start of the storage
+  DType dtype;
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  bool defined() const { return impl_ != nullptr; }
+  DType dtype() const { return impl().dtype; }
+  Device device() const;
+  int64_t dim() const { return static_cast<int64_t>(impl().shape.size()); }
+  const Shape& shape() const { return impl().shape; }
+  const Shape& strides() const { return impl().strides; }
+  int64_t size(int64_t dim) const;    // negative dims count from the end
+  int64_t stride(int64_t dim) const;
+  int64_t offset() const { return impl().offset; }
+  int64_t numel() const { return shape_numel(impl().shape); }
+  int64_t element_size() const { return ember::element_size(dtype()); }
+  bool is_contiguous() const;
+  // True when both handles view the same storage.
+  bool shares_storage_with(const Tensor& other) const;
+
+  // Address of the first element of this view.
+  void* data_ptr() const;
+  // Typed address; throws ember::Error when T does not match dtype().
+  template <class T> T* data() const;
+
+  // ----- views: no copy, the result shares this tensor's storage -----
+  // view: the new shape must be compatible with the strides (one dim may be -1).
+  Tensor view(const Shape& shape) const;
+  // reshape: a view when the strides allow it, a copy otherwise.
+  Tensor reshape(const Shape& shape) const;
+  Tensor permute(const Shape& dims) const;
+  Tensor transpose(int64_t dim0, int64_t dim1) const;
+  Tensor t() const;  // transpose of a 2-D tensor (a 0-D or 1-D tensor is returned as is)
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  // slice(dim, start, end, step) like Python's t[..., start:end:step]; bounds are clamped.
+  Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;
+  Tensor select(int64_t dim, int64_t index) const;
+  // expand: size-1 dims (and new leading dims) broadcast with stride 0; -1 keeps a size.
+  Tensor expand(const Shape& shape) const;
+  Tensor expand_as(const Tensor& other) const { return expand(other.shape()); }
+  Tensor squeeze() const;
+  Tensor squeeze(int64_t dim) const;
+  Tensor unsqueeze(int64_t dim) const;
+  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
+
+  // ----- copies -----
+  Tensor contiguous() const;  // this tensor itself when already contiguous
+  Tensor clone() const;
+  Tensor to(DType dtype) const;    // this tensor itself when the dtype already matches
+  Tensor to(Device device) const;  // likewise for the device
+
+  // ----- in place -----
+  // Copies src (broadcast to this shape, converted to this dtype) into this view.
+  const Tensor& copy_(const Tensor& src) const;
+  const Tensor& fill_(Scalar value) const;
+  const Tensor& zero_() const { return fill_(0); }
+
+  // ----- values -----
+  // The only element of a one-element tensor, converted to T.
+  template <class T = double> T item() const;
+  // One element, converted to double; the index has one entry per dim.
+  double at(std::initializer_list<int64_t> index) const;
+  // All elements in row-major order, converted to T.
+  template <class T> std::vector<T> to_vector() const;
+  // Readable text in PyTorch's layout: tensor([[1.0000, 2.0000], ...], dtype=float64)
+  std::string str() const;
+
+  const TensorImpl& impl() const;
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+
+ private:
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+// A tensor over fresh storage; its contents are unspecified.
+Tensor empty(const Shape& shape, TensorOptions options = {});
+// A tensor holding these values (row-major), converted to options.dtype.
+Tensor tensor(const std::vector<double>& values, const Shape& shape, TensorOptions options = {});
+Tensor tensor(const std::vector<double>& values, TensorOptions options = {});  // 1-D
+Tensor scalar_tensor(Scalar value, TensorOptions options = {});  // 0-D
+
+}  // namespace ember

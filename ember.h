@@ -1,0 +1,14 @@
+// ember: the umbrella header. Light on purpose: no Eigen, CUDA, Boost or JSON headers,
+// so a model file that includes it compiles in about two seconds.
+#pragma once
+
+#include "core/device.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/ops.h"
+#include "core/random.h"
+#include "core/runtime.h"
+#include "core/safetensors.h"
+#include "core/scalar.h"
+#include "core/shape.h"
+#include "core/tensor.h"

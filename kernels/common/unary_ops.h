@@ -1,0 +1,56 @@
+// The math of every unary elementwise op, written once for the CPU loops and the CUDA
+// kernels. T is the compute type: float for float32/bfloat16/float16, double for float64,
+// the integer type itself where an integer version exists.
+#pragma once
+
+#include <cmath>
+
+#include "core/macros.h"
+
+namespace ember::kernels::ops {
+
+struct Neg { template <class T> EMBER_HD T operator()(T x) const { return -x; } };
+struct Abs { template <class T> EMBER_HD T operator()(T x) const { return x < T(0) ? -x : x; } };
+struct Exp { template <class T> EMBER_HD T operator()(T x) const { using std::exp; return exp(x); } };
+struct Log { template <class T> EMBER_HD T operator()(T x) const { using std::log; return log(x); } };
+struct Sqrt { template <class T> EMBER_HD T operator()(T x) const { using std::sqrt; return sqrt(x); } };
+struct Rsqrt {
+  template <class T> EMBER_HD T operator()(T x) const { using std::sqrt; return T(1) / sqrt(x); }
+};
+// max(x, 0) that keeps NaN, as PyTorch's relu does.
+struct Relu { template <class T> EMBER_HD T operator()(T x) const { return x < T(0) ? T(0) : x; } };
+// Exact GELU: x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)).
+struct Gelu {
+  template <class T> EMBER_HD T operator()(T x) const {
+    using std::erf;
+    return T(0.5) * x * (T(1) + erf(x * T(0.70710678118654752440)));
+  }
+};
+// GELU's tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+struct GeluTanh {
+  template <class T> EMBER_HD T operator()(T x) const {
+    using std::tanh;
+    return T(0.5) * x * (T(1) + tanh(T(0.79788456080286535588) * (x + T(0.044715) * x * x * x)));
+  }
+};
+struct Tanh { template <class T> EMBER_HD T operator()(T x) const { using std::tanh; return tanh(x); } };
+// 1 / (1 + e^-x), written so that neither branch overflows.
+struct Sigmoid {
+  template <class T> EMBER_HD T operator()(T x) const {
+    using std::exp;
+    if (x >= T(0)) return T(1) / (T(1) + exp(-x));
+    T e = exp(x);
+    return e / (T(1) + e);
+  }
+};
+// Clamp to [lo, hi]; NaN stays NaN (PyTorch's clamp).
+template <class T>
+struct Clamp {
+  T lo, hi;
+  EMBER_HD T operator()(T x) const {
+    if (x != x) return x;
+    return x < lo ? lo : (x > hi ? hi : x);
+  }
+};
+
+}  // namespace ember::kernels::ops

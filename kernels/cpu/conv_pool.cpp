@@ -1,0 +1,179 @@
+// CPU conv2d forward (im2col + GEMM) and 2-D max/avg pooling forward, NCHW, contiguous
+// inputs (core ensures it). conv2d does 2*N*O*OH*OW*(C/groups)*kh*kw flops; im2col
+// writes C*kh*kw*OH*OW values per sample, which a 1x1 stride-1 unpadded conv skips.
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/loops.h"
+
+namespace ember::kernels::cpu {
+namespace {
+
+// col [C * kh * kw, OH * OW] from one sample's x [C, H, W]; padding reads as zero.
+template <class T>
+void im2col(const T* x, int64_t C, int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t OH, int64_t OW,
+            const Conv2dParams& p, T* col) {
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t ki = 0; ki < kh; ++ki)
+      for (int64_t kj = 0; kj < kw; ++kj) {
+        T* row = col + ((c * kh + ki) * kw + kj) * OH * OW;
+        const int64_t dh = ki * p.dilation[0] - p.padding[0], dw = kj * p.dilation[1] - p.padding[1];
+        // Output columns whose input column lies inside [0, W).
+        int64_t ow_lo = 0, ow_hi = OW;
+        while (ow_lo < OW && ow_lo * p.stride[1] + dw < 0) ++ow_lo;
+        while (ow_hi > ow_lo && (ow_hi - 1) * p.stride[1] + dw >= W) --ow_hi;
+        for (int64_t oh = 0; oh < OH; ++oh) {
+          T* r = row + oh * OW;
+          const int64_t ih = oh * p.stride[0] + dh;
+          if (ih < 0 || ih >= H) {
+            std::fill(r, r + OW, T(0));
+            continue;
+          }
+          const T* xr = x + (c * H + ih) * W + dw;
+          std::fill(r, r + ow_lo, T(0));
+          if (p.stride[1] == 1) {
+            std::copy(xr + ow_lo, xr + ow_hi, r + ow_lo);
+          } else {
+            for (int64_t ow = ow_lo; ow < ow_hi; ++ow) r[ow] = xr[ow * p.stride[1]];
+          }
+          std::fill(r + ow_hi, r + OW, T(0));
+        }
+      }
+}
+
+template <class T>
+void conv2d_typed(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias, const Conv2dParams& p) {
+  const int64_t N = in.shape()[0], C = in.shape()[1], H = in.shape()[2], W = in.shape()[3];
+  const int64_t O = weight.shape()[0], kh = weight.shape()[2], kw = weight.shape()[3];
+  const int64_t OH = out.shape()[2], OW = out.shape()[3], G = p.groups;
+  const int64_t Cg = C / G, Og = O / G, KK = Cg * kh * kw, P = OH * OW;
+  const T* x = static_cast<const T*>(in.data_ptr());
+  const T* w = static_cast<const T*>(weight.data_ptr());
+  const T* bptr = bias.defined() ? static_cast<const T*>(bias.data_ptr()) : nullptr;
+  T* y = static_cast<T*>(out.data_ptr());
+  const bool direct = kh == 1 && kw == 1 && p.stride[0] == 1 && p.stride[1] == 1 && p.padding[0] == 0 &&
+                      p.padding[1] == 0;
+
+  auto sample = [&](int64_t n, bool parallel, std::vector<T>& col) {
+    for (int64_t g = 0; g < G; ++g) {
+      const T* xg = x + (n * C + g * Cg) * H * W;
+      T* yg = y + (n * O + g * Og) * P;
+      const T* cols = xg;
+      if (!direct) {
+        col.resize(KK * P);
+        im2col(xg, Cg, H, W, kh, kw, OH, OW, p, col.data());
+        cols = col.data();
+      }
+      for (int64_t o = 0; o < Og; ++o) std::fill(yg + o * P, yg + (o + 1) * P, bptr ? bptr[g * Og + o] : T(0));
+      gemm<T>(false, false, Og, P, KK, w + g * Og * KK, KK, cols, P, yg, P, true, parallel);
+    }
+  };
+  if (N >= num_threads()) {
+    parallel_for(0, N, 1, [&](int64_t b, int64_t e) {
+      std::vector<T> col;
+      for (int64_t n = b; n < e; ++n) sample(n, false, col);
+    });
+  } else {
+    std::vector<T> col;
+    for (int64_t n = 0; n < N; ++n) sample(n, true, col);
+  }
+}
+
+void conv2d_kernel(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias, const Conv2dParams& p) {
+  if (in.dtype() == DType::Float32) return conv2d_typed<float>(out, in, weight, bias, p);
+  if (in.dtype() == DType::Float64) return conv2d_typed<double>(out, in, weight, bias, p);
+  EMBER_FAIL("conv2d kernel: dtype ", dtype_name(in.dtype()), " is not supported on the cpu");
+}
+
+// Runs f(plane_in, plane_out, plane_index) for every (n, c) plane in parallel.
+template <class T, class F>
+void for_each_plane(const Tensor& out, const Tensor& in, const F& f) {
+  const int64_t planes = in.shape()[0] * in.shape()[1];
+  const int64_t hw = in.shape()[2] * in.shape()[3], ohw = out.shape()[2] * out.shape()[3];
+  const T* x = static_cast<const T*>(in.data_ptr());
+  T* y = static_cast<T*>(out.data_ptr());
+  parallel_for(0, planes, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(hw, 1)), [&](int64_t b, int64_t e) {
+    for (int64_t pl = b; pl < e; ++pl) f(x + pl * hw, y + pl * ohw, pl);
+  });
+}
+
+void max_pool2d_kernel(const Tensor& out, const Tensor& indices, const Tensor& in, const Pool2dParams& p) {
+  visit_dtype(in.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (!is_float_v<T>) {
+      EMBER_FAIL("max_pool2d kernel: dtype ", dtype_name(in.dtype()), " is not supported");
+    } else {
+      using C = compute_t<T>;
+      const int64_t H = in.shape()[2], W = in.shape()[3], OH = out.shape()[2], OW = out.shape()[3];
+      int64_t* ind = indices.defined() ? static_cast<int64_t*>(indices.data_ptr()) : nullptr;
+      for_each_plane<T>(out, in, [&](const T* x, T* y, int64_t pl) {
+        for (int64_t oh = 0; oh < OH; ++oh)
+          for (int64_t ow = 0; ow < OW; ++ow) {
+            const int64_t h0 = oh * p.stride[0] - p.padding[0], w0 = ow * p.stride[1] - p.padding[1];
+            C best = -std::numeric_limits<C>::infinity();
+            int64_t arg = -1;
+            for (int64_t i = 0; i < p.kernel[0]; ++i) {
+              const int64_t h = h0 + i * p.dilation[0];
+              if (h < 0 || h >= H) continue;
+              for (int64_t j = 0; j < p.kernel[1]; ++j) {
+                const int64_t w = w0 + j * p.dilation[1];
+                if (w < 0 || w >= W) continue;
+                const C v = static_cast<C>(x[h * W + w]);
+                if (arg < 0 || v > best || (v != v && best == best)) {
+                  best = v;
+                  arg = h * W + w;
+                }
+              }
+            }
+            y[oh * OW + ow] = static_cast<T>(best);
+            if (ind) ind[pl * OH * OW + oh * OW + ow] = arg;
+          }
+      });
+    }
+  });
+}
+
+void avg_pool2d_kernel(const Tensor& out, const Tensor& in, const Pool2dParams& p) {
+  visit_dtype(in.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (!is_float_v<T>) {
+      EMBER_FAIL("avg_pool2d kernel: dtype ", dtype_name(in.dtype()), " is not supported");
+    } else {
+      using C = compute_t<T>;
+      const int64_t H = in.shape()[2], W = in.shape()[3], OH = out.shape()[2], OW = out.shape()[3];
+      for_each_plane<T>(out, in, [&](const T* x, T* y, int64_t) {
+        for (int64_t oh = 0; oh < OH; ++oh)
+          for (int64_t ow = 0; ow < OW; ++ow) {
+            // PyTorch's divisor: the window clipped to the padded input, or to the input.
+            int64_t h0 = oh * p.stride[0] - p.padding[0], w0 = ow * p.stride[1] - p.padding[1];
+            int64_t h1 = std::min(h0 + p.kernel[0], H + p.padding[0]), w1 = std::min(w0 + p.kernel[1], W + p.padding[1]);
+            const int64_t padded = (h1 - h0) * (w1 - w0);
+            h0 = std::max<int64_t>(h0, 0);
+            w0 = std::max<int64_t>(w0, 0);
+            h1 = std::min(h1, H);
+            w1 = std::min(w1, W);
+            C sum = 0;
+            for (int64_t h = h0; h < h1; ++h)
+              for (int64_t w = w0; w < w1; ++w) sum += static_cast<C>(x[h * W + w]);
+            const int64_t div = p.divisor_override ? p.divisor_override
+                                : p.count_include_pad ? padded
+                                                      : (h1 - h0) * (w1 - w0);
+            y[oh * OW + ow] = static_cast<T>(div > 0 ? sum / static_cast<C>(div) : C(0));
+          }
+      });
+    }
+  });
+}
+
+}  // namespace
+
+void register_conv_pool() {
+  conv2d_stub.set(DeviceType::CPU, conv2d_kernel);
+  max_pool2d_stub.set(DeviceType::CPU, max_pool2d_kernel);
+  avg_pool2d_stub.set(DeviceType::CPU, avg_pool2d_kernel);
+}
+
+}  // namespace ember::kernels::cpu

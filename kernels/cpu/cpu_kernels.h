@@ -1,0 +1,17 @@
+// The CPU backend's registration functions, one per source file, called in order by
+// register_cpu_kernels() (register.cpp).
+#pragma once
+
+#include "kernels/stubs.h"
+
+namespace ember::kernels::cpu {
+
+void register_elementwise();
+void register_creation();
+void register_reduce();
+void register_matmul();
+void register_softmax();
+void register_indexing();
+void register_conv_pool();
+
+}  // namespace ember::kernels::cpu

@@ -1,0 +1,127 @@
+// GEMM variants. Note [GEMM choice]: measured with bench/ember_bench_matmul on the
+// project machine (2 cores, AVX-512); the table is in the README. Auto uses OpenBLAS for
+// products large enough that its threaded kernel wins, Eigen below that, where Eigen's
+// lower call overhead wins, and always Eigen single-threaded inside a parallel region
+// (OpenBLAS's thread count is process-wide, so it cannot be told "one thread" per call).
+#include "kernels/cpu/gemm.h"
+
+#include <cblas.h>
+
+#include <Eigen/Core>
+#include <atomic>
+
+#include "core/error.h"
+#include "kernels/cpu/parallel.h"
+
+namespace ember::kernels::cpu {
+namespace {
+
+std::atomic<GemmVariant> g_variant{GemmVariant::Auto};
+
+// Products of at least this many multiply-adds go to OpenBLAS under Auto.
+constexpr double kOpenBlasMinFlops = 64.0 * 64 * 64;
+
+template <class T>
+using RowMat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <class T>
+using ConstMap = Eigen::Map<const RowMat<T>, 0, Eigen::OuterStride<>>;
+template <class T>
+using MutMap = Eigen::Map<RowMat<T>, 0, Eigen::OuterStride<>>;
+
+// C rows [r0, r1) (or columns [c0, c1) when split_cols) of the product, single-threaded.
+template <class T>
+void eigen_block(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
+                 int64_t ldb, T* c, int64_t ldc, bool acc, int64_t lo, int64_t hi, bool split_cols) {
+  ConstMap<T> A(a, ta ? k : m, ta ? m : k, Eigen::OuterStride<>(lda));
+  ConstMap<T> B(b, tb ? n : k, tb ? k : n, Eigen::OuterStride<>(ldb));
+  MutMap<T> C(c, m, n, Eigen::OuterStride<>(ldc));
+  auto run = [&](const auto& opA, const auto& opB) {
+    if (split_cols) {
+      auto dst = C.middleCols(lo, hi - lo);
+      auto rhs = opB.middleCols(lo, hi - lo);
+      if (acc) dst.noalias() += opA * rhs; else dst.noalias() = opA * rhs;
+    } else {
+      auto dst = C.middleRows(lo, hi - lo);
+      auto lhs = opA.middleRows(lo, hi - lo);
+      if (acc) dst.noalias() += lhs * opB; else dst.noalias() = lhs * opB;
+    }
+  };
+  if (!ta && !tb) run(A, B);
+  else if (ta && !tb) run(A.transpose(), B);
+  else if (!ta && tb) run(A, B.transpose());
+  else run(A.transpose(), B.transpose());
+}
+
+template <class T>
+void eigen_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
+                int64_t ldb, T* c, int64_t ldc, bool acc, bool parallel) {
+  // Split the larger of m and n into one block per thread, in multiples of 16 rows.
+  const bool split_cols = n > m;
+  const int64_t extent = split_cols ? n : m;
+  const int threads = parallel ? num_threads() : 1;
+  const int64_t blocks = std::min<int64_t>(threads, std::max<int64_t>(1, extent / 16));
+  const double flops = double(m) * double(n) * double(k);
+  if (blocks <= 1 || flops < 32.0 * 32 * 32) {
+    eigen_block(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, acc, 0, extent, split_cols);
+    return;
+  }
+  parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t blk = b0; blk < b1; ++blk) {
+      int64_t lo = extent * blk / blocks / 16 * 16, hi = blk + 1 == blocks ? extent : extent * (blk + 1) / blocks / 16 * 16;
+      if (hi > lo) eigen_block(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, acc, lo, hi, split_cols);
+    }
+  });
+}
+
+void set_openblas_threads(int n) {
+  static std::atomic<int> current{0};
+  if (current.exchange(n) != n) openblas_set_num_threads(n);
+}
+
+template <class T>
+void openblas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
+                   int64_t ldb, T* c, int64_t ldc, bool acc) {
+  set_openblas_threads(num_threads());
+  const auto opa = ta ? CblasTrans : CblasNoTrans, opb = tb ? CblasTrans : CblasNoTrans;
+  const T beta = acc ? T(1) : T(0);
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemm(CblasRowMajor, opa, opb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+  else
+    cblas_dgemm(CblasRowMajor, opa, opb, m, n, k, 1.0, a, lda, b, ldb, beta, c, ldc);
+}
+
+}  // namespace
+
+void set_gemm_variant(GemmVariant v) { g_variant.store(v); }
+GemmVariant gemm_variant() { return g_variant.load(); }
+
+GemmVariant parse_gemm_variant(std::string_view name) {
+  if (name == "auto") return GemmVariant::Auto;
+  if (name == "eigen") return GemmVariant::Eigen;
+  if (name == "openblas") return GemmVariant::OpenBlas;
+  EMBER_FAIL("gemm: unknown variant '", name, "' (expected auto, eigen or openblas)");
+}
+
+template <class T>
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb,
+          T* c, int64_t ldc, bool acc, bool parallel) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    if (!acc)
+      for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, T(0));
+    return;
+  }
+  GemmVariant v = g_variant.load();
+  if (v == GemmVariant::Auto) v = double(m) * n * k >= kOpenBlasMinFlops ? GemmVariant::OpenBlas : GemmVariant::Eigen;
+  if (v == GemmVariant::OpenBlas && parallel)
+    openblas_gemm(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, acc);
+  else
+    eigen_gemm(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, acc, parallel);
+}
+
+template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t,
+                          float*, int64_t, bool, bool);
+template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, const double*, int64_t, const double*, int64_t,
+                           double*, int64_t, bool, bool);
+
+}  // namespace ember::kernels::cpu

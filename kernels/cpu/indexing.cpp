@@ -1,0 +1,97 @@
+// CPU index_select, gather and scatter_add. Core passes int64 contiguous indices, and
+// (for index_select) a contiguous input. Indices are checked here, as they are read:
+// an out-of-range index is an ember::Error naming it, never a wild read or write.
+#include <cstring>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/loops.h"
+
+namespace ember::kernels::cpu {
+namespace {
+
+void check_index(const char* op, int64_t v, int64_t dim, int64_t size) {
+  EMBER_CHECK(v >= 0 && v < size, op, ": index ", v, " is out of range for dim ", dim, " of size ", size);
+}
+
+// out [outer, L, inner] = in [outer, n, inner] rows picked by index [L].
+void index_select_kernel(const Tensor& out, const Tensor& in, int64_t dim, const Tensor& index) {
+  const Shape& s = in.shape();
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < dim; ++d) outer *= s[d];
+  for (int64_t d = dim + 1; d < in.dim(); ++d) inner *= s[d];
+  const int64_t n = s[dim], L = index.numel(), row_bytes = inner * in.element_size();
+  const int64_t* idx = static_cast<const int64_t*>(index.data_ptr());
+  for (int64_t l = 0; l < L; ++l) check_index("index_select", idx[l], dim, n);
+  const char* src = static_cast<const char*>(in.data_ptr());
+  char* dst = static_cast<char*>(out.data_ptr());
+  parallel_for(0, outer * L, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(inner, 1)), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      const int64_t o = r / L, l = r % L;
+      std::memcpy(dst + r * row_bytes, src + (o * n + idx[l]) * row_bytes, row_bytes);
+    }
+  });
+}
+
+// Visits every position of `index` (row-major) with the element offsets it maps to in
+// `a` (position itself) and `b` (position with dim replaced by the index value).
+template <class F>
+void for_each_indexed(const Tensor& index, const Shape& a_strides, const Shape& b_strides, int64_t dim,
+                      int64_t b_size, const char* op, bool parallel, const F& f) {
+  const int64_t nd = index.dim();
+  const Shape& shape = index.shape();
+  const int64_t* idx = static_cast<const int64_t*>(index.data_ptr());
+  auto body = [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) {
+      int64_t rem = i, oa = 0, ob = 0;
+      for (int64_t d = nd - 1; d >= 0; --d) {
+        const int64_t c = rem % shape[d];
+        rem /= shape[d];
+        oa += c * a_strides[d];
+        if (d != dim) ob += c * b_strides[d];
+      }
+      const int64_t v = idx[i];
+      check_index(op, v, dim, b_size);
+      f(oa, ob + v * b_strides[dim]);
+    }
+  };
+  if (parallel)
+    parallel_for(0, index.numel(), kGrainSize, body);
+  else
+    body(0, index.numel());
+}
+
+void gather_kernel(const Tensor& out, const Tensor& in, int64_t dim, const Tensor& index) {
+  visit_dtype(in.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* o = static_cast<T*>(out.data_ptr());
+    const T* x = static_cast<const T*>(in.data_ptr());
+    for_each_indexed(index, out.strides(), in.strides(), dim, in.shape()[dim], "gather", true,
+                     [&](int64_t oa, int64_t ob) { o[oa] = x[ob]; });
+  });
+}
+
+// Serial: two positions may add into the same element.
+void scatter_add_kernel(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+  visit_dtype(self.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, bool>) {
+      EMBER_FAIL("scatter_add kernel: dtype bool is not supported");
+    } else {
+      T* y = static_cast<T*>(self.data_ptr());
+      const T* s = static_cast<const T*>(src.data_ptr());
+      using C = compute_t<T>;
+      for_each_indexed(index, src.strides(), self.strides(), dim, self.shape()[dim], "scatter_add", false,
+                       [&](int64_t oa, int64_t ob) { y[ob] = static_cast<T>(static_cast<C>(y[ob]) + static_cast<C>(s[oa])); });
+    }
+  });
+}
+
+}  // namespace
+
+void register_indexing() {
+  index_select_stub.set(DeviceType::CPU, index_select_kernel);
+  gather_stub.set(DeviceType::CPU, gather_kernel);
+  scatter_add_stub.set(DeviceType::CPU, scatter_add_kernel);
+}
+
+}  // namespace ember::kernels::cpu

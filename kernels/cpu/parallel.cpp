@@ -1,0 +1,158 @@
+// A fixed pool of worker threads that parallel_for hands contiguous chunks to.
+// The caller runs chunk 0 itself, so a 2-thread pool has one worker.
+#include "kernels/cpu/parallel.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "kernels/backends.h"
+
+namespace ember::kernels::cpu {
+namespace {
+
+thread_local bool tls_in_parallel = false;
+
+int default_threads() {
+  if (const char* env = std::getenv("EMBER_NUM_THREADS")) {
+    int n = std::atoi(env);
+    if (n >= 1) return n;
+  }
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+class Pool {
+ public:
+  explicit Pool(int threads) { resize(threads); }
+  ~Pool() { stop(); }
+
+  int size() const { return size_.load(std::memory_order_relaxed); }
+
+  void resize(int threads) {
+    std::lock_guard lock(run_mu_);
+    stop();
+    size_ = threads;
+    quit_ = false;
+    for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { work(); });
+  }
+
+  void run(int64_t begin, int64_t end, int64_t chunks, const std::function<void(int64_t, int64_t)>& fn) {
+    std::lock_guard run_lock(run_mu_);  // one parallel region at a time
+    uint64_t gen;
+    {
+      std::lock_guard lock(mu_);
+      job_ = {begin, end, chunks, &fn};
+      next_ = 0;
+      pending_ = chunks;
+      error_ = nullptr;
+      gen = ++generation_;
+    }
+    cv_.notify_all();
+    drain(gen);
+    std::unique_lock lock(mu_);
+    done_cv_.wait(lock, [&] { return pending_ == 0; });
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  struct Job {
+    int64_t begin = 0, end = 0, chunks = 0;
+    const std::function<void(int64_t, int64_t)>* fn = nullptr;
+  };
+
+  void stop() {
+    {
+      std::lock_guard lock(mu_);
+      quit_ = true;
+    }
+    cv_.notify_all();
+    for (auto& w : workers_) w.join();
+    workers_.clear();
+  }
+
+  // Runs chunks of job `gen` until none is left. Chunks are claimed under the mutex
+  // (there are at most as many as threads), so a late worker never runs a finished job.
+  void drain(uint64_t gen) {
+    tls_in_parallel = true;
+    for (;;) {
+      Job job;
+      int64_t c;
+      {
+        std::lock_guard lock(mu_);
+        if (generation_ != gen || next_ >= job_.chunks) break;
+        c = next_++;
+        job = job_;
+      }
+      int64_t n = job.end - job.begin;
+      try {
+        (*job.fn)(job.begin + n * c / job.chunks, job.begin + n * (c + 1) / job.chunks);
+      } catch (...) {
+        std::lock_guard lock(mu_);
+        if (!error_) error_ = std::current_exception();
+      }
+      std::lock_guard lock(mu_);
+      if (--pending_ == 0) done_cv_.notify_all();
+    }
+    tls_in_parallel = false;
+  }
+
+  void work() {
+    uint64_t seen = 0;
+    for (;;) {
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return quit_ || generation_ != seen; });
+        if (quit_) return;
+        seen = generation_;
+      }
+      drain(seen);
+    }
+  }
+
+  std::mutex run_mu_;
+  std::mutex mu_;
+  std::condition_variable cv_, done_cv_;
+  std::vector<std::thread> workers_;
+  Job job_;
+  int64_t next_ = 0;
+  int64_t pending_ = 0;
+  uint64_t generation_ = 0;
+  std::exception_ptr error_;
+  std::atomic<int> size_{1};
+  bool quit_ = false;
+};
+
+Pool& pool() {
+  static Pool p(default_threads());
+  return p;
+}
+
+}  // namespace
+
+int num_threads() { return pool().size(); }
+void set_num_threads(int n) { pool().resize(n); }
+
+void parallel_for(int64_t begin, int64_t end, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  if (begin >= end) return;
+  int64_t n = end - begin;
+  grain = std::max<int64_t>(grain, 1);
+  int threads = tls_in_parallel ? 1 : num_threads();
+  int64_t chunks = std::min<int64_t>(threads, (n + grain - 1) / grain);
+  if (chunks <= 1) {
+    fn(begin, end);
+    return;
+  }
+  pool().run(begin, end, chunks, fn);
+}
+
+}  // namespace ember::kernels::cpu
+
+namespace ember::kernels {
+int cpu_num_threads() { return cpu::num_threads(); }
+void set_cpu_num_threads(int n) { cpu::set_num_threads(n); }
+}  // namespace ember::kernels

@@ -1,0 +1,22 @@
+// The CPU backend's thread pool and its one entry point, parallel_for.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+namespace ember::kernels::cpu {
+
+// Elements of simple elementwise work below which splitting across threads costs more
+// than it saves (waking a worker takes a few microseconds); PyTorch uses the same figure.
+inline constexpr int64_t kGrainSize = 32768;
+
+// Calls fn(begin, end) on disjoint chunks covering [begin, end), each at least `grain`
+// long except the last, on up to num_threads() threads (the caller is one of them).
+// Runs inline when the range is small, the pool has one thread, or when called from
+// inside another parallel_for. Waits for all chunks; rethrows the first exception.
+void parallel_for(int64_t begin, int64_t end, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+
+int num_threads();
+void set_num_threads(int n);
+
+}  // namespace ember::kernels::cpu

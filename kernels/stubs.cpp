@@ -1,0 +1,26 @@
+#include "kernels/stubs.h"
+
+#include "core/error.h"
+
+namespace ember::kernels {
+
+void OpStubBase::missing(DeviceType d) const {
+  EMBER_FAIL(name_, ": no kernel is registered for device type ", device_type_name(d));
+}
+
+#define EMBER_DEFINE_UNARY(name) OpStub<UnaryFn> name##_stub{#name};
+#define EMBER_DEFINE_BINARY(name) OpStub<BinaryFn> name##_stub{#name};
+#define EMBER_DEFINE_OTHER(name, Fn) OpStub<Fn> name##_stub{#name};
+EMBER_UNARY_OPS(EMBER_DEFINE_UNARY)
+EMBER_BINARY_OPS(EMBER_DEFINE_BINARY)
+EMBER_OTHER_OPS(EMBER_DEFINE_OTHER)
+
+const std::vector<const OpStubBase*>& all_stubs() {
+#define EMBER_LIST_ONE(name) &name##_stub,
+#define EMBER_LIST_OTHER(name, Fn) &name##_stub,
+  static const std::vector<const OpStubBase*> stubs = {
+      EMBER_UNARY_OPS(EMBER_LIST_ONE) EMBER_BINARY_OPS(EMBER_LIST_ONE) EMBER_OTHER_OPS(EMBER_LIST_OTHER)};
+  return stubs;
+}
+
+}  // namespace ember::kernels

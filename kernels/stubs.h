@@ -1,0 +1,125 @@
+// The backend contract: one typed dispatch slot table (OpStub) per primitive op.
+//
+// core checks an op's arguments, allocates its outputs and calls the stub for the
+// inputs' device; a backend fills the slots it implements from its register_*_kernels()
+// function. A missing kernel is an ember::Error naming the op and the device: there is
+// no silent fallback to another device and no implicit copy.
+//
+// What a kernel may assume (core guarantees it):
+// - outputs are freshly allocated, contiguous, of the shape and dtype the op documents;
+// - elementwise inputs are already broadcast to the output's shape (stride-0 views) and
+//   share one dtype (core promotes and converts first); they may be strided;
+// - every tensor is on the device whose slot is called.
+// Kernels see Tensor only as data (shape, strides, pointer); they never call ops.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace ember::kernels {
+
+struct PhiloxState {  // a draw's position in a counter-based Philox 4x32-10 stream
+  uint64_t seed;
+  uint64_t offset;  // in 128-bit Philox blocks
+};
+
+struct Conv2dParams {
+  int64_t stride[2], padding[2], dilation[2], groups;
+};
+
+struct Pool2dParams {
+  int64_t kernel[2], stride[2], padding[2], dilation[2];
+  bool ceil_mode;
+  bool count_include_pad;    // avg_pool2d
+  int64_t divisor_override;  // avg_pool2d; 0 = none
+};
+
+// Bit d set: dim d is reduced. Reduced outputs keep the reduced dims with size 1.
+using DimMask = uint64_t;
+
+using UnaryFn = void(const Tensor& out, const Tensor& in);
+using BinaryFn = void(const Tensor& out, const Tensor& a, const Tensor& b);
+using ClampFn = void(const Tensor& out, const Tensor& in, double lo, double hi);
+using WhereFn = void(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b);
+using CopyFn = void(const Tensor& dst, const Tensor& src);  // any strides, any dtypes
+using FillFn = void(const Tensor& dst, Scalar value);       // dst may be strided
+using RangeFn = void(const Tensor& out, double a, double b);  // arange: start, step; linspace: start, end
+using RandomFn = void(const Tensor& out, PhiloxState state, double a, double b);
+using ReduceFn = void(const Tensor& out, const Tensor& in, DimMask dims);
+using ReduceIndexFn = void(const Tensor& values, const Tensor& indices, const Tensor& in, int64_t dim);
+// out [B, M, N] = a [B, M, K] @ b [B, K, N]; a and b may be strided (batch stride 0 broadcasts).
+using MatmulFn = void(const Tensor& out, const Tensor& a, const Tensor& b);
+using SoftmaxFn = void(const Tensor& out, const Tensor& in, int64_t dim);
+using IndexFn = void(const Tensor& out, const Tensor& in, int64_t dim, const Tensor& index);
+using ScatterFn = void(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
+// bias may be undefined.
+using Conv2dFn = void(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias,
+                      const Conv2dParams& p);
+using MaxPool2dFn = void(const Tensor& out, const Tensor& indices, const Tensor& in, const Pool2dParams& p);
+using AvgPool2dFn = void(const Tensor& out, const Tensor& in, const Pool2dParams& p);
+
+class OpStubBase {
+ public:
+  explicit constexpr OpStubBase(const char* name) : name_(name) {}
+  const char* name() const { return name_; }
+  bool has(DeviceType d) const { return present_[static_cast<int>(d)]; }
+
+ protected:
+  [[noreturn]] void missing(DeviceType d) const;
+  const char* name_;
+  std::array<bool, kNumDeviceTypes> present_{};
+};
+
+template <class Fn>
+class OpStub : public OpStubBase {
+ public:
+  using OpStubBase::OpStubBase;
+  void set(DeviceType d, Fn* fn) {
+    slots_[static_cast<int>(d)] = fn;
+    present_[static_cast<int>(d)] = fn != nullptr;
+  }
+  Fn* get(DeviceType d) const {
+    Fn* fn = slots_[static_cast<int>(d)];
+    if (!fn) missing(d);
+    return fn;
+  }
+  template <class... Args>
+  void operator()(Device device, Args&&... args) const {
+    get(device.type)(static_cast<Args&&>(args)...);
+  }
+
+ private:
+  std::array<Fn*, kNumDeviceTypes> slots_{};
+};
+
+// X(name, FnType) for every primitive op. Adding an op here adds its stub, puts it in
+// all_stubs() and makes the coverage test demand it from every backend.
+#define EMBER_UNARY_OPS(X) \
+  X(neg) X(abs) X(exp) X(log) X(sqrt) X(rsqrt) X(relu) X(gelu) X(gelu_tanh) X(tanh) X(sigmoid)
+#define EMBER_BINARY_OPS(X) \
+  X(add) X(sub) X(mul) X(div) X(pow) X(maximum) X(minimum) X(eq) X(ne) X(lt) X(le) X(gt) X(ge)
+#define EMBER_OTHER_OPS(X)                                                                  \
+  X(clamp, ClampFn) X(where, WhereFn) X(copy, CopyFn) X(fill, FillFn) X(arange, RangeFn)    \
+  X(linspace, RangeFn) X(uniform, RandomFn) X(normal, RandomFn) X(randint, RandomFn)        \
+  X(sum, ReduceFn) X(amax, ReduceFn) X(amin, ReduceFn) X(max_dim, ReduceIndexFn)            \
+  X(min_dim, ReduceIndexFn) X(matmul, MatmulFn) X(softmax, SoftmaxFn) X(log_softmax, SoftmaxFn) \
+  X(index_select, IndexFn) X(gather, IndexFn) X(scatter_add, ScatterFn) X(conv2d, Conv2dFn) \
+  X(max_pool2d, MaxPool2dFn) X(avg_pool2d, AvgPool2dFn)
+
+#define EMBER_DECLARE_UNARY(name) extern OpStub<UnaryFn> name##_stub;
+#define EMBER_DECLARE_BINARY(name) extern OpStub<BinaryFn> name##_stub;
+#define EMBER_DECLARE_OTHER(name, Fn) extern OpStub<Fn> name##_stub;
+EMBER_UNARY_OPS(EMBER_DECLARE_UNARY)
+EMBER_BINARY_OPS(EMBER_DECLARE_BINARY)
+EMBER_OTHER_OPS(EMBER_DECLARE_OTHER)
+#undef EMBER_DECLARE_UNARY
+#undef EMBER_DECLARE_BINARY
+#undef EMBER_DECLARE_OTHER
+
+// Every stub, for the coverage test and for `ember-info`-style listings.
+const std::vector<const OpStubBase*>& all_stubs();
+
+}  // namespace ember::kernels
