@@ -63,7 +63,7 @@ Tensor gelu(const Tensor& x, bool approximate = false);
 Tensor tanh(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max);
-// cond must be bool; the result has promote_types(a, b).
+// cond must be bool; a and b promote as in an arithmetic op (0-dim operands included).
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 
 // Comparisons give bool tensors.

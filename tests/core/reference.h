@@ -70,6 +70,11 @@ inline std::vector<double> ref_binary(const Tensor& a, const Tensor& b, const st
                                       Shape* out_shape = nullptr) {
   Shape shape = broadcast_all({a.shape(), b.shape()});
   std::vector<double> va = values(a), vb = values(b), out(static_cast<size_t>(shape_numel(shape)));
+  if (a.shape() == b.shape()) {  // no broadcasting: skip the index arithmetic
+    for (size_t i = 0; i < out.size(); ++i) out[i] = f(va[i], vb[i]);
+    if (out_shape) *out_shape = shape;
+    return out;
+  }
   for (int64_t i = 0; i < static_cast<int64_t>(out.size()); ++i) {
     Shape idx = unravel(i, shape);
     out[i] = f(va[broadcast_source(idx, a.shape())], vb[broadcast_source(idx, b.shape())]);

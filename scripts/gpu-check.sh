@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Everything that needs a real GPU, in one run: build with the CUDA backend for this
+# machine's GPU, then run the tests labelled `gpu` (and the whole suite, whose CUDA
+# instances skip themselves without a GPU elsewhere). Prints a summary table at the end.
+# Usage: scripts/gpu-check.sh [BUILD_DIR]   (needs nvcc and a CUDA driver)
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$root/build-gpu}
+
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || echo "nvidia-smi: not available"
+"$root/scripts/build.sh" "$build" -DCMAKE_CUDA_ARCHITECTURES=native -DEMBER_BUILD_BENCH=OFF || exit 1
+
+"$build/examples/ember_hello" --device cpu | tail -n 1
+status=0
+ctest --test-dir "$build" --output-on-failure -j "$(nproc)" > "$build/gpu-check.log" 2>&1 || status=1
+summary=$(grep -E "tests passed|tests failed" "$build/gpu-check.log" | tail -n 1)
+skipped=$(grep -c "Skipped" "$build/gpu-check.log" || true)
+printf '\n| check | result |\n|---|---|\n'
+printf '| CUDA devices seen by ember | %s |\n' "$("$build/examples/ember_hello" --device cpu | sed -n 's/.*CUDA backend built, \([0-9]*\) CUDA.*/\1/p')"
+printf '| ctest (all labels) | %s |\n' "${summary:-see $build/gpu-check.log}"
+printf '| ctest tests skipped | %s |\n' "$skipped"
+exit $status
