@@ -14,7 +14,8 @@
 // hide in cache (L2 is ~1-2 MiB a core, L3 tens of MiB shared); at a DRAM bandwidth of
 // ~10-20 GB/s usable from two cores that is ~10-20 ms per add, and memcpy of 96 MiB shows
 // the real figure on this machine. Caveats for the comparison: ember allocates its output
-// each call (from the caching allocator, so no page faults after the first) and a normal
+// each call (until the caching allocator lands, a 64 MiB output is a fresh mmap whose
+// page faults cost more than the add itself) and a normal
 // store first reads the line it writes (write-allocate: 4 x 4n real traffic for add),
 // whereas glibc's large memcpy uses non-temporal stores, so add at ~75% of memcpy's
 // bytes/s is at the ceiling. The 1M case (12 MiB moved) mostly fits in L3 and measures

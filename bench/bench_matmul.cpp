@@ -83,7 +83,7 @@ Operands make_operands(const Case& c) {
 }
 
 void set_flops(benchmark::State& state, const Case& c) {
-  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * double(c.m) * double(c.n) * double(c.k),
+  state.counters["FLOP/s"] = benchmark::Counter(2.0 * double(c.m) * double(c.n) * double(c.k),
                                                  benchmark::Counter::kIsIterationInvariantRate,
                                                  benchmark::Counter::kIs1000);
 }

@@ -74,6 +74,9 @@ Tensor randn(const Shape& shape, TensorOptions options, Generator* gen) {
 Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions options, Generator* gen) {
   EMBER_CHECK(low < high, "randint: low ", low, " must be less than high ", high);
   EMBER_CHECK(options.dtype != kBool, "randint: dtype bool is not supported");
+  // The bounds travel to the kernels as doubles, exact up to 2^53.
+  constexpr int64_t kExact = int64_t(1) << 53;
+  EMBER_CHECK(low >= -kExact && high <= kExact, "randint: bounds [", low, ", ", high, ") must lie within +-2^53");
   Tensor out = empty(shape, options);
   const bool wide = static_cast<uint64_t>(high - low) > (uint64_t(1) << 32);
   auto st = reserve(gen, out.numel(), wide ? 2 : 4);

@@ -47,36 +47,49 @@ C box_muller(C u1, C u2, bool use_sin) {
   return use_sin ? r * std::sin(theta) : r * std::cos(theta);
 }
 
+// Runs f(Tag<T>{}, block, lane) -> T for every element, one Philox block per `per_block`
+// consecutive elements (4 for 32-bit values, 2 for 64-bit ones), blocks split across threads.
+template <class F>
+void for_each_block(const Tensor& out, PhiloxState st, int64_t per_block, const F& f) {
+  visit_dtype(out.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* o = static_cast<T*>(out.data_ptr());
+    const int64_t n = out.numel(), blocks = (n + per_block - 1) / per_block;
+    parallel_for(0, blocks, kGrainSize / per_block, [&](int64_t b, int64_t e) {
+      for (int64_t blk = b; blk < e; ++blk) {
+        const Philox4 r = philox_block(st.seed, st.offset + uint64_t(blk));
+        for (int64_t lane = 0; lane < per_block && blk * per_block + lane < n; ++lane)
+          o[blk * per_block + lane] = f(tag, r, static_cast<int>(lane));
+      }
+    });
+  });
+}
+
+int64_t per_block(DType t) { return t == DType::Float64 ? 2 : 4; }
+
 void uniform_kernel(const Tensor& out, PhiloxState st, double lo, double hi) {
-  for_each_index(out, [&](auto tag, int64_t i) {
+  for_each_block(out, st, per_block(out.dtype()), [&](auto tag, const Philox4& r, int lane) {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_same_v<T, double>) {
-      Philox4 r = philox_block(st.seed, st.offset + uint64_t(i) / 2);
-      int lane = int(i % 2) * 2;
-      return lo + (hi - lo) * uniform_double(r.v[lane], r.v[lane + 1]);
+      return lo + (hi - lo) * uniform_double(r.v[2 * lane], r.v[2 * lane + 1]);
     } else {
-      Philox4 r = philox_block(st.seed, st.offset + uint64_t(i) / 4);
-      float u = uniform_float(r.v[i % 4]);
-      return cast<T>(static_cast<float>(lo) + static_cast<float>(hi - lo) * u);
+      return cast<T>(static_cast<float>(lo) + static_cast<float>(hi - lo) * uniform_float(r.v[lane]));
     }
   });
 }
 
-// Each block gives 4 (float) or 2 (double) normals: lanes pair up for Box-Muller.
+// A float block gives 4 normals (lanes 0-1 and 2-3 pair up for Box-Muller), a double
+// block 2 (its two 64-bit uniforms pair up).
 void normal_kernel(const Tensor& out, PhiloxState st, double mean, double stddev) {
-  for_each_index(out, [&](auto tag, int64_t i) {
+  for_each_block(out, st, per_block(out.dtype()), [&](auto tag, const Philox4& r, int lane) {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_same_v<T, double>) {
-      Philox4 r = philox_block(st.seed, st.offset + uint64_t(i) / 2);
-      double u1 = 1.0 - uniform_double(r.v[0], r.v[1]);
-      double u2 = uniform_double(r.v[2], r.v[3]);
-      return mean + stddev * box_muller(u1, u2, i % 2 == 1);
+      const double u1 = 1.0 - uniform_double(r.v[0], r.v[1]), u2 = uniform_double(r.v[2], r.v[3]);
+      return mean + stddev * box_muller(u1, u2, lane == 1);
     } else {
-      Philox4 r = philox_block(st.seed, st.offset + uint64_t(i) / 4);
-      int pair = int(i % 4) / 2 * 2;
-      float u1 = 1.0f - uniform_float(r.v[pair]);
-      float u2 = uniform_float(r.v[pair + 1]);
-      return cast<T>(static_cast<float>(mean) + static_cast<float>(stddev) * box_muller(u1, u2, i % 2 == 1));
+      const int pair = lane / 2 * 2;
+      const float u1 = 1.0f - uniform_float(r.v[pair]), u2 = uniform_float(r.v[pair + 1]);
+      return cast<T>(static_cast<float>(mean) + static_cast<float>(stddev) * box_muller(u1, u2, lane % 2 == 1));
     }
   });
 }
@@ -86,16 +99,9 @@ void randint_kernel(const Tensor& out, PhiloxState st, double low_d, double high
   const int64_t low = static_cast<int64_t>(low_d);
   const uint64_t range = static_cast<uint64_t>(static_cast<int64_t>(high_d) - low);
   const bool wide = range > (uint64_t(1) << 32);
-  for_each_index(out, [&](auto tag, int64_t i) {
+  for_each_block(out, st, wide ? 2 : 4, [&](auto tag, const Philox4& r, int lane) {
     using T = typename decltype(tag)::type;
-    uint64_t bits;
-    if (wide) {
-      Philox4 r = philox_block(st.seed, st.offset + uint64_t(i) / 2);
-      int lane = int(i % 2) * 2;
-      bits = (uint64_t(r.v[lane]) << 32) | r.v[lane + 1];
-    } else {
-      bits = philox_block(st.seed, st.offset + uint64_t(i) / 4).v[i % 4];
-    }
+    const uint64_t bits = wide ? (uint64_t(r.v[2 * lane]) << 32) | r.v[2 * lane + 1] : uint64_t(r.v[lane]);
     return cast<T>(low + static_cast<int64_t>(bits % range));
   });
 }
