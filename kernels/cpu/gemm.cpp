@@ -1,8 +1,10 @@
-// GEMM variants. Note [GEMM choice]: measured with bench/ember_bench_matmul on the
-// project machine (2 cores, AVX-512); the table is in the README. Auto uses OpenBLAS for
-// products large enough that its threaded kernel wins, Eigen below that, where Eigen's
-// lower call overhead wins, and always Eigen single-threaded inside a parallel region
-// (OpenBLAS's thread count is process-wide, so it cannot be told "one thread" per call).
+// GEMM variants. Note [GEMM choice]: measured with bench/report.py on the project
+// machine (2 cores, AVX-512; table in the README), OpenBLAS's sgemm is 20-35% faster than
+// Eigen's from 256^3 up, both called directly and with Eigen split across ember's pool,
+// so Auto sends products of 64^3 multiply-adds and more to OpenBLAS. Smaller products
+// (a few microseconds) and every product inside a parallel region run on Eigen
+// single-threaded: OpenBLAS's thread count is process-wide, so it cannot be told to use
+// one thread for one call.
 #include "kernels/cpu/gemm.h"
 
 #include <cblas.h>

@@ -27,6 +27,18 @@ namespace ember::test {
 
 inline std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
 
+// The message of the ember::Error `fn` throws; fails the test when it throws nothing.
+template <class Fn>
+std::string error_message(Fn&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected ember::Error";
+  return {};
+}
+
 // ----- indices -----
 // Row-major multi-index of a flat index.
 inline Shape unravel(int64_t flat, const Shape& shape) {

@@ -20,20 +20,14 @@
 #include "core/half.h"
 #include "kernels/backends.h"
 
+#include "tests/core/reference.h"
+
 namespace ember {
 namespace {
 
-// The message of the ember::Error `fn` throws; fails the test when it throws nothing.
-template <class Fn>
-std::string error_message(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected ember::Error";
-  return {};
-}
+using test::error_message;
+using test::values;
+
 
 // True when `s` appears in `msg` between quotes ('s', "s" or `s`).
 bool quotes(const std::string& msg, const std::string& s) {

@@ -17,8 +17,13 @@
 #include "core/ops.h"
 #include "core/tensor.h"
 
+#include "tests/core/reference.h"
+
 namespace ember {
 namespace {
+
+using test::error_message;
+using test::values;
 
 Tensor iota(const Shape& shape, DType dtype = kFloat32) {
   std::vector<double> v(static_cast<size_t>(shape_numel(shape)));
@@ -26,18 +31,6 @@ Tensor iota(const Shape& shape, DType dtype = kFloat32) {
   return tensor(v, shape, dtype);
 }
 
-std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
-
-template <class Fn>
-std::string error_message(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected ember::Error";
-  return {};
-}
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
