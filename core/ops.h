@@ -60,6 +60,7 @@ Tensor rsqrt(const Tensor& x);
 Tensor relu(const Tensor& x);
 // approximate = false: 0.5 x (1 + erf(x / sqrt 2)); true: the tanh form.
 Tensor gelu(const Tensor& x, bool approximate = false);
+Tensor erf(const Tensor& x);
 Tensor tanh(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max);

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/autograd_graph.h"
 #include "core/op_utils.h"
 #include "kernels/stubs.h"
 
@@ -57,20 +58,82 @@ Tensor unary_numeric(const OpStub<UnaryFn>& stub, const Tensor& x) {
   return out;
 }
 
+// maximum/minimum backward: the winner gets g, a tie gives each side g / 2.
+std::vector<Tensor> tie_split(const Tensor& g, const Tensor& a, const Tensor& b, bool is_max) {
+  Tensor a_wins = is_max ? gt(a, b) : lt(a, b), b_wins = is_max ? gt(b, a) : lt(b, a);
+  Tensor z = zeros_like(g), half = mul(g, Scalar(0.5));
+  Tensor tie = eq(a, b);
+  return {where(a_wins, g, where(tie, half, z)), where(b_wins, g, where(tie, half, z))};
+}
+
+// a == 0 and b >= 0, where pow's gradient in b is taken as 0.
+Tensor logical_and_zero_base(const Tensor& a, const Tensor& b) {
+  return where(eq(a, Scalar(0)), ge(b, Scalar(0)), scalar_tensor(false, {kBool, a.device()}));
+}
+
 }  // namespace
 
-Tensor add(const Tensor& a, const Tensor& b) { return binary(kernels::add_stub, a, b, BinaryKind::Arith); }
-Tensor sub(const Tensor& a, const Tensor& b) { return binary(kernels::sub_stub, a, b, BinaryKind::Arith); }
-Tensor mul(const Tensor& a, const Tensor& b) { return binary(kernels::mul_stub, a, b, BinaryKind::Arith); }
-Tensor div(const Tensor& a, const Tensor& b) { return binary(kernels::div_stub, a, b, BinaryKind::TrueDiv); }
-Tensor pow(const Tensor& a, const Tensor& b) { return binary(kernels::pow_stub, a, b, BinaryKind::Arith); }
-Tensor maximum(const Tensor& a, const Tensor& b) { return binary(kernels::maximum_stub, a, b, BinaryKind::Arith); }
-Tensor minimum(const Tensor& a, const Tensor& b) { return binary(kernels::minimum_stub, a, b, BinaryKind::Arith); }
-Tensor add(const Tensor& a, Scalar b) { return binary(kernels::add_stub, a, b, BinaryKind::Arith); }
-Tensor sub(const Tensor& a, Scalar b) { return binary(kernels::sub_stub, a, b, BinaryKind::Arith); }
-Tensor mul(const Tensor& a, Scalar b) { return binary(kernels::mul_stub, a, b, BinaryKind::Arith); }
-Tensor div(const Tensor& a, Scalar b) { return binary(kernels::div_stub, a, b, BinaryKind::TrueDiv); }
-Tensor pow(const Tensor& a, Scalar b) { return binary(kernels::pow_stub, a, b, BinaryKind::Arith); }
+// Backward formulas capture detached tensors: saving an op's own output with its
+// grad_fn would make the node own itself.
+using autograd::record;
+using Grads = std::vector<Tensor>;
+
+Tensor add(const Tensor& a, const Tensor& b) {
+  return record("add", {a, b}, binary(kernels::add_stub, a, b, BinaryKind::Arith), [](const Tensor& g) { return Grads{g, g}; });
+}
+Tensor sub(const Tensor& a, const Tensor& b) {
+  return record("sub", {a, b}, binary(kernels::sub_stub, a, b, BinaryKind::Arith),
+                [](const Tensor& g) { return Grads{g, neg(g)}; });
+}
+Tensor mul(const Tensor& a, const Tensor& b) {
+  return record("mul", {a, b}, binary(kernels::mul_stub, a, b, BinaryKind::Arith),
+                [a = a.detach(), b = b.detach()](const Tensor& g) { return Grads{mul(g, b), mul(g, a)}; });
+}
+Tensor div(const Tensor& a, const Tensor& b) {
+  Tensor out = binary(kernels::div_stub, a, b, BinaryKind::TrueDiv);
+  return record("div", {a, b}, out, [b = b.detach(), o = out.detach()](const Tensor& g) {
+    Tensor ga = div(g, b);
+    return Grads{ga, neg(mul(ga, o))};  // d(a/b)/db = -(a/b)/b
+  });
+}
+// d/da a^b = b a^(b-1); d/db a^b = a^b log a, taken as 0 where a = 0 and b >= 0 (PyTorch).
+Tensor pow(const Tensor& a, const Tensor& b) {
+  Tensor out = binary(kernels::pow_stub, a, b, BinaryKind::Arith);
+  return record("pow", {a, b}, out, [a = a.detach(), b = b.detach(), o = out.detach()](const Tensor& g) {
+    Tensor ga = mul(g, mul(b, pow(a, sub(b, Scalar(1)))));
+    Tensor gb = mul(g, mul(o, log(a)));
+    gb = where(logical_and_zero_base(a, b), zeros_like(gb), gb);
+    return Grads{ga, gb};
+  });
+}
+// Ties send half the gradient to each side (PyTorch).
+Tensor maximum(const Tensor& a, const Tensor& b) {
+  return record("maximum", {a, b}, binary(kernels::maximum_stub, a, b, BinaryKind::Arith),
+                [a = a.detach(), b = b.detach()](const Tensor& g) { return tie_split(g, a, b, true); });
+}
+Tensor minimum(const Tensor& a, const Tensor& b) {
+  return record("minimum", {a, b}, binary(kernels::minimum_stub, a, b, BinaryKind::Arith),
+                [a = a.detach(), b = b.detach()](const Tensor& g) { return tie_split(g, a, b, false); });
+}
+Tensor add(const Tensor& a, Scalar b) {
+  return record("add", {a}, binary(kernels::add_stub, a, b, BinaryKind::Arith), [](const Tensor& g) { return Grads{g}; });
+}
+Tensor sub(const Tensor& a, Scalar b) {
+  return record("sub", {a}, binary(kernels::sub_stub, a, b, BinaryKind::Arith), [](const Tensor& g) { return Grads{g}; });
+}
+Tensor mul(const Tensor& a, Scalar b) {
+  return record("mul", {a}, binary(kernels::mul_stub, a, b, BinaryKind::Arith),
+                [b](const Tensor& g) { return Grads{mul(g, b)}; });
+}
+Tensor div(const Tensor& a, Scalar b) {
+  return record("div", {a}, binary(kernels::div_stub, a, b, BinaryKind::TrueDiv),
+                [b](const Tensor& g) { return Grads{div(g, b)}; });
+}
+Tensor pow(const Tensor& a, Scalar b) {
+  return record("pow", {a}, binary(kernels::pow_stub, a, b, BinaryKind::Arith), [a = a.detach(), b](const Tensor& g) {
+    return Grads{mul(g, mul(pow(a, Scalar(b.to_double() - 1)), b))};
+  });
+}
 
 Tensor eq(const Tensor& a, const Tensor& b) { return binary(kernels::eq_stub, a, b, BinaryKind::Compare); }
 Tensor ne(const Tensor& a, const Tensor& b) { return binary(kernels::ne_stub, a, b, BinaryKind::Compare); }
@@ -98,27 +161,85 @@ Tensor operator*(Scalar a, const Tensor& b) { return mul(b, a); }
 Tensor operator-(Scalar a, const Tensor& b) {
   detail::check_defined("sub", b);
   DType common = detail::result_type(b, a);
-  return binary(kernels::sub_stub, scalar_tensor(a, {common, b.device()}), b, common, BinaryKind::Arith);
+  Tensor out = binary(kernels::sub_stub, scalar_tensor(a, {common, b.device()}), b, common, BinaryKind::Arith);
+  return record("sub", {b}, out, [](const Tensor& g) { return Grads{neg(g)}; });
 }
 Tensor operator/(Scalar a, const Tensor& b) {
   detail::check_defined("div", b);
   DType common = detail::result_type(b, a);
-  return binary(kernels::div_stub, scalar_tensor(a, {common, b.device()}), b, common, BinaryKind::TrueDiv);
+  Tensor out = binary(kernels::div_stub, scalar_tensor(a, {common, b.device()}), b, common, BinaryKind::TrueDiv);
+  return record("div", {b}, out, [b = b.detach(), o = out.detach()](const Tensor& g) {
+    return Grads{neg(div(mul(g, o), b))};
+  });
 }
 Tensor operator-(const Tensor& x) { return neg(x); }
 
-Tensor neg(const Tensor& x) { return unary_numeric(kernels::neg_stub, x); }
-Tensor abs(const Tensor& x) { return unary_numeric(kernels::abs_stub, x); }
-Tensor relu(const Tensor& x) { return unary_numeric(kernels::relu_stub, x); }
-Tensor exp(const Tensor& x) { return unary_float(kernels::exp_stub, x); }
-Tensor log(const Tensor& x) { return unary_float(kernels::log_stub, x); }
-Tensor sqrt(const Tensor& x) { return unary_float(kernels::sqrt_stub, x); }
-Tensor rsqrt(const Tensor& x) { return unary_float(kernels::rsqrt_stub, x); }
-Tensor gelu(const Tensor& x, bool approximate) {
-  return unary_float(approximate ? kernels::gelu_tanh_stub : kernels::gelu_stub, x);
+Tensor neg(const Tensor& x) {
+  return record("neg", {x}, unary_numeric(kernels::neg_stub, x), [](const Tensor& g) { return Grads{neg(g)}; });
 }
-Tensor tanh(const Tensor& x) { return unary_float(kernels::tanh_stub, x); }
-Tensor sigmoid(const Tensor& x) { return unary_float(kernels::sigmoid_stub, x); }
+Tensor abs(const Tensor& x) {
+  return record("abs", {x}, unary_numeric(kernels::abs_stub, x), [x = x.detach()](const Tensor& g) {
+    Tensor z = zeros_like(g);
+    return Grads{where(gt(x, Scalar(0)), g, where(lt(x, Scalar(0)), neg(g), z))};  // abs'(0) = 0
+  });
+}
+Tensor relu(const Tensor& x) {
+  Tensor out = unary_numeric(kernels::relu_stub, x);
+  return record("relu", {x}, out, [o = out.detach()](const Tensor& g) {
+    return Grads{where(gt(o, Scalar(0)), g, zeros_like(g))};  // relu'(0) = 0
+  });
+}
+Tensor exp(const Tensor& x) {
+  Tensor out = unary_float(kernels::exp_stub, x);
+  return record("exp", {x}, out, [o = out.detach()](const Tensor& g) { return Grads{mul(g, o)}; });
+}
+Tensor log(const Tensor& x) {
+  return record("log", {x}, unary_float(kernels::log_stub, x), [x = x.detach()](const Tensor& g) { return Grads{div(g, x)}; });
+}
+Tensor sqrt(const Tensor& x) {
+  Tensor out = unary_float(kernels::sqrt_stub, x);
+  return record("sqrt", {x}, out, [o = out.detach()](const Tensor& g) { return Grads{div(g, mul(o, Scalar(2)))}; });
+}
+Tensor rsqrt(const Tensor& x) {
+  Tensor out = unary_float(kernels::rsqrt_stub, x);
+  return record("rsqrt", {x}, out, [o = out.detach()](const Tensor& g) {
+    return Grads{mul(g, mul(pow(o, Scalar(3)), Scalar(-0.5)))};
+  });
+}
+// Exact: Phi(x) + x phi(x). Tanh form: differentiate 0.5 x (1 + tanh(u)), u = c (x + k x^3).
+Tensor gelu(const Tensor& x, bool approximate) {
+  Tensor out = unary_float(approximate ? kernels::gelu_tanh_stub : kernels::gelu_stub, x);
+  return record("gelu", {x}, out, [x = x.detach(), approximate](const Tensor& g) {
+    Tensor xf = is_floating(x.dtype()) ? x : x.to(kFloat32);
+    if (!approximate) {
+      Tensor phi = mul(exp(mul(mul(xf, xf), Scalar(-0.5))), Scalar(0.39894228040143267794));
+      Tensor Phi = mul(add(erf(mul(xf, Scalar(0.70710678118654752440))), Scalar(1)), Scalar(0.5));
+      return Grads{mul(g, add(Phi, mul(xf, phi)))};
+    }
+    const double c = 0.79788456080286535588, k = 0.044715;
+    Tensor x2 = mul(xf, xf);
+    Tensor t = tanh(mul(add(xf, mul(mul(x2, xf), Scalar(k))), Scalar(c)));
+    Tensor du = mul(add(mul(x2, Scalar(3 * k)), Scalar(1)), Scalar(c));
+    Tensor one_minus_t2 = operator-(Scalar(1), mul(t, t));
+    Tensor d = add(mul(add(t, Scalar(1)), Scalar(0.5)), mul(mul(mul(xf, Scalar(0.5)), one_minus_t2), du));
+    return Grads{mul(g, d)};
+  });
+}
+Tensor erf(const Tensor& x) {
+  return record("erf", {x}, unary_float(kernels::erf_stub, x), [x = x.detach()](const Tensor& g) {
+    return Grads{mul(g, mul(exp(neg(mul(x, x))), Scalar(1.12837916709551257390)))};  // 2/sqrt(pi) e^(-x^2)
+  });
+}
+Tensor tanh(const Tensor& x) {
+  Tensor out = unary_float(kernels::tanh_stub, x);
+  return record("tanh", {x}, out, [o = out.detach()](const Tensor& g) { return Grads{mul(g, operator-(Scalar(1), mul(o, o)))}; });
+}
+Tensor sigmoid(const Tensor& x) {
+  Tensor out = unary_float(kernels::sigmoid_stub, x);
+  return record("sigmoid", {x}, out, [o = out.detach()](const Tensor& g) {
+    return Grads{mul(g, mul(o, operator-(Scalar(1), o)))};
+  });
+}
 
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max) {
   detail::check_defined("clamp", x);
@@ -128,8 +249,13 @@ Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> m
   Tensor in = !is_floating(x.dtype()) && (fractional(min) || fractional(max)) ? x.to(kFloat32) : x;
   Tensor out = empty_like(in);
   constexpr double kInf = std::numeric_limits<double>::infinity();
-  if (out.numel() > 0) kernels::clamp_stub(in.device(), out, in, min.value_or(-kInf), max.value_or(kInf));
-  return out;
+  const double lo = min.value_or(-kInf), hi = max.value_or(kInf);
+  if (out.numel() > 0) kernels::clamp_stub(in.device(), out, in, lo, hi);
+  // The gradient passes where lo <= x <= hi (bounds included, as in PyTorch).
+  return record("clamp", {x}, out, [x = x.detach(), lo, hi](const Tensor& g) {
+    Tensor inside = where(ge(x, Scalar(lo)), le(x, Scalar(hi)), scalar_tensor(false, {kBool, x.device()}));
+    return Grads{where(inside, g, zeros_like(g))};
+  });
 }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
@@ -143,7 +269,10 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   Tensor out = empty(shape, {common, a.device()});
   if (out.numel() > 0)
     kernels::where_stub(a.device(), out, cond.expand(shape), a.to(common).expand(shape), b.to(common).expand(shape));
-  return out;
+  return record("where", {cond, a, b}, out, [c = cond.detach()](const Tensor& g) {
+    Tensor z = zeros_like(g);
+    return Grads{Tensor(), where(c, g, z), where(c, z, g)};
+  });
 }
 
 bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool equal_nan) {

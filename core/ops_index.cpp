@@ -1,4 +1,5 @@
 // Joining and indexing: cat, stack, index_select, gather, scatter_add, one_hot.
+#include "core/autograd_graph.h"
 #include "core/op_utils.h"
 #include "kernels/stubs.h"
 
@@ -42,7 +43,17 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     out.narrow(d, pos, t.shape()[d]).copy_(t);
     pos += t.shape()[d];
   }
-  return out;
+  std::vector<int64_t> sizes;
+  for (const Tensor& t : tensors) sizes.push_back(t.shape()[d]);
+  return autograd::record("cat", tensors, out, [d, sizes](const Tensor& g) {
+    std::vector<Tensor> grads;
+    int64_t at = 0;
+    for (int64_t n : sizes) {
+      grads.push_back(g.narrow(d, at, n));
+      at += n;
+    }
+    return grads;
+  });
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
@@ -71,7 +82,15 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   shape[d] = idx.numel();
   Tensor out = empty(shape, {x.dtype(), x.device()});
   if (idx.numel() > 0) kernels::index_select_stub(x.device(), out, in, d, idx);
-  return x.dim() == 0 ? out.view({}) : out;
+  out = x.dim() == 0 ? out.view({}) : out;
+  // Rows picked more than once get the sum of their gradients.
+  return autograd::record("index_select", {x, index}, out, [in_shape = in.shape(), x_shape = x.shape(), d, idx](const Tensor& g) {
+    Shape idx_shape(in_shape.size(), 1);
+    idx_shape[d] = idx.numel();
+    Tensor gg = g.reshape([&] { Shape s = in_shape; s[d] = idx.numel(); return s; }());
+    Tensor gi = scatter_add(zeros(in_shape, {g.dtype(), g.device()}), d, idx.view(idx_shape).expand(gg.shape()), gg);
+    return std::vector<Tensor>{gi.reshape(x_shape), Tensor()};
+  });
 }
 
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
@@ -86,7 +105,9 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
                 " is larger than the input ", shape_str(x.shape()), " in dim ", k);
   Tensor out = empty(idx.shape(), {x.dtype(), x.device()});
   if (out.numel() > 0) kernels::gather_stub(x.device(), out, x, d, idx);
-  return out;
+  return autograd::record("gather", {x, index}, out, [x_shape = x.shape(), d, idx](const Tensor& g) {
+    return std::vector<Tensor>{scatter_add(zeros(x_shape, {g.dtype(), g.device()}), d, idx, g), Tensor()};
+  });
 }
 
 Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
@@ -105,7 +126,17 @@ Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const T
   }
   Tensor out = self.clone();
   if (idx.numel() > 0) kernels::scatter_add_stub(self.device(), out, d, idx, src.to(self.dtype()));
-  return out;
+  // src's gradient is g read back at the scattered positions; src may be larger than index.
+  return autograd::record("scatter_add", {self, index, src}, out, [d, idx, src_shape = src.shape()](const Tensor& g) {
+    Tensor gs = gather(g, d, idx);
+    if (gs.shape() != src_shape) {
+      Tensor z = zeros(src_shape, {g.dtype(), g.device()}), part = z;
+      for (int64_t k = 0; k < z.dim(); ++k) part = part.narrow(k, 0, idx.shape()[k]);
+      part.copy_(gs);
+      gs = z;
+    }
+    return std::vector<Tensor>{g, Tensor(), gs};
+  });
 }
 
 Tensor one_hot(const Tensor& indices, int64_t num_classes) {

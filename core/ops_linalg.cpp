@@ -1,5 +1,6 @@
 // matmul with torch.matmul's rules (1-D operands, batch broadcasting), folded onto the
 // batched [B, M, K] @ [B, K, N] kernel. 16-bit floats compute in float32.
+#include "core/autograd_graph.h"
 #include "core/op_utils.h"
 #include "kernels/stubs.h"
 
@@ -45,7 +46,20 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     out3 = empty({a3.size(0), M, N}, {compute, a.device()});
     kernels::matmul_stub(a.device(), out3, a3, b3);
   }
-  return out3.view(out_shape).to(dtype);
+  Tensor out = out3.view(out_shape).to(dtype);
+  // With 1-D operands promoted to matrices: dA = dC B^T, dB = A^T dC, each summed over
+  // the batch dims it was broadcast along.
+  return autograd::record("matmul", {a, b}, out, [a = a.detach(), b = b.detach()](const Tensor& g) {
+    Tensor a2 = a.dim() == 1 ? a.unsqueeze(0) : a;
+    Tensor b2 = b.dim() == 1 ? b.unsqueeze(1) : b;
+    Shape g_shape = g.shape();
+    if (a.dim() == 1) g_shape.insert(g_shape.end() - (b.dim() > 1 ? 1 : 0), 1);
+    if (b.dim() == 1) g_shape.push_back(1);
+    Tensor g2 = g.reshape(g_shape);
+    Tensor ga = autograd::sum_to(matmul(g2, b2.transpose(-1, -2)), a2.shape()).reshape(a.shape());
+    Tensor gb = autograd::sum_to(matmul(a2.transpose(-1, -2), g2), b2.shape()).reshape(b.shape());
+    return std::vector<Tensor>{ga, gb};
+  });
 }
 
 }  // namespace ember

@@ -1,5 +1,6 @@
 // Neural-network ops: softmax / log_softmax, conv2d and 2-D pooling (NCHW). Shapes and
 // hyper-parameters are checked here with PyTorch's rules; 16-bit floats compute in f32.
+#include "core/autograd_graph.h"
 #include "core/op_utils.h"
 #include "kernels/stubs.h"
 
@@ -14,7 +15,14 @@ Tensor softmax_impl(const kernels::OpStub<kernels::SoftmaxFn>& stub, const Tenso
   const int64_t d = normalize_dim(dim, in.dim(), op);
   Tensor out = empty_like(in);
   if (out.numel() > 0) stub(x.device(), out, in, d);
-  return x.dim() == 0 ? out.view({}) : out;
+  out = x.dim() == 0 ? out.view({}) : out;
+  const bool is_log = &stub == &kernels::log_softmax_stub;
+  // softmax: y (g - sum(g y)); log_softmax: g - exp(y) sum(g), both over the dim.
+  return autograd::record(op, {x}, out, [o = out.detach(), d, is_log](const Tensor& g) {
+    Tensor gg = o.dim() == 0 ? g.reshape({1}) : g, oo = o.dim() == 0 ? o.reshape({1}) : o;
+    Tensor r = is_log ? sub(gg, mul(exp(oo), sum(gg, {d}, true))) : mul(oo, sub(gg, sum(mul(gg, oo), {d}, true)));
+    return std::vector<Tensor>{r.reshape(o.shape())};
+  });
 }
 
 DType compute_dtype(DType t) { return t == kFloat16 || t == kBFloat16 ? kFloat32 : t; }
@@ -111,30 +119,48 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, std
                           {dilation.first, dilation.second}, groups};
   if (out.numel() > 0) kernels::conv2d_stub(input.device(), out, xc, wc, bc, p);
   out = out.to(dtype);
-  return batched ? out : out.squeeze(0);
+  out = batched ? out : out.squeeze(0);
+  return autograd::record("conv2d", {input, weight, bias}, out,
+                          [xc = xc.detach(), wc = wc.detach(), has_bias = bias.defined(), p, batched](const Tensor& g) {
+    Tensor gy = (batched ? g : g.unsqueeze(0)).to(xc.dtype()).contiguous();
+    Tensor gx = empty_like(xc), gw = empty_like(wc);
+    kernels::conv2d_backward_input_stub(xc.device(), gx, gy, wc, p);
+    kernels::conv2d_backward_weight_stub(xc.device(), gw, gy, xc, p);
+    Tensor gb = has_bias ? sum(gy, {0, 2, 3}) : Tensor();
+    return std::vector<Tensor>{batched ? gx : gx.squeeze(0), gw, gb};
+  });
 }
 
+// The gradient of each output goes to the input element its index names.
 std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, const Pool2dOptions& options) {
   PoolSetup s = pool_setup("max_pool2d", input, options, true);
   Tensor out = empty(s.out_shape, {s.in.dtype(), s.in.device()});
   Tensor idx = empty(s.out_shape, {kInt64, s.in.device()});
   if (out.numel() > 0) kernels::max_pool2d_stub(s.in.device(), out, idx, s.in, s.params);
-  if (!s.batched) return {out.squeeze(0), idx.squeeze(0)};
-  return {out, idx};
+  Tensor o = s.batched ? out : out.squeeze(0);
+  autograd::record("max_pool2d", {input}, o, [in_shape = s.in.shape(), idx, batched = s.batched](const Tensor& g) {
+    const int64_t N = in_shape[0], C = in_shape[1];
+    Tensor flat = zeros({N, C, in_shape[2] * in_shape[3]}, {g.dtype(), g.device()});
+    Tensor gi = scatter_add(flat, 2, idx.reshape({N, C, -1}), g.reshape({N, C, -1})).view(in_shape);
+    return std::vector<Tensor>{batched ? gi : gi.squeeze(0)};
+  });
+  return {o, s.batched ? idx : idx.squeeze(0)};
 }
 
 Tensor max_pool2d(const Tensor& input, const Pool2dOptions& options) {
-  PoolSetup s = pool_setup("max_pool2d", input, options, true);
-  Tensor out = empty(s.out_shape, {s.in.dtype(), s.in.device()});
-  if (out.numel() > 0) kernels::max_pool2d_stub(s.in.device(), out, Tensor(), s.in, s.params);
-  return s.batched ? out : out.squeeze(0);
+  return max_pool2d_with_indices(input, options).first;
 }
 
 Tensor avg_pool2d(const Tensor& input, const Pool2dOptions& options) {
   PoolSetup s = pool_setup("avg_pool2d", input, options, false);
   Tensor out = empty(s.out_shape, {s.in.dtype(), s.in.device()});
   if (out.numel() > 0) kernels::avg_pool2d_stub(s.in.device(), out, s.in, s.params);
-  return s.batched ? out : out.squeeze(0);
+  Tensor o = s.batched ? out : out.squeeze(0);
+  return autograd::record("avg_pool2d", {input}, o, [in = s.in.detach(), p = s.params, batched = s.batched](const Tensor& g) {
+    Tensor gi = empty_like(in);
+    kernels::avg_pool2d_backward_stub(in.device(), gi, (batched ? g : g.unsqueeze(0)).contiguous(), p);
+    return std::vector<Tensor>{batched ? gi : gi.squeeze(0)};
+  });
 }
 
 }  // namespace ember

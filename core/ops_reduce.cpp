@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/autograd_graph.h"
 #include "core/op_utils.h"
 #include "kernels/stubs.h"
 
@@ -77,14 +78,23 @@ std::pair<Tensor, Tensor> extremum_dim(const kernels::OpStub<kernels::ReduceInde
   Tensor values = empty(shape, {x.dtype(), x.device()});
   Tensor indices = empty(shape, {kInt64, x.device()});
   if (values.numel() > 0) stub(x.device(), values, indices, x, d);
-  return {squeeze_reduced(values, mask, keepdim), squeeze_reduced(indices, mask, keepdim)};
+  Tensor v = squeeze_reduced(values, mask, keepdim);
+  // The gradient goes to the element each index points at.
+  autograd::record(op, {x}, v, [x_shape = x.shape(), shape, idx = indices, d](const Tensor& g) {
+    return std::vector<Tensor>{scatter_add(zeros(x_shape, {g.dtype(), g.device()}), d, idx, g.reshape(shape))};
+  });
+  return {v, squeeze_reduced(indices, mask, keepdim)};
 }
 
 }  // namespace
 
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   detail::check_defined("sum", x);
-  return reduce(kernels::sum_stub, x, dims, keepdim, is_floating(x.dtype()) ? x.dtype() : kInt64, false);
+  Tensor out = reduce(kernels::sum_stub, x, dims, keepdim, is_floating(x.dtype()) ? x.dtype() : kInt64, false);
+  const Shape shape = kept_shape(x.shape(), make_mask(x, dims, "sum"));
+  return autograd::record("sum", {x}, out, [x_shape = x.shape(), shape](const Tensor& g) {
+    return std::vector<Tensor>{g.reshape(shape).expand(x_shape)};
+  });
 }
 
 Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
@@ -97,13 +107,23 @@ Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
                 : div(s, Scalar(static_cast<double>(n)));
 }
 
+// amax/amin share the gradient evenly among the elements equal to the extremum (PyTorch).
+static Tensor extremum_backward_record(const char* op, const Tensor& x, const Tensor& out, const std::vector<int64_t>& dims) {
+  const Shape shape = kept_shape(x.shape(), make_mask(x, dims, op));
+  return autograd::record(op, {x}, out, [x = x.detach(), o = out.detach(), shape, dims](const Tensor& g) {
+    Tensor hit = eq(x, o.reshape(shape));
+    Tensor count = sum(hit.to(g.dtype()), dims, true);
+    return std::vector<Tensor>{where(hit, div(g.reshape(shape), count), zeros({}, {g.dtype(), g.device()}))};
+  });
+}
+
 Tensor amax(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   detail::check_defined("amax", x);
-  return reduce(kernels::amax_stub, x, dims, keepdim, x.dtype(), true);
+  return extremum_backward_record("amax", x, reduce(kernels::amax_stub, x, dims, keepdim, x.dtype(), true), dims);
 }
 Tensor amin(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   detail::check_defined("amin", x);
-  return reduce(kernels::amin_stub, x, dims, keepdim, x.dtype(), true);
+  return extremum_backward_record("amin", x, reduce(kernels::amin_stub, x, dims, keepdim, x.dtype(), true), dims);
 }
 
 Tensor max(const Tensor& x) {

@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <ostream>
 
+#include "core/autograd_graph.h"
 #include "core/error.h"
+#include "core/autograd.h"
+#include "core/ops.h"
 #include "core/runtime.h"
 #include "core/storage.h"
 #include "kernels/stubs.h"
@@ -21,6 +24,24 @@ Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset)
   impl->offset = offset;
   impl->dtype = base.dtype();
   return Tensor(std::move(impl));
+}
+
+using Grads = std::vector<Tensor>;
+
+// A view's gradient for ops that only rearrange (view, reshape, squeeze, unsqueeze).
+Tensor record_reshape(const char* name, const Tensor& base, const Tensor& v) {
+  return autograd::record(name, {base}, v, [shape = base.shape()](const Tensor& g) { return Grads{g.reshape(shape)}; });
+}
+
+// A view that picks part of its base: the gradient is g placed in zeros of the base's
+// shape, through the same view.
+template <class ViewFn>
+Tensor record_part(const char* name, const Tensor& base, const Tensor& v, ViewFn view_fn) {
+  return autograd::record(name, {base}, v, [shape = base.shape(), view_fn](const Tensor& g) {
+    Tensor z = zeros(shape, {g.dtype(), g.device()});
+    view_fn(z).copy_(g);
+    return Grads{z};
+  });
 }
 
 // Resolves one -1 in `shape` against numel; throws naming `op`.
@@ -132,13 +153,14 @@ Tensor Tensor::view(const Shape& new_shape) const {
   EMBER_CHECK(view_strides(shape(), strides(), target, st), "view: cannot view ", shape_str(shape()),
               " with strides ", shape_str(strides()), " as ", shape_str(target),
               " without a copy (use reshape)");
-  return make_view(*this, std::move(target), std::move(st), offset());
+  return record_reshape("view", *this, make_view(*this, std::move(target), std::move(st), offset()));
 }
 
 Tensor Tensor::reshape(const Shape& new_shape) const {
   Shape target = infer_shape(new_shape, numel(), shape(), "reshape");
   Shape st;
-  if (view_strides(shape(), strides(), target, st)) return make_view(*this, std::move(target), std::move(st), offset());
+  if (view_strides(shape(), strides(), target, st))
+    return record_reshape("reshape", *this, make_view(*this, std::move(target), std::move(st), offset()));
   return contiguous().view(target);
 }
 
@@ -154,7 +176,10 @@ Tensor Tensor::permute(const Shape& dims) const {
     sh[i] = shape()[d];
     st[i] = strides()[d];
   }
-  return make_view(*this, std::move(sh), std::move(st), offset());
+  Shape inverse(dims.size());
+  for (size_t i = 0; i < dims.size(); ++i) inverse[normalize_dim(dims[i], dim(), "permute")] = static_cast<int64_t>(i);
+  return autograd::record("permute", {*this}, make_view(*this, std::move(sh), std::move(st), offset()),
+                          [inverse](const Tensor& g) { return Grads{g.permute(inverse)}; });
 }
 
 Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
@@ -164,7 +189,8 @@ Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
   Shape sh = shape(), st = strides();
   std::swap(sh[d0], sh[d1]);
   std::swap(st[d0], st[d1]);
-  return make_view(*this, std::move(sh), std::move(st), offset());
+  return autograd::record("transpose", {*this}, make_view(*this, std::move(sh), std::move(st), offset()),
+                          [d0, d1](const Tensor& g) { return Grads{g.transpose(d0, d1)}; });
 }
 
 Tensor Tensor::t() const {
@@ -181,7 +207,8 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
               length, " are out of range for dim ", d, " of size ", n);
   Shape sh = shape();
   sh[d] = length;
-  return make_view(*this, std::move(sh), strides(), offset() + start * strides()[d]);
+  return record_part("narrow", *this, make_view(*this, std::move(sh), strides(), offset() + start * strides()[d]),
+                     [d, start, length](const Tensor& z) { return z.narrow(d, start, length); });
 }
 
 Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const {
@@ -196,7 +223,8 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
   Shape sh = shape(), st = strides();
   sh[d] = (end - start + step - 1) / step;
   st[d] *= step;
-  return make_view(*this, std::move(sh), std::move(st), offset() + start * strides()[d]);
+  return record_part("slice", *this, make_view(*this, std::move(sh), std::move(st), offset() + start * strides()[d]),
+                     [d, start, end, step](const Tensor& z) { return z.slice(d, start, end, step); });
 }
 
 Tensor Tensor::select(int64_t d, int64_t index) const {
@@ -209,7 +237,8 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
   int64_t off = offset() + index * st[d];
   sh.erase(sh.begin() + d);
   st.erase(st.begin() + d);
-  return make_view(*this, std::move(sh), std::move(st), off);
+  return record_part("select", *this, make_view(*this, std::move(sh), std::move(st), off),
+                     [d, index](const Tensor& z) { return z.select(d, index); });
 }
 
 Tensor Tensor::expand(const Shape& target) const {
@@ -231,7 +260,9 @@ Tensor Tensor::expand(const Shape& target) const {
     sh[i] = want;
     st[i] = have == want ? strides()[i - lead] : 0;
   }
-  return make_view(*this, std::move(sh), std::move(st), offset());
+  // The node sums the broadcast gradient back to this shape.
+  return autograd::record("expand", {*this}, make_view(*this, std::move(sh), std::move(st), offset()),
+                          [](const Tensor& g) { return Grads{g}; });
 }
 
 Tensor Tensor::squeeze() const {
@@ -241,7 +272,7 @@ Tensor Tensor::squeeze() const {
       sh.push_back(shape()[d]);
       st.push_back(strides()[d]);
     }
-  return make_view(*this, std::move(sh), std::move(st), offset());
+  return record_reshape("squeeze", *this, make_view(*this, std::move(sh), std::move(st), offset()));
 }
 
 Tensor Tensor::squeeze(int64_t d) const {
@@ -251,7 +282,7 @@ Tensor Tensor::squeeze(int64_t d) const {
   Shape sh = shape(), st = strides();
   sh.erase(sh.begin() + d);
   st.erase(st.begin() + d);
-  return make_view(*this, std::move(sh), std::move(st), offset());
+  return record_reshape("squeeze", *this, make_view(*this, std::move(sh), std::move(st), offset()));
 }
 
 Tensor Tensor::unsqueeze(int64_t d) const {
@@ -260,7 +291,7 @@ Tensor Tensor::unsqueeze(int64_t d) const {
   int64_t s = d < dim() ? shape()[d] * strides()[d] : 1;
   sh.insert(sh.begin() + d, 1);
   st.insert(st.begin() + d, s);
-  return make_view(*this, std::move(sh), std::move(st), offset());
+  return record_reshape("unsqueeze", *this, make_view(*this, std::move(sh), std::move(st), offset()));
 }
 
 Tensor Tensor::flatten(int64_t start, int64_t end) const {
@@ -282,15 +313,16 @@ Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
 
 Tensor Tensor::clone() const {
   Tensor out = empty(shape(), {dtype(), device()});
-  kernels::copy_stub(device(), out, *this);
-  return out;
+  if (numel() > 0) kernels::copy_stub(device(), out, *this);
+  return autograd::record("clone", {*this}, out, [](const Tensor& g) { return Grads{g}; });
 }
 
 Tensor Tensor::to(DType t) const {
   if (t == dtype()) return *this;
   Tensor out = empty(shape(), {t, device()});
-  kernels::copy_stub(device(), out, *this);
-  return out;
+  if (numel() > 0) kernels::copy_stub(device(), out, *this);
+  // The node converts the gradient back to this tensor's dtype.
+  return autograd::record("to", {*this}, out, [](const Tensor& g) { return Grads{g}; });
 }
 
 Tensor Tensor::to(Device d) const {
@@ -302,12 +334,16 @@ Tensor Tensor::to(Device d) const {
 const Tensor& Tensor::copy_(const Tensor& src) const {
   EMBER_CHECK(src.device() == device(), "copy_: source is on ", src.device().str(), " but destination on ",
               device().str());
-  Tensor s = src.expand(shape());
+  EMBER_CHECK(!(grad_enabled() && requires_grad()), "copy_: cannot write in place into a tensor that requires grad "
+              "(for parameter updates, use a NoGradGuard)");
+  Tensor s = src.detach().expand(shape());
   if (numel() > 0) kernels::copy_stub(device(), *this, s);
   return *this;
 }
 
 const Tensor& Tensor::fill_(Scalar value) const {
+  EMBER_CHECK(!(grad_enabled() && requires_grad()), "fill_: cannot write in place into a tensor that requires grad "
+              "(for parameter updates, use a NoGradGuard)");
   if (numel() > 0) kernels::fill_stub(device(), *this, value);
   return *this;
 }
@@ -332,7 +368,7 @@ double Tensor::at(std::initializer_list<int64_t> index) const {
 template <class T>
 std::vector<T> Tensor::to_vector() const {
   EMBER_CHECK(device().is_cpu(), "to_vector: the tensor is on ", device().str(), "; copy it to the cpu first");
-  Tensor c = to(dtype_of<T>()).contiguous();
+  Tensor c = detach().to(dtype_of<T>()).contiguous();
   const T* p = c.data<const T>();
   return std::vector<T>(p, p + numel());
 }

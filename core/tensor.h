@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <iosfwd>
 #include <memory>
@@ -21,6 +22,7 @@
 namespace ember {
 
 class Storage;
+namespace autograd { struct AutogradMeta; }
 
 // What a new tensor is made of. Converts from a DType or a Device, so
 // zeros({2, 3}, kFloat64) and zeros({2, 3}, Device::cuda()) both read well.
@@ -43,6 +45,7 @@ struct TensorImpl {
   Shape strides;   // in elements
   int64_t offset;  // in elements, from the start of the storage
   DType dtype;
+  std::shared_ptr<autograd::AutogradMeta> autograd;  // null until autograd needs it
 };
 
 class Tensor {
@@ -111,6 +114,25 @@ class Tensor {
   template <class T> std::vector<T> to_vector() const;
   // Readable text in PyTorch's layout: tensor([[1.0000, 2.0000], ...], dtype=float64)
   std::string str() const;
+
+  // ----- autograd (core/autograd.h has the rest) -----
+  bool requires_grad() const;
+  // Marks a leaf tensor (one no op produced) as a parameter whose gradient backward()
+  // accumulates into grad(). Floating dtypes only.
+  const Tensor& set_requires_grad(bool on = true) const;
+  bool is_leaf() const;  // made by the user, not by an op that recorded a graph
+  // The accumulated gradient of a leaf; undefined before the first backward reaches it.
+  Tensor grad() const;
+  void set_grad(const Tensor& grad) const;  // an undefined tensor clears it
+  // Backpropagates from this tensor: `grad` defaults to 1 for a one-element tensor. The
+  // graph's saved tensors are freed unless retain_graph is true.
+  void backward(const Tensor& grad = {}, bool retain_graph = false) const;
+  // The same data, cut from the graph (never requires grad).
+  Tensor detach() const;
+  // Name of the op that made this tensor ("matmul", ...), empty for leaves.
+  std::string grad_fn_name() const;
+  // Called on a leaf each time a backward has finished accumulating its gradient.
+  void register_post_accumulate_grad_hook(std::function<void(const Tensor& leaf)> hook) const;
 
   const TensorImpl& impl() const;
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }

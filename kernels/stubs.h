@@ -58,6 +58,13 @@ using ScatterFn = void(const Tensor& self, int64_t dim, const Tensor& index, con
 // bias may be undefined.
 using Conv2dFn = void(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias,
                       const Conv2dParams& p);
+// grad_input [N, C, H, W] (zeroed by the kernel) from grad_output and the weight.
+using Conv2dBackwardInputFn = void(const Tensor& grad_input, const Tensor& grad_output, const Tensor& weight,
+                                   const Conv2dParams& p);
+// grad_weight [O, C / groups, kh, kw] (overwritten) from grad_output and the input.
+using Conv2dBackwardWeightFn = void(const Tensor& grad_weight, const Tensor& grad_output, const Tensor& input,
+                                    const Conv2dParams& p);
+using AvgPool2dBackwardFn = void(const Tensor& grad_input, const Tensor& grad_output, const Pool2dParams& p);
 using MaxPool2dFn = void(const Tensor& out, const Tensor& indices, const Tensor& in, const Pool2dParams& p);
 using AvgPool2dFn = void(const Tensor& out, const Tensor& in, const Pool2dParams& p);
 
@@ -98,7 +105,7 @@ class OpStub : public OpStubBase {
 // X(name, FnType) for every primitive op. Adding an op here adds its stub, puts it in
 // all_stubs() and makes the coverage test demand it from every backend.
 #define EMBER_UNARY_OPS(X) \
-  X(neg) X(abs) X(exp) X(log) X(sqrt) X(rsqrt) X(relu) X(gelu) X(gelu_tanh) X(tanh) X(sigmoid)
+  X(neg) X(abs) X(exp) X(log) X(sqrt) X(rsqrt) X(relu) X(gelu) X(gelu_tanh) X(erf) X(tanh) X(sigmoid)
 #define EMBER_BINARY_OPS(X) \
   X(add) X(sub) X(mul) X(div) X(pow) X(maximum) X(minimum) X(eq) X(ne) X(lt) X(le) X(gt) X(ge)
 #define EMBER_OTHER_OPS(X)                                                                  \
@@ -107,7 +114,8 @@ class OpStub : public OpStubBase {
   X(sum, ReduceFn) X(amax, ReduceFn) X(amin, ReduceFn) X(max_dim, ReduceIndexFn)            \
   X(min_dim, ReduceIndexFn) X(matmul, MatmulFn) X(softmax, SoftmaxFn) X(log_softmax, SoftmaxFn) \
   X(index_select, IndexFn) X(gather, IndexFn) X(scatter_add, ScatterFn) X(conv2d, Conv2dFn) \
-  X(max_pool2d, MaxPool2dFn) X(avg_pool2d, AvgPool2dFn)
+  X(conv2d_backward_input, Conv2dBackwardInputFn) X(conv2d_backward_weight, Conv2dBackwardWeightFn)    \
+  X(max_pool2d, MaxPool2dFn) X(avg_pool2d, AvgPool2dFn) X(avg_pool2d_backward, AvgPool2dBackwardFn)
 
 #define EMBER_DECLARE_UNARY(name) extern OpStub<UnaryFn> name##_stub;
 #define EMBER_DECLARE_BINARY(name) extern OpStub<BinaryFn> name##_stub;

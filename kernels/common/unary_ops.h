@@ -33,6 +33,7 @@ struct GeluTanh {
     return T(0.5) * x * (T(1) + tanh(T(0.79788456080286535588) * (x + T(0.044715) * x * x * x)));
   }
 };
+struct Erf { template <class T> EMBER_HD T operator()(T x) const { using std::erf; return erf(x); } };
 struct Tanh { template <class T> EMBER_HD T operator()(T x) const { using std::tanh; return tanh(x); } };
 // 1 / (1 + e^-x), written so that neither branch overflows.
 struct Sigmoid {

@@ -88,6 +88,106 @@ void conv2d_kernel(const Tensor& out, const Tensor& in, const Tensor& weight, co
   EMBER_FAIL("conv2d kernel: dtype ", dtype_name(in.dtype()), " is not supported on the cpu");
 }
 
+// x [C, H, W] += col [C * kh * kw, OH * OW]: the adjoint of im2col.
+template <class T>
+void col2im(const T* col, int64_t C, int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t OH, int64_t OW,
+            const Conv2dParams& p, T* x) {
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t ki = 0; ki < kh; ++ki)
+      for (int64_t kj = 0; kj < kw; ++kj) {
+        const T* row = col + ((c * kh + ki) * kw + kj) * OH * OW;
+        const int64_t dh = ki * p.dilation[0] - p.padding[0], dw = kj * p.dilation[1] - p.padding[1];
+        for (int64_t oh = 0; oh < OH; ++oh) {
+          const int64_t ih = oh * p.stride[0] + dh;
+          if (ih < 0 || ih >= H) continue;
+          T* xr = x + (c * H + ih) * W;
+          for (int64_t ow = 0; ow < OW; ++ow) {
+            const int64_t iw = ow * p.stride[1] + dw;
+            if (iw >= 0 && iw < W) xr[iw] += row[oh * OW + ow];
+          }
+        }
+      }
+}
+
+// grad_x[n, g] = col2im(W_g^T [KK, Og] @ grad_y[n, g] [Og, P]); samples go to threads.
+template <class T>
+void conv2d_backward_input_typed(const Tensor& gin, const Tensor& gout, const Tensor& weight, const Conv2dParams& p) {
+  const int64_t N = gin.shape()[0], C = gin.shape()[1], H = gin.shape()[2], W = gin.shape()[3];
+  const int64_t O = weight.shape()[0], kh = weight.shape()[2], kw = weight.shape()[3];
+  const int64_t OH = gout.shape()[2], OW = gout.shape()[3], G = p.groups;
+  const int64_t Cg = C / G, Og = O / G, KK = Cg * kh * kw, P = OH * OW;
+  const T* w = static_cast<const T*>(weight.data_ptr());
+  const T* gy = static_cast<const T*>(gout.data_ptr());
+  T* gx = static_cast<T*>(gin.data_ptr());
+  std::fill(gx, gx + gin.numel(), T(0));
+  auto sample = [&](int64_t n, bool parallel, std::vector<T>& col) {
+    col.resize(KK * P);
+    for (int64_t g = 0; g < G; ++g) {
+      gemm<T>(true, false, KK, P, Og, w + g * Og * KK, KK, gy + (n * O + g * Og) * P, P, col.data(), P, false, parallel);
+      col2im(col.data(), Cg, H, W, kh, kw, OH, OW, p, gx + (n * C + g * Cg) * H * W);
+    }
+  };
+  if (N >= num_threads()) {
+    parallel_for(0, N, 1, [&](int64_t b, int64_t e) {
+      std::vector<T> col;
+      for (int64_t n = b; n < e; ++n) sample(n, false, col);
+    });
+  } else {
+    std::vector<T> col;
+    for (int64_t n = 0; n < N; ++n) sample(n, true, col);
+  }
+}
+
+// grad_W_g [Og, KK] = sum over samples of grad_y[n, g] [Og, P] @ im2col(x[n, g])^T [P, KK].
+// Each thread sums its share of the samples into its own buffer; the buffers are added.
+template <class T>
+void conv2d_backward_weight_typed(const Tensor& gw, const Tensor& gout, const Tensor& in, const Conv2dParams& p) {
+  const int64_t N = in.shape()[0], C = in.shape()[1], H = in.shape()[2], W = in.shape()[3];
+  const int64_t O = gw.shape()[0], kh = gw.shape()[2], kw = gw.shape()[3];
+  const int64_t OH = gout.shape()[2], OW = gout.shape()[3], G = p.groups;
+  const int64_t Cg = C / G, Og = O / G, KK = Cg * kh * kw, P = OH * OW;
+  const T* x = static_cast<const T*>(in.data_ptr());
+  const T* gy = static_cast<const T*>(gout.data_ptr());
+  const bool direct = kh == 1 && kw == 1 && p.stride[0] == 1 && p.stride[1] == 1 && p.padding[0] == 0 &&
+                      p.padding[1] == 0;
+  const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(num_threads(), N));
+  std::vector<std::vector<T>> partial(parts, std::vector<T>(gw.numel(), T(0)));
+  parallel_for(0, parts, 1, [&](int64_t b, int64_t e) {
+    std::vector<T> col;
+    for (int64_t t = b; t < e; ++t)
+      for (int64_t n = N * t / parts; n < N * (t + 1) / parts; ++n)
+        for (int64_t g = 0; g < G; ++g) {
+          const T* xg = x + (n * C + g * Cg) * H * W;
+          const T* cols = xg;
+          if (!direct) {
+            col.resize(KK * P);
+            im2col(xg, Cg, H, W, kh, kw, OH, OW, p, col.data());
+            cols = col.data();
+          }
+          gemm<T>(false, true, Og, KK, P, gy + (n * O + g * Og) * P, P, cols, P, partial[t].data() + g * Og * KK, KK,
+                  true, parts == 1);
+        }
+  });
+  T* out = static_cast<T*>(gw.data_ptr());
+  for (int64_t i = 0; i < gw.numel(); ++i) {
+    T acc = 0;
+    for (int64_t t = 0; t < parts; ++t) acc += partial[t][i];
+    out[i] = acc;
+  }
+}
+
+void conv2d_backward_input_kernel(const Tensor& gin, const Tensor& gout, const Tensor& weight, const Conv2dParams& p) {
+  if (gin.dtype() == DType::Float32) return conv2d_backward_input_typed<float>(gin, gout, weight, p);
+  if (gin.dtype() == DType::Float64) return conv2d_backward_input_typed<double>(gin, gout, weight, p);
+  EMBER_FAIL("conv2d_backward_input kernel: dtype ", dtype_name(gin.dtype()), " is not supported on the cpu");
+}
+
+void conv2d_backward_weight_kernel(const Tensor& gw, const Tensor& gout, const Tensor& in, const Conv2dParams& p) {
+  if (gw.dtype() == DType::Float32) return conv2d_backward_weight_typed<float>(gw, gout, in, p);
+  if (gw.dtype() == DType::Float64) return conv2d_backward_weight_typed<double>(gw, gout, in, p);
+  EMBER_FAIL("conv2d_backward_weight kernel: dtype ", dtype_name(gw.dtype()), " is not supported on the cpu");
+}
+
 // Runs f(plane_in, plane_out, plane_index) for every (n, c) plane in parallel.
 template <class T, class F>
 void for_each_plane(const Tensor& out, const Tensor& in, const F& f) {
@@ -136,6 +236,54 @@ void max_pool2d_kernel(const Tensor& out, const Tensor& indices, const Tensor& i
   });
 }
 
+// The clipped window [h0, h1) x [w0, w1) of output (oh, ow) and its divisor, PyTorch's
+// rule: the window clipped to the padded input for count_include_pad, else to the input.
+struct AvgWindow {
+  int64_t h0, h1, w0, w1, divisor;
+};
+AvgWindow avg_window(int64_t oh, int64_t ow, int64_t H, int64_t W, const Pool2dParams& p) {
+  int64_t h0 = oh * p.stride[0] - p.padding[0], w0 = ow * p.stride[1] - p.padding[1];
+  int64_t h1 = std::min(h0 + p.kernel[0], H + p.padding[0]), w1 = std::min(w0 + p.kernel[1], W + p.padding[1]);
+  const int64_t padded = (h1 - h0) * (w1 - w0);
+  h0 = std::max<int64_t>(h0, 0);
+  w0 = std::max<int64_t>(w0, 0);
+  h1 = std::min(h1, H);
+  w1 = std::min(w1, W);
+  const int64_t div = p.divisor_override ? p.divisor_override : p.count_include_pad ? padded : (h1 - h0) * (w1 - w0);
+  return {h0, h1, w0, w1, div};
+}
+
+void avg_pool2d_backward_kernel(const Tensor& gin, const Tensor& gout, const Pool2dParams& p) {
+  visit_dtype(gin.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (!is_float_v<T>) {
+      EMBER_FAIL("avg_pool2d_backward kernel: dtype ", dtype_name(gin.dtype()), " is not supported");
+    } else {
+      using C = compute_t<T>;
+      const int64_t H = gin.shape()[2], W = gin.shape()[3], OH = gout.shape()[2], OW = gout.shape()[3];
+      const int64_t planes = gin.shape()[0] * gin.shape()[1];
+      const T* gy = static_cast<const T*>(gout.data_ptr());
+      T* gx = static_cast<T*>(gin.data_ptr());
+      parallel_for(0, planes, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(H * W, 1)), [&](int64_t b, int64_t e) {
+        for (int64_t pl = b; pl < e; ++pl) {
+          T* x = gx + pl * H * W;
+          const T* y = gy + pl * OH * OW;
+          std::vector<C> acc(H * W, C(0));
+          for (int64_t oh = 0; oh < OH; ++oh)
+            for (int64_t ow = 0; ow < OW; ++ow) {
+              const AvgWindow win = avg_window(oh, ow, H, W, p);
+              if (win.divisor <= 0) continue;
+              const C v = static_cast<C>(y[oh * OW + ow]) / static_cast<C>(win.divisor);
+              for (int64_t h = win.h0; h < win.h1; ++h)
+                for (int64_t w = win.w0; w < win.w1; ++w) acc[h * W + w] += v;
+            }
+          for (int64_t i = 0; i < H * W; ++i) x[i] = static_cast<T>(acc[i]);
+        }
+      });
+    }
+  });
+}
+
 void avg_pool2d_kernel(const Tensor& out, const Tensor& in, const Pool2dParams& p) {
   visit_dtype(in.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -147,21 +295,11 @@ void avg_pool2d_kernel(const Tensor& out, const Tensor& in, const Pool2dParams& 
       for_each_plane<T>(out, in, [&](const T* x, T* y, int64_t) {
         for (int64_t oh = 0; oh < OH; ++oh)
           for (int64_t ow = 0; ow < OW; ++ow) {
-            // PyTorch's divisor: the window clipped to the padded input, or to the input.
-            int64_t h0 = oh * p.stride[0] - p.padding[0], w0 = ow * p.stride[1] - p.padding[1];
-            int64_t h1 = std::min(h0 + p.kernel[0], H + p.padding[0]), w1 = std::min(w0 + p.kernel[1], W + p.padding[1]);
-            const int64_t padded = (h1 - h0) * (w1 - w0);
-            h0 = std::max<int64_t>(h0, 0);
-            w0 = std::max<int64_t>(w0, 0);
-            h1 = std::min(h1, H);
-            w1 = std::min(w1, W);
+            const AvgWindow win = avg_window(oh, ow, H, W, p);
             C sum = 0;
-            for (int64_t h = h0; h < h1; ++h)
-              for (int64_t w = w0; w < w1; ++w) sum += static_cast<C>(x[h * W + w]);
-            const int64_t div = p.divisor_override ? p.divisor_override
-                                : p.count_include_pad ? padded
-                                                      : (h1 - h0) * (w1 - w0);
-            y[oh * OW + ow] = static_cast<T>(div > 0 ? sum / static_cast<C>(div) : C(0));
+            for (int64_t h = win.h0; h < win.h1; ++h)
+              for (int64_t w = win.w0; w < win.w1; ++w) sum += static_cast<C>(x[h * W + w]);
+            y[oh * OW + ow] = static_cast<T>(win.divisor > 0 ? sum / static_cast<C>(win.divisor) : C(0));
           }
       });
     }
@@ -174,6 +312,9 @@ void register_conv_pool() {
   conv2d_stub.set(DeviceType::CPU, conv2d_kernel);
   max_pool2d_stub.set(DeviceType::CPU, max_pool2d_kernel);
   avg_pool2d_stub.set(DeviceType::CPU, avg_pool2d_kernel);
+  avg_pool2d_backward_stub.set(DeviceType::CPU, avg_pool2d_backward_kernel);
+  conv2d_backward_input_stub.set(DeviceType::CPU, conv2d_backward_input_kernel);
+  conv2d_backward_weight_stub.set(DeviceType::CPU, conv2d_backward_weight_kernel);
 }
 
 }  // namespace ember::kernels::cpu

@@ -166,6 +166,7 @@ void register_elementwise() {
   relu_stub.set(cpu, unary_kernel<ops::Relu>);
   gelu_stub.set(cpu, unary_kernel<ops::Gelu>);
   gelu_tanh_stub.set(cpu, unary_kernel<ops::GeluTanh>);
+  erf_stub.set(cpu, unary_kernel<ops::Erf>);
   tanh_stub.set(cpu, unary_kernel<ops::Tanh>);
   sigmoid_stub.set(cpu, unary_kernel<ops::Sigmoid>);
 

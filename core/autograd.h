@@ -1,0 +1,39 @@
+// Autograd: define-by-run graphs of the ops applied to tensors that require grad.
+//
+// Every differentiable op records a Node holding its backward formula (written with
+// ember's own ops, next to the op's forward) when grad mode is on and an input requires
+// grad. Tensor::backward() walks the graph from the output without recursion, in
+// dependency order, sums the gradients reaching each node, and accumulates leaf
+// gradients into Tensor::grad(). See Tensor's autograd methods in core/tensor.h.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace ember {
+
+// Whether ops record graphs on this thread (default: yes).
+bool grad_enabled();
+
+// Turns graph recording off for its scope (inference, optimizer updates).
+class NoGradGuard {
+ public:
+  NoGradGuard();
+  ~NoGradGuard();
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+// Compares the analytic gradients of sum(fn(inputs) * w), for a fixed random w, with
+// central finite differences in float64. The inputs must be float64 leaves that require
+// grad. Throws ember::Error naming the input, element, and both values on a mismatch
+// beyond atol + rtol * |numeric|; returns true otherwise.
+bool gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& fn, const std::vector<Tensor>& inputs,
+               double eps = 1e-6, double atol = 1e-5, double rtol = 1e-3);
+
+}  // namespace ember
