@@ -1,7 +1,8 @@
-// ember: the umbrella header. Light on purpose: no Eigen, CUDA, Boost or JSON headers,
+// ember: the umbrella header (tensors, ops, autograd, layers, optimizers). Light on purpose: no Eigen, CUDA, Boost or JSON headers,
 // so a model file that includes it compiles in about two seconds.
 #pragma once
 
+#include "core/autograd.h"
 #include "core/device.h"
 #include "core/dtype.h"
 #include "core/error.h"
@@ -12,3 +13,8 @@
 #include "core/scalar.h"
 #include "core/shape.h"
 #include "core/tensor.h"
+#include "layers/functional.h"
+#include "layers/layers.h"
+#include "layers/module.h"
+#include "optim/lr_scheduler.h"
+#include "optim/optimizer.h"

@@ -225,6 +225,16 @@ void Tensor::register_post_accumulate_grad_hook(std::function<void(const Tensor&
   autograd::meta_of(*this).post_accumulate_hooks.push_back(std::move(hook));
 }
 
+void Tensor::set_data(const Tensor& src) const {
+  EMBER_CHECK(src.defined(), "set_data: the source tensor is undefined");
+  TensorImpl& me = const_cast<TensorImpl&>(impl());
+  me.storage = src.impl().storage;
+  me.shape = src.shape();
+  me.strides = src.strides();
+  me.offset = src.offset();
+  me.dtype = src.dtype();
+}
+
 Tensor Tensor::detach() const {
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = this->impl().storage;

@@ -152,6 +152,23 @@ Tensor max_pool2d(const Tensor& input, const Pool2dOptions& options);
 std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, const Pool2dOptions& options);
 Tensor avg_pool2d(const Tensor& input, const Pool2dOptions& options);
 
+// ----- fused optimizer updates (in place, outside autograd) -----
+struct SgdStepOptions {
+  double lr = 0.01, momentum = 0, dampening = 0, weight_decay = 0;
+  bool nesterov = false;
+};
+// One SGD step of `param` with `grad`; momentum_buffer (same shape, or undefined when
+// momentum is 0) starts as the gradient when first_step.
+void sgd_step_(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStepOptions& o,
+               bool first_step);
+struct AdamStepOptions {
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
+  bool decoupled_weight_decay = false;  // AdamW
+  int64_t step = 1;                     // 1-based, for the bias corrections
+};
+void adam_step_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                const AdamStepOptions& o);
+
 // ----- comparisons of whole tensors, for tests and checks -----
 // True when shapes match and |a - b| <= atol + rtol |b| elementwise (NaNs equal when equal_nan).
 bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8, bool equal_nan = false);

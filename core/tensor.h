@@ -12,6 +12,7 @@
 #include <iosfwd>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/device.h"
@@ -105,6 +106,11 @@ class Tensor {
   const Tensor& fill_(Scalar value) const;
   const Tensor& zero_() const { return fill_(0); }
 
+  // Makes every handle of this tensor see `src`'s data, shape and dtype (src's storage is
+  // shared, not copied). Keeps autograd state, so a parameter moved with Module::to()
+  // stays the same parameter. Not recorded by autograd.
+  void set_data(const Tensor& src) const;
+
   // ----- values -----
   // The only element of a one-element tensor, converted to T.
   template <class T = double> T item() const;
@@ -142,6 +148,9 @@ class Tensor {
 };
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+// Tensors by name, in order: state dicts and checkpoint contents.
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
 // A tensor over fresh storage; its contents are unspecified.
 Tensor empty(const Shape& shape, TensorOptions options = {});

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "kernels/common/optim_ops.h"
 
 namespace ember::kernels {
 
@@ -36,6 +37,9 @@ struct Pool2dParams {
   bool count_include_pad;    // avg_pool2d
   int64_t divisor_override;  // avg_pool2d; 0 = none
 };
+
+using ops_sgd = ops::SgdUpdate;
+using ops_adam = ops::AdamUpdate;
 
 // Bit d set: dim d is reduced. Reduced outputs keep the reduced dims with size 1.
 using DimMask = uint64_t;
@@ -65,6 +69,10 @@ using Conv2dBackwardInputFn = void(const Tensor& grad_input, const Tensor& grad_
 using Conv2dBackwardWeightFn = void(const Tensor& grad_weight, const Tensor& grad_output, const Tensor& input,
                                     const Conv2dParams& p);
 using AvgPool2dBackwardFn = void(const Tensor& grad_input, const Tensor& grad_output, const Pool2dParams& p);
+// In-place optimizer updates of one parameter (all tensors contiguous, same dtype).
+using SgdUpdateFn = void(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const ops_sgd& u);
+using AdamUpdateFn = void(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                          const ops_adam& u);
 using MaxPool2dFn = void(const Tensor& out, const Tensor& indices, const Tensor& in, const Pool2dParams& p);
 using AvgPool2dFn = void(const Tensor& out, const Tensor& in, const Pool2dParams& p);
 
@@ -115,7 +123,8 @@ class OpStub : public OpStubBase {
   X(min_dim, ReduceIndexFn) X(matmul, MatmulFn) X(softmax, SoftmaxFn) X(log_softmax, SoftmaxFn) \
   X(index_select, IndexFn) X(gather, IndexFn) X(scatter_add, ScatterFn) X(conv2d, Conv2dFn) \
   X(conv2d_backward_input, Conv2dBackwardInputFn) X(conv2d_backward_weight, Conv2dBackwardWeightFn)    \
-  X(max_pool2d, MaxPool2dFn) X(avg_pool2d, AvgPool2dFn) X(avg_pool2d_backward, AvgPool2dBackwardFn)
+  X(max_pool2d, MaxPool2dFn) X(avg_pool2d, AvgPool2dFn) X(avg_pool2d_backward, AvgPool2dBackwardFn) \
+  X(sgd_update, SgdUpdateFn) X(adam_update, AdamUpdateFn)
 
 #define EMBER_DECLARE_UNARY(name) extern OpStub<UnaryFn> name##_stub;
 #define EMBER_DECLARE_BINARY(name) extern OpStub<BinaryFn> name##_stub;

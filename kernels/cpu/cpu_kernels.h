@@ -13,5 +13,6 @@ void register_matmul();
 void register_softmax();
 void register_indexing();
 void register_conv_pool();
+void register_optim();
 
 }  // namespace ember::kernels::cpu

@@ -11,6 +11,7 @@ void register_cpu_kernels() {
   cpu::register_softmax();
   cpu::register_indexing();
   cpu::register_conv_pool();
+  cpu::register_optim();
 }
 
 }  // namespace ember::kernels

@@ -1,0 +1,225 @@
+#include "data/dataset.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <numeric>
+
+#include "core/autograd.h"
+#include "core/error.h"
+#include "core/ops.h"
+#include "data/idx.h"
+
+namespace ember::data {
+
+TensorDataset::TensorDataset(Tensor data, Tensor targets) : data_(std::move(data)), targets_(std::move(targets)) {
+  EMBER_CHECK(data_.defined() && targets_.defined() && data_.dim() >= 1 && targets_.dim() >= 1,
+              "TensorDataset: data and targets must be tensors of at least one dim");
+  EMBER_CHECK(data_.size(0) == targets_.size(0), "TensorDataset: ", data_.size(0), " samples but ", targets_.size(0),
+              " targets");
+}
+
+Batch TensorDataset::get(const Tensor& indices) const {
+  return {index_select(data_, 0, indices), index_select(targets_, 0, indices)};
+}
+
+TensorDataset TensorDataset::head(int64_t n) const {
+  EMBER_CHECK(n >= 0, "TensorDataset::head: n must be >= 0, got ", n);
+  n = std::min(n, size());
+  return {data_.narrow(0, 0, n), targets_.narrow(0, 0, n)};
+}
+
+// ----- transforms -----
+
+Transform normalize(std::vector<double> mean, std::vector<double> stddev) {
+  EMBER_CHECK(!mean.empty() && mean.size() == stddev.size(), "normalize: mean and std need one value per channel");
+  for (double s : stddev) EMBER_CHECK(s > 0, "normalize: std must be positive, got ", s);
+  return [mean, stddev](const Tensor& x, Generator&) {
+    EMBER_CHECK(x.dim() >= 2 && x.size(1) == static_cast<int64_t>(mean.size()), "normalize: batch ",
+                shape_str(x.shape()), " does not have ", mean.size(), " channels in dim 1");
+    Shape s(static_cast<size_t>(x.dim()), 1);
+    s[1] = static_cast<int64_t>(mean.size());
+    Tensor m = tensor(mean, s, {x.dtype(), x.device()}), sd = tensor(stddev, s, {x.dtype(), x.device()});
+    return div(sub(x, m), sd);
+  };
+}
+
+Transform random_crop(int64_t size, int64_t padding) {
+  EMBER_CHECK(size > 0 && padding >= 0, "random_crop: needs size > 0 and padding >= 0");
+  return [size, padding](const Tensor& x, Generator& gen) {
+    EMBER_CHECK(x.dim() == 4, "random_crop: expects [B, C, H, W], got ", shape_str(x.shape()));
+    const int64_t B = x.size(0), H = x.size(2) + 2 * padding, W = x.size(3) + 2 * padding;
+    EMBER_CHECK(size <= H && size <= W, "random_crop: crop ", size, " is larger than the padded image ", H, "x", W);
+    Tensor padded = zeros({B, x.size(1), H, W}, {x.dtype(), x.device()});
+    padded.narrow(2, padding, x.size(2)).narrow(3, padding, x.size(3)).copy_(x);
+    Tensor offsets = randint(0, (H - size + 1) * (W - size + 1), {B}, kInt64, &gen);
+    const std::vector<int64_t> off = offsets.to_vector<int64_t>();
+    Tensor out = empty({B, x.size(1), size, size}, {x.dtype(), x.device()});
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t i = off[b] / (W - size + 1), j = off[b] % (W - size + 1);
+      out.select(0, b).copy_(padded.select(0, b).narrow(1, i, size).narrow(2, j, size));
+    }
+    return out;
+  };
+}
+
+Transform random_horizontal_flip(double p) {
+  EMBER_CHECK(p >= 0 && p <= 1, "random_horizontal_flip: p must be in [0, 1], got ", p);
+  return [p](const Tensor& x, Generator& gen) {
+    EMBER_CHECK(x.dim() == 4, "random_horizontal_flip: expects [B, C, H, W], got ", shape_str(x.shape()));
+    const int64_t W = x.size(3);
+    Tensor flipped = index_select(x, 3, arange(static_cast<double>(W - 1), -1, -1, {kInt64, x.device()}));
+    Tensor pick = lt(rand({x.size(0), 1, 1, 1}, {kFloat32, x.device()}, &gen), Scalar(p));
+    return where(pick, flipped, x);
+  };
+}
+
+Transform resize(int64_t height, int64_t width) {
+  EMBER_CHECK(height > 0 && width > 0, "resize: size must be positive, got ", height, "x", width);
+  // Source coordinates of the output centres, and the two neighbours' weights, per axis.
+  auto axis = [](int64_t in, int64_t out, Device dev, DType dt) {
+    std::vector<double> lo(out), hi(out), w(out);
+    const double scale = static_cast<double>(in) / static_cast<double>(out);
+    for (int64_t i = 0; i < out; ++i) {
+      const double src = std::max(0.0, (static_cast<double>(i) + 0.5) * scale - 0.5);
+      const int64_t i0 = std::min<int64_t>(static_cast<int64_t>(src), in - 1);
+      lo[i] = static_cast<double>(i0);
+      hi[i] = static_cast<double>(std::min<int64_t>(i0 + 1, in - 1));
+      w[i] = src - static_cast<double>(i0);
+    }
+    return std::tuple{tensor(lo, {kInt64, dev}), tensor(hi, {kInt64, dev}), tensor(w, {dt, dev})};
+  };
+  return [height, width, axis](const Tensor& x, Generator&) {
+    EMBER_CHECK(x.dim() == 4, "resize: expects [B, C, H, W], got ", shape_str(x.shape()));
+    auto [h0, h1, wh] = axis(x.size(2), height, x.device(), x.dtype());
+    auto [w0, w1, ww] = axis(x.size(3), width, x.device(), x.dtype());
+    Tensor a = index_select(x, 2, h0), b = index_select(x, 2, h1);
+    Tensor wh4 = wh.view({1, 1, height, 1});
+    Tensor rows = add(a, mul(sub(b, a), wh4));
+    Tensor c = index_select(rows, 3, w0), d = index_select(rows, 3, w1);
+    return add(c, mul(sub(d, c), ww.view({1, 1, 1, width})));
+  };
+}
+
+// ----- DataLoader -----
+
+DataLoader::DataLoader(TensorDataset dataset, DataLoaderOptions options)
+    : dataset_(std::move(dataset)), opt_(std::move(options)) {
+  EMBER_CHECK(opt_.batch_size > 0, "DataLoader: batch_size must be positive, got ", opt_.batch_size);
+  EMBER_CHECK(opt_.prefetch >= 0, "DataLoader: prefetch must be >= 0, got ", opt_.prefetch);
+}
+
+DataLoader::~DataLoader() { stop_worker(); }
+
+int64_t DataLoader::batches_per_epoch() const {
+  const int64_t n = dataset_.size(), b = opt_.batch_size;
+  return opt_.drop_last ? n / b : (n + b - 1) / b;
+}
+
+std::vector<int64_t> DataLoader::order(int64_t epoch) const {
+  std::vector<int64_t> idx(static_cast<size_t>(dataset_.size()));
+  std::iota(idx.begin(), idx.end(), 0);
+  if (!opt_.shuffle) return idx;
+  // Sorting by one Philox key per sample gives a uniform permutation (ties are broken by
+  // index; with 64-bit-range keys they are rare).
+  Generator gen(opt_.seed * 1000003u + static_cast<uint64_t>(epoch));
+  const std::vector<int64_t> keys = randint(0, int64_t(1) << 53, {dataset_.size()}, kInt64, &gen).to_vector<int64_t>();
+  std::stable_sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) { return keys[a] < keys[b]; });
+  return idx;
+}
+
+Batch DataLoader::make_batch(int64_t b, const std::vector<int64_t>& order, Generator& gen) const {
+  const int64_t start = b * opt_.batch_size;
+  const int64_t n = std::min<int64_t>(opt_.batch_size, static_cast<int64_t>(order.size()) - start);
+  std::vector<double> ids(order.begin() + start, order.begin() + start + n);
+  Batch batch = dataset_.get(tensor(ids, kInt64));
+  for (const Transform& t : opt_.transforms) batch.data = t(batch.data, gen);
+  return batch;
+}
+
+void DataLoader::stop_worker() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (worker_.joinable()) worker_.join();
+  ready_.clear();
+  error_ = nullptr;
+  stop_ = false;
+}
+
+void DataLoader::start_epoch(int64_t epoch) {
+  stop_worker();
+  epoch_ = epoch;
+  order_ = order(epoch);
+  next_batch_ = 0;
+  produced_ = 0;
+  if (opt_.prefetch == 0) return;
+  worker_ = std::thread([this, total = batches_per_epoch()] {
+    NoGradGuard no_grad;
+    Generator gen(opt_.seed * 7919u + static_cast<uint64_t>(epoch_) + 1);
+    for (int64_t b = 0; b < total; ++b) {
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return stop_ || static_cast<int>(ready_.size()) < opt_.prefetch; });
+        if (stop_) return;
+      }
+      try {
+        Batch batch = make_batch(b, order_, gen);
+        std::lock_guard lock(mu_);
+        ready_.push_back(std::move(batch));
+        ++produced_;
+      } catch (...) {
+        std::lock_guard lock(mu_);
+        error_ = std::current_exception();
+        ++produced_;
+        cv_.notify_all();
+        return;
+      }
+      cv_.notify_all();
+    }
+  });
+}
+
+std::optional<Batch> DataLoader::next() {
+  if (next_batch_ >= batches_per_epoch()) return std::nullopt;
+  if (opt_.prefetch == 0) {
+    // Without a worker the transforms draw from a generator of this epoch and batch.
+    Generator gen(opt_.seed * 7919u + static_cast<uint64_t>(epoch_) + 1);
+    gen.set_offset(static_cast<uint64_t>(next_batch_) << 32);
+    return make_batch(next_batch_++, order_, gen);
+  }
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] { return !ready_.empty() || error_; });
+  if (ready_.empty() && error_) std::rethrow_exception(error_);
+  Batch b = std::move(ready_.front());
+  ready_.pop_front();
+  ++next_batch_;
+  lock.unlock();
+  cv_.notify_all();
+  return b;
+}
+
+TensorDataset load_fashion_mnist(const std::string& dir, bool train) {
+  const std::string prefix = train ? "train" : "t10k";
+  auto find = [&](const std::string& stem) {
+    for (const std::string& name : {stem + ".gz", stem}) {
+      const std::string p = (std::filesystem::path(dir) / name).string();
+      if (std::filesystem::exists(p)) return p;
+    }
+    EMBER_FAIL("load_fashion_mnist: neither ", stem, ".gz nor ", stem, " is in '", dir,
+               "' (Debian's dataset-fashion-mnist installs them in /usr/share/datasets/fashion-mnist)");
+  };
+  const std::string images_path = find(prefix + "-images-idx3-ubyte");
+  const std::string labels_path = find(prefix + "-labels-idx1-ubyte");
+  Tensor images = read_idx(images_path), labels = read_idx(labels_path);
+  EMBER_CHECK(images.dim() == 3, "load_fashion_mnist: '", images_path, "' has dims ", shape_str(images.shape()),
+              ", expected [N, rows, cols]");
+  EMBER_CHECK(labels.dim() == 1 && labels.size(0) == images.size(0), "load_fashion_mnist: '", labels_path, "' has ",
+              labels.numel(), " labels for ", images.size(0), " images");
+  const int64_t N = images.size(0);
+  Tensor x = div(images.to(kFloat32), Scalar(255.0)).view({N, 1, images.size(1), images.size(2)});
+  return {x, labels.to(kInt64)};
+}
+
+}  // namespace ember::data

@@ -1,0 +1,105 @@
+// In-memory datasets, the DataLoader that batches them, and batch transforms.
+//
+// A TensorDataset holds all samples as one tensor (dim 0 indexes samples) and its
+// targets; a batch is two index_selects. The DataLoader shuffles with a seeded
+// permutation per epoch (the same seed and epoch give the same order), and a background
+// thread prepares the next batches while the caller computes on the current one.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/random.h"
+#include "core/tensor.h"
+
+namespace ember::data {
+
+struct Batch {
+  Tensor data;    // [B, ...]
+  Tensor target;  // [B]
+};
+
+class TensorDataset {
+ public:
+  TensorDataset(Tensor data, Tensor targets);
+  int64_t size() const { return data_.size(0); }
+  Batch get(const Tensor& indices) const;  // int64 indices [B]
+  // The first n samples (for --limit-train).
+  TensorDataset head(int64_t n) const;
+  const Tensor& data() const { return data_; }
+  const Tensor& targets() const { return targets_; }
+
+ private:
+  Tensor data_, targets_;
+};
+
+// A transform rewrites a whole batch; it gets a generator for its random choices.
+using Transform = std::function<Tensor(const Tensor& batch, Generator& gen)>;
+
+// (x - mean[c]) / std[c] over dim 1.
+Transform normalize(std::vector<double> mean, std::vector<double> stddev);
+// Zero-pads H and W by `padding`, then takes a random size x size window per sample.
+Transform random_crop(int64_t size, int64_t padding);
+// Mirrors each sample along W with probability p.
+Transform random_horizontal_flip(double p = 0.5);
+// Bilinear resize of [B, C, H, W] to [B, C, height, width] (align_corners = false).
+Transform resize(int64_t height, int64_t width);
+
+struct DataLoaderOptions {
+  int64_t batch_size = 64;
+  bool shuffle = true;
+  bool drop_last = false;
+  uint64_t seed = 0;
+  int prefetch = 2;  // batches prepared ahead by the background thread; 0: none
+  std::vector<Transform> transforms;
+};
+
+class DataLoader {
+ public:
+  DataLoader(TensorDataset dataset, DataLoaderOptions options);
+  ~DataLoader();
+  DataLoader(const DataLoader&) = delete;
+  DataLoader& operator=(const DataLoader&) = delete;
+
+  // Starts epoch `epoch` (its shuffle order depends on seed and epoch only).
+  void start_epoch(int64_t epoch);
+  // The next batch of the epoch, or nothing when the epoch is done.
+  std::optional<Batch> next();
+  int64_t batches_per_epoch() const;
+  int64_t dataset_size() const { return dataset_.size(); }
+  // The sample order of an epoch.
+  std::vector<int64_t> order(int64_t epoch) const;
+
+ private:
+  Batch make_batch(int64_t b, const std::vector<int64_t>& order, Generator& gen) const;
+  void stop_worker();
+
+  TensorDataset dataset_;
+  DataLoaderOptions opt_;
+  std::vector<int64_t> order_;
+  int64_t next_batch_ = 0;
+  int64_t epoch_ = 0;
+
+  // Background prefetching.
+  std::thread worker_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Batch> ready_;
+  std::exception_ptr error_;
+  int64_t produced_ = 0;
+  bool stop_ = false;
+};
+
+// Fashion-MNIST from DIR's IDX files (train-*/t10k-*, gzipped or not): images as
+// float32 [N, 1, 28, 28] scaled to [0, 1], labels int64 [N].
+TensorDataset load_fashion_mnist(const std::string& dir, bool train);
+
+}  // namespace ember::data

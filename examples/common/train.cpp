@@ -1,0 +1,165 @@
+#include "examples/common/train.h"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "data/dataset.h"
+#include "optim/checkpoint.h"
+
+namespace ember::examples {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Peak resident memory of the process; the device memory statistics of the caching
+// allocator replace it once that exists.
+int64_t peak_memory_bytes() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<int64_t>(u.ru_maxrss) * 1024;
+}
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const std::string& name, std::vector<Tensor> params, double lr) {
+  if (name == "adam") return std::make_unique<optim::Adam>(std::move(params), optim::Adam::Options{.lr = lr});
+  if (name == "adamw") return std::make_unique<optim::AdamW>(std::move(params), optim::AdamW::Options{.lr = lr});
+  if (name == "sgd")
+    return std::make_unique<optim::SGD>(std::move(params), optim::SGD::Options{.lr = lr, .momentum = 0.9});
+  EMBER_FAIL("--optimizer: unknown optimizer '", name, "' (expected sgd, adam or adamw)");
+}
+
+void progress(int64_t epoch, int64_t epochs, int64_t done, int64_t total, double loss) {
+  const int width = 30;
+  const int fill = static_cast<int>(width * done / std::max<int64_t>(total, 1));
+  std::printf("\repoch %lld/%lld [%s%s] %lld/%lld loss %.4f", static_cast<long long>(epoch + 1),
+              static_cast<long long>(epochs), std::string(fill, '#').c_str(), std::string(width - fill, '.').c_str(),
+              static_cast<long long>(done), static_cast<long long>(total), loss);
+  std::fflush(stdout);
+}
+
+double evaluate(nn::Module& model, const data::TensorDataset& test) {
+  NoGradGuard no_grad;
+  model.eval();
+  int64_t correct = 0;
+  const int64_t B = 1000;
+  for (int64_t s = 0; s < test.size(); s += B) {
+    const int64_t n = std::min(B, test.size() - s);
+    Tensor logits = model(test.data().narrow(0, s, n));
+    correct += sum(eq(argmax(logits, 1), test.targets().narrow(0, s, n))).item<int64_t>();
+  }
+  model.train();
+  return static_cast<double>(correct) / static_cast<double>(std::max<int64_t>(test.size(), 1));
+}
+
+}  // namespace
+
+void add_train_flags(CLI::App& app, TrainConfig& c) {
+  app.add_option("--data", c.data, "Fashion-MNIST folder (IDX files)")->capture_default_str();
+  app.add_option("--device", c.device, "auto, cpu, cuda or cuda:N")->capture_default_str();
+  app.add_option("--epochs", c.epochs, "epochs in all (a resumed run trains the remaining ones)")->capture_default_str();
+  app.add_option("--batch-size", c.batch_size, "samples per step")->capture_default_str();
+  app.add_option("--lr", c.lr, "learning rate")->capture_default_str();
+  app.add_option("--optimizer", c.optimizer, "sgd, adam or adamw")->capture_default_str();
+  app.add_option("--seed", c.seed, "seed of the initialisation and the shuffle")->capture_default_str();
+  app.add_option("--threads", c.threads, "CPU threads (default: EMBER_NUM_THREADS or all cores)");
+  app.add_option("--limit-train", c.limit_train, "use only the first N training images");
+  app.add_option("--save", c.save, "write a checkpoint here after every epoch");
+  app.add_option("--resume", c.resume, "continue from this checkpoint");
+  app.add_flag("--json", c.json, "end with one JSON line of results");
+}
+
+int train_main(const std::string& model_name, const TrainConfig& c,
+               const std::function<std::shared_ptr<nn::Module>()>& make_model) {
+  try {
+    EMBER_CHECK(c.epochs >= 0 && c.batch_size > 0, "flags: --epochs must be >= 0 and --batch-size > 0");
+    if (c.threads > 0) set_num_threads(c.threads);
+    std::string dev = c.device;
+    if (dev == "auto") {
+      dev = default_device_name();
+      if (dev == "cpu") std::printf("no CUDA device found: training on the cpu\n");
+    }
+    const Device device = Device::parse(dev);
+    EMBER_CHECK(device.is_cpu(), "--device ", dev, ": the CUDA backend has no kernels yet; use --device cpu");
+
+    manual_seed(c.seed);
+    data::TensorDataset train = data::load_fashion_mnist(c.data, true);
+    if (c.limit_train > 0) train = train.head(c.limit_train);
+    data::TensorDataset test = data::load_fashion_mnist(c.data, false);
+
+    std::shared_ptr<nn::Module> model = make_model();
+    std::unique_ptr<optim::Optimizer> opt = make_optimizer(c.optimizer, model->parameters(), c.lr);
+    int64_t first_epoch = 0;
+    if (!c.resume.empty()) {
+      auto meta = optim::load_checkpoint(c.resume, *model, opt.get());
+      EMBER_CHECK(meta.count("model") && meta["model"] == model_name, "--resume: '", c.resume, "' holds a ",
+                  meta.count("model") ? meta["model"] : std::string("?"), " model, not ", model_name);
+      first_epoch = std::stoll(meta.at("epoch"));
+      std::printf("resumed from %s after epoch %lld\n", c.resume.c_str(), static_cast<long long>(first_epoch));
+    }
+
+    data::DataLoader loader(train, {.batch_size = c.batch_size, .shuffle = true, .seed = c.seed});
+    nn::CrossEntropyLoss criterion;
+    const bool tty = isatty(STDOUT_FILENO) && !c.json;
+    std::vector<double> epoch_seconds;
+    double last_loss = 0;
+    int64_t samples = 0;
+    double train_time = 0;
+    for (int64_t e = first_epoch; e < c.epochs; ++e) {
+      const auto t0 = Clock::now();
+      loader.start_epoch(e);
+      double loss_sum = 0;
+      int64_t seen = 0, correct = 0, step = 0;
+      while (auto batch = loader.next()) {
+        Tensor logits = (*model)(batch->data);
+        Tensor loss = criterion(logits, batch->target);
+        opt->zero_grad();
+        loss.backward();
+        opt->step();
+        const int64_t n = batch->data.size(0);
+        loss_sum += loss.item<double>() * static_cast<double>(n);
+        correct += sum(eq(argmax(logits.detach(), 1), batch->target)).item<int64_t>();
+        seen += n;
+        if (tty && (++step % 20 == 0 || seen == loader.dataset_size()))
+          progress(e, c.epochs, step, loader.batches_per_epoch(), loss_sum / static_cast<double>(seen));
+      }
+      const double secs = seconds_since(t0);
+      if (tty) std::printf("\n");
+      epoch_seconds.push_back(secs);
+      train_time += secs;
+      samples += seen;
+      last_loss = loss_sum / static_cast<double>(std::max<int64_t>(seen, 1));
+      std::printf("epoch %lld/%lld: loss %.4f, train accuracy %.2f%%, %.0f samples/s, %.2f s\n",
+                  static_cast<long long>(e + 1), static_cast<long long>(c.epochs), last_loss,
+                  100.0 * static_cast<double>(correct) / static_cast<double>(std::max<int64_t>(seen, 1)),
+                  static_cast<double>(seen) / secs, secs);
+      if (!c.save.empty())
+        optim::save_checkpoint(c.save, *model, opt.get(), {{"model", model_name}, {"epoch", std::to_string(e + 1)}});
+    }
+    const double accuracy = evaluate(*model, test);
+    std::printf("test accuracy %.2f%%\n", 100.0 * accuracy);
+    if (c.json) {
+      nlohmann::json j = {{"model", model_name},
+                          {"test_accuracy", accuracy},
+                          {"train_loss", last_loss},
+                          {"epoch_seconds", epoch_seconds},
+                          {"train_samples_per_s", train_time > 0 ? static_cast<double>(samples) / train_time : 0.0},
+                          {"peak_memory_bytes", peak_memory_bytes()},
+                          {"device", device.str()},
+                          {"threads", get_num_threads()},
+                          {"seed", c.seed}};
+      std::printf("%s\n", j.dump().c_str());
+    }
+  } catch (const Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace ember::examples

@@ -1,0 +1,37 @@
+// The training driver shared by the Fashion-MNIST examples: the command-line flags of
+// DESIGN.md, the epoch loop with a progress bar, evaluation, checkpoints with --save /
+// --resume, and the final --json line.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "ember.h"
+
+namespace ember::examples {
+
+struct TrainConfig {
+  std::string data = "/usr/share/datasets/fashion-mnist";
+  std::string device = "auto";
+  int64_t epochs = 1;
+  int64_t batch_size = 128;
+  double lr = 1e-3;
+  std::string optimizer = "adam";
+  uint64_t seed = 1;
+  int threads = 0;
+  int64_t limit_train = 0;
+  std::string save, resume;
+  bool json = false;
+};
+
+void add_train_flags(CLI::App& app, TrainConfig& config);
+
+// Trains the model `make_model` builds and prints one summary line per epoch; returns
+// the process exit code. Errors are printed and give exit code 1.
+int train_main(const std::string& model_name, const TrainConfig& config,
+               const std::function<std::shared_ptr<nn::Module>()>& make_model);
+
+}  // namespace ember::examples

@@ -1,0 +1,50 @@
+// CPU optimizer updates: one pass over each parameter applying the shared functors of
+// kernels/common/optim_ops.h. Memory-bound: SGD with momentum reads p, g, buf and writes
+// p, buf (20 bytes per float32 element); Adam reads p, g, m, v and writes p, m, v (28).
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/loops.h"
+
+namespace ember::kernels::cpu {
+namespace {
+
+template <class F>
+void for_float(DType t, const char* op, F&& f) {
+  if (t == DType::Float32) return f(Tag<float>{});
+  if (t == DType::Float64) return f(Tag<double>{});
+  EMBER_FAIL(op, " kernel: parameters must be float32 or float64, got ", dtype_name(t));
+}
+
+void sgd_kernel(const Tensor& param, const Tensor& grad, const Tensor& buf, const ops::SgdUpdate& u) {
+  for_float(param.dtype(), "sgd_update", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* p = static_cast<T*>(param.data_ptr());
+    const T* g = static_cast<const T*>(grad.data_ptr());
+    T* b = buf.defined() ? static_cast<T*>(buf.data_ptr()) : nullptr;
+    parallel_for(0, param.numel(), kGrainSize, [&](int64_t lo, int64_t hi) {
+      T unused = 0;
+      for (int64_t i = lo; i < hi; ++i) u(p[i], g[i], b ? b[i] : unused);
+    });
+  });
+}
+
+void adam_kernel(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const ops::AdamUpdate& u) {
+  for_float(param.dtype(), "adam_update", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* p = static_cast<T*>(param.data_ptr());
+    const T* g = static_cast<const T*>(grad.data_ptr());
+    T* pm = static_cast<T*>(m.data_ptr());
+    T* pv = static_cast<T*>(v.data_ptr());
+    parallel_for(0, param.numel(), kGrainSize, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) u(p[i], g[i], pm[i], pv[i]);
+    });
+  });
+}
+
+}  // namespace
+
+void register_optim() {
+  sgd_update_stub.set(DeviceType::CPU, sgd_kernel);
+  adam_update_stub.set(DeviceType::CPU, adam_kernel);
+}
+
+}  // namespace ember::kernels::cpu

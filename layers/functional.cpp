@@ -1,0 +1,210 @@
+#include "layers/functional.h"
+
+#include <cmath>
+
+#include "core/autograd.h"
+#include "core/error.h"
+
+namespace ember::nn::functional {
+
+Reduction parse_reduction(const std::string& s) {
+  if (s == "none") return Reduction::None;
+  if (s == "mean") return Reduction::Mean;
+  if (s == "sum") return Reduction::Sum;
+  EMBER_FAIL("reduction: unknown reduction '", s, "' (expected none, mean or sum)");
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  EMBER_CHECK(weight.dim() == 2, "linear: weight must be [out, in], got ", shape_str(weight.shape()));
+  EMBER_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1), "linear: input ", shape_str(x.shape()), " does not end in ",
+              weight.size(1), " features (weight ", shape_str(weight.shape()), ")");
+  Tensor y = matmul(x, weight.t());
+  return bias.defined() ? add(y, bias) : y;
+}
+
+Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
+  EMBER_CHECK(p >= 0 && p <= 1, "dropout: p must be in [0, 1], got ", p);
+  if (!training || p == 0) return x;
+  if (p == 1) return mul(x, Scalar(0.0));
+  Tensor keep = ge(rand(x.shape(), {x.dtype(), x.device()}, gen), Scalar(p)).to(x.dtype());
+  return mul(x, mul(keep, Scalar(1.0 / (1.0 - p))));
+}
+
+namespace {
+
+// [C] viewed to broadcast along dim 1 of a tensor with `ndim` dims.
+Tensor along_channels(const Tensor& t, int64_t ndim) {
+  Shape s(static_cast<size_t>(ndim), 1);
+  s[1] = t.numel();
+  return t.reshape(s);
+}
+
+}  // namespace
+
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                  const Tensor& bias, bool training, double momentum, double eps) {
+  EMBER_CHECK(x.dim() >= 2, "batch_norm: expects [N, C, ...], got ", shape_str(x.shape()));
+  const int64_t C = x.size(1);
+  for (const Tensor* t : {&running_mean, &running_var, &weight, &bias})
+    if (t->defined())
+      EMBER_CHECK(t->dim() == 1 && t->size(0) == C, "batch_norm: per-channel tensors must be [", C, "], got ",
+                  shape_str(t->shape()));
+  std::vector<int64_t> dims{0};
+  for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
+  Tensor mean_, var_;
+  if (training) {
+    const int64_t n = x.numel() / C;
+    EMBER_CHECK(n > 1, "batch_norm: training needs more than one value per channel, got input ", shape_str(x.shape()));
+    mean_ = mean(x, dims, true);
+    var_ = var(x, dims, 0, true);
+    if (running_mean.defined()) {
+      NoGradGuard no_grad;
+      running_mean.copy_(add(mul(running_mean, Scalar(1 - momentum)), mul(mean_.detach().reshape({C}), Scalar(momentum))));
+      Tensor unbiased = mul(var_.detach().reshape({C}), Scalar(double(n) / double(n - 1)));
+      running_var.copy_(add(mul(running_var, Scalar(1 - momentum)), mul(unbiased, Scalar(momentum))));
+    }
+  } else {
+    EMBER_CHECK(running_mean.defined() && running_var.defined(), "batch_norm: eval mode needs running statistics");
+    mean_ = along_channels(running_mean, x.dim());
+    var_ = along_channels(running_var, x.dim());
+  }
+  Tensor y = mul(sub(x, mean_), rsqrt(add(var_, Scalar(eps))));
+  if (weight.defined()) y = mul(y, along_channels(weight, x.dim()));
+  if (bias.defined()) y = add(y, along_channels(bias, x.dim()));
+  return y;
+}
+
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias, double eps) {
+  const int64_t k = static_cast<int64_t>(normalized_shape.size());
+  EMBER_CHECK(k >= 1 && x.dim() >= k &&
+                  Shape(x.shape().end() - k, x.shape().end()) == normalized_shape,
+              "layer_norm: input ", shape_str(x.shape()), " does not end in normalized_shape ",
+              shape_str(normalized_shape));
+  std::vector<int64_t> dims;
+  for (int64_t d = x.dim() - k; d < x.dim(); ++d) dims.push_back(d);
+  Tensor y = mul(sub(x, mean(x, dims, true)), rsqrt(add(var(x, dims, 0, true), Scalar(eps))));
+  if (weight.defined()) y = mul(y, weight);
+  if (bias.defined()) y = add(y, bias);
+  return y;
+}
+
+Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int64_t> padding_idx) {
+  EMBER_CHECK(weight.dim() == 2, "embedding: weight must be [num_embeddings, dim], got ", shape_str(weight.shape()));
+  Shape out_shape = indices.shape();
+  out_shape.push_back(weight.size(1));
+  Tensor flat = indices.reshape({-1});
+  Tensor rows = index_select(weight, 0, flat);
+  if (padding_idx) {
+    // Padding rows are read but give no gradient: take them from the detached weight.
+    Tensor pad = eq(flat, Scalar(*padding_idx)).unsqueeze(1);
+    rows = where(pad, index_select(weight.detach(), 0, flat), rows);
+  }
+  return rows.view(out_shape);
+}
+
+Tensor adaptive_avg_pool2d(const Tensor& x, std::pair<int64_t, int64_t> output_size) {
+  EMBER_CHECK(x.dim() == 3 || x.dim() == 4, "adaptive_avg_pool2d: expects [C, H, W] or [N, C, H, W], got ",
+              shape_str(x.shape()));
+  const auto [oh, ow] = output_size;
+  EMBER_CHECK(oh > 0 && ow > 0, "adaptive_avg_pool2d: output size must be positive, got [", oh, ", ", ow, "]");
+  const int64_t H = x.size(-2), W = x.size(-1);
+  if (H % oh == 0 && W % ow == 0)
+    return avg_pool2d(x, {.kernel_size = {H / oh, W / ow}});
+  std::vector<Tensor> rows;
+  for (int64_t i = 0; i < oh; ++i) {
+    const int64_t h0 = i * H / oh, h1 = ((i + 1) * H + oh - 1) / oh;
+    std::vector<Tensor> cols;
+    for (int64_t j = 0; j < ow; ++j) {
+      const int64_t w0 = j * W / ow, w1 = ((j + 1) * W + ow - 1) / ow;
+      cols.push_back(mean(x.narrow(-2, h0, h1 - h0).narrow(-1, w0, w1 - w0), {-2, -1}));
+    }
+    rows.push_back(stack(cols, -1));
+  }
+  return stack(rows, -2);
+}
+
+namespace {
+
+Tensor reduce_loss(const Tensor& per_element, const Tensor& divisor, Reduction r) {
+  if (r == Reduction::None) return per_element;
+  Tensor total = sum(per_element);
+  return r == Reduction::Sum ? total : div(total, divisor);
+}
+
+// Class dim 1: [N, C, d...] with targets [N, d...].
+void check_class_shapes(const char* op, const Tensor& input, const Tensor& target) {
+  EMBER_CHECK(input.dim() >= 2, op, ": expects input [N, C, ...], got ", shape_str(input.shape()));
+  Shape want = input.shape();
+  want.erase(want.begin() + 1);
+  EMBER_CHECK(target.shape() == want, op, ": target ", shape_str(target.shape()), " does not match input ",
+              shape_str(input.shape()), " (expected ", shape_str(want), ")");
+  EMBER_CHECK(target.dtype() == kInt64 || target.dtype() == kInt32, op, ": target must hold int64 class indices, got ",
+              dtype_name(target.dtype()));
+}
+
+}  // namespace
+
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const LossOptions& o) {
+  check_class_shapes("nll_loss", log_probs, target);
+  const int64_t C = log_probs.size(1);
+  Tensor t = target.to(kInt64);
+  Tensor valid = ne(t, Scalar(o.ignore_index));
+  Tensor safe = where(valid, t, zeros_like(t));
+  if (safe.numel() > 0) {
+    const int64_t lo = min(safe).item<int64_t>(), hi = max(safe).item<int64_t>();
+    EMBER_CHECK(lo >= 0 && hi < C, "nll_loss: target ", lo < 0 ? lo : hi, " is out of range for ", C, " classes");
+  }
+  Tensor picked = gather(log_probs, 1, safe.unsqueeze(1)).squeeze(1);
+  Tensor w = valid.to(log_probs.dtype());
+  if (o.weight.defined()) {
+    EMBER_CHECK(o.weight.dim() == 1 && o.weight.size(0) == C, "nll_loss: weight must be [", C, "], got ",
+                shape_str(o.weight.shape()));
+    w = mul(w, index_select(o.weight.to(log_probs.dtype()), 0, safe.reshape({-1})).view(safe.shape()));
+  }
+  // mean divides by the total weight of the targets that count (their number without weights).
+  return reduce_loss(neg(mul(picked, w)), sum(w), o.reduction);
+}
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, const LossOptions& o) {
+  check_class_shapes("cross_entropy", logits, target);
+  EMBER_CHECK(o.label_smoothing >= 0 && o.label_smoothing <= 1, "cross_entropy: label_smoothing must be in [0, 1], got ",
+              o.label_smoothing);
+  Tensor logp = log_softmax(logits, 1);
+  Tensor nll = nll_loss(logp, target, o);
+  if (o.label_smoothing == 0) return nll;
+  // PyTorch's smoothing term: -sum_c w_c log p_c per element, zero where ignored; its
+  // mean divides by the target weights with class weights, else by the element count.
+  const int64_t C = logits.size(1);
+  Tensor t = target.to(kInt64);
+  Tensor valid = ne(t, Scalar(o.ignore_index));
+  Tensor wlogp = logp;
+  if (o.weight.defined()) {
+    Shape s(static_cast<size_t>(logits.dim()), 1);
+    s[1] = C;
+    wlogp = mul(logp, o.weight.to(logp.dtype()).reshape(s));
+  }
+  Tensor smooth = where(valid, neg(sum(wlogp, {1})), zeros({}, {logp.dtype(), logp.device()}));
+  Tensor reduced;
+  if (o.reduction == Reduction::None) {
+    reduced = smooth;
+  } else if (o.reduction == Reduction::Sum) {
+    reduced = sum(smooth);
+  } else if (o.weight.defined()) {
+    Tensor safe = where(valid, t, zeros_like(t));
+    Tensor tw = mul(index_select(o.weight.to(logp.dtype()), 0, safe.reshape({-1})), valid.reshape({-1}).to(logp.dtype()));
+    reduced = div(sum(smooth), sum(tw));
+  } else {
+    reduced = mean(smooth);
+  }
+  return add(mul(nll, Scalar(1 - o.label_smoothing)), mul(reduced, Scalar(o.label_smoothing / double(C))));
+}
+
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  EMBER_CHECK(input.shape() == target.shape(), "mse_loss: input ", shape_str(input.shape()), " and target ",
+              shape_str(target.shape()), " differ in shape");
+  Tensor d = sub(input, target);
+  Tensor sq = mul(d, d);
+  return reduce_loss(sq, scalar_tensor(static_cast<double>(sq.numel()), {sq.dtype(), sq.device()}), reduction);
+}
+
+}  // namespace ember::nn::functional

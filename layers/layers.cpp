@@ -1,0 +1,156 @@
+#include "layers/layers.h"
+
+#include <cmath>
+
+#include "core/autograd.h"
+#include "core/error.h"
+
+namespace ember::nn {
+namespace {
+
+std::string pair_str(Pair p) { return "(" + std::to_string(p.first) + ", " + std::to_string(p.second) + ")"; }
+std::string pool_str(const char* kind, const Pool2dOptions& o) {
+  return std::string(kind) + "(kernel_size=" + pair_str(o.kernel_size) + ", stride=" +
+         pair_str(o.stride.value_or(o.kernel_size)) + ", padding=" + pair_str(o.padding) + ")";
+}
+
+}  // namespace
+
+// ----- init -----
+
+void uniform_(const Tensor& t, double lo, double hi, Generator* gen) {
+  NoGradGuard no_grad;
+  t.copy_(add(mul(rand(t.shape(), {t.dtype(), t.device()}, gen), Scalar(hi - lo)), Scalar(lo)));
+}
+
+void normal_(const Tensor& t, double mean, double stddev, Generator* gen) {
+  NoGradGuard no_grad;
+  t.copy_(add(mul(randn(t.shape(), {t.dtype(), t.device()}, gen), Scalar(stddev)), Scalar(mean)));
+}
+
+int64_t fan_in(const Tensor& w) {
+  EMBER_CHECK(w.dim() >= 2, "fan_in: needs a weight of at least 2 dims, got ", shape_str(w.shape()));
+  int64_t f = w.size(1);
+  for (int64_t d = 2; d < w.dim(); ++d) f *= w.size(d);
+  return f;
+}
+
+void kaiming_uniform_(const Tensor& t, double a, Generator* gen) {
+  const double gain = std::sqrt(2.0 / (1.0 + a * a));
+  const double bound = gain * std::sqrt(3.0 / static_cast<double>(std::max<int64_t>(fan_in(t), 1)));
+  uniform_(t, -bound, bound, gen);
+}
+
+// ----- layers -----
+
+Linear::Linear(int64_t in, int64_t out, bool with_bias) : in_(in), out_(out) {
+  EMBER_CHECK(in > 0 && out > 0, "Linear: features must be positive, got in=", in, " out=", out);
+  weight = register_parameter("weight", empty({out, in}));
+  kaiming_uniform_(weight);
+  if (with_bias) {
+    bias = register_parameter("bias", empty({out}));
+    const double b = 1.0 / std::sqrt(static_cast<double>(in));
+    uniform_(bias, -b, b);
+  }
+}
+Tensor Linear::forward(const Tensor& x) { return functional::linear(x, weight, bias); }
+std::string Linear::name() const {
+  return "Linear(in_features=" + std::to_string(in_) + ", out_features=" + std::to_string(out_) +
+         ", bias=" + (bias.defined() ? "true" : "false") + ")";
+}
+
+Conv2d::Conv2d(int64_t in, int64_t out, Pair k, Pair stride, Pair padding, Pair dilation, int64_t groups, bool with_bias)
+    : in_(in), out_(out), groups_(groups), kernel_(k), stride_(stride), padding_(padding), dilation_(dilation) {
+  EMBER_CHECK(in > 0 && out > 0 && groups > 0 && in % groups == 0 && out % groups == 0, "Conv2d: channels in=", in,
+              " out=", out, " must be positive and divisible by groups=", groups);
+  EMBER_CHECK(k.first > 0 && k.second > 0, "Conv2d: kernel_size must be positive, got ", pair_str(k));
+  weight = register_parameter("weight", empty({out, in / groups, k.first, k.second}));
+  kaiming_uniform_(weight);
+  if (with_bias) {
+    bias = register_parameter("bias", empty({out}));
+    const double b = 1.0 / std::sqrt(static_cast<double>(fan_in(weight)));
+    uniform_(bias, -b, b);
+  }
+}
+Tensor Conv2d::forward(const Tensor& x) { return conv2d(x, weight, bias, stride_, padding_, dilation_, groups_); }
+std::string Conv2d::name() const {
+  return "Conv2d(" + std::to_string(in_) + ", " + std::to_string(out_) + ", kernel_size=" + pair_str(kernel_) +
+         ", stride=" + pair_str(stride_) + ", padding=" + pair_str(padding_) + ")";
+}
+
+std::string MaxPool2d::name() const { return pool_str("MaxPool2d", options_); }
+std::string AvgPool2d::name() const { return pool_str("AvgPool2d", options_); }
+std::string AdaptiveAvgPool2d::name() const { return "AdaptiveAvgPool2d(output_size=" + pair_str(size_) + ")"; }
+
+BatchNorm::BatchNorm(int64_t features, int64_t dims, double eps, double momentum, bool affine)
+    : features_(features), dims_(dims), eps_(eps), momentum_(momentum) {
+  EMBER_CHECK(features > 0, "BatchNorm: num_features must be positive, got ", features);
+  if (affine) {
+    weight = register_parameter("weight", ones({features}));
+    bias = register_parameter("bias", zeros({features}));
+  }
+  running_mean = register_buffer("running_mean", zeros({features}));
+  running_var = register_buffer("running_var", ones({features}));
+  num_batches_tracked = register_buffer("num_batches_tracked", zeros({}, kInt64));
+}
+Tensor BatchNorm::forward(const Tensor& x) {
+  const bool ok = dims_ == 1 ? (x.dim() == 2 || x.dim() == 3) : x.dim() == 4;
+  EMBER_CHECK(ok, name(), ": expects ", dims_ == 1 ? "[N, C] or [N, C, L]" : "[N, C, H, W]", " input, got ",
+              shape_str(x.shape()));
+  if (is_training()) {
+    NoGradGuard no_grad;
+    num_batches_tracked.copy_(add(num_batches_tracked, Scalar(1)));
+  }
+  return functional::batch_norm(x, running_mean, running_var, weight, bias, is_training(), momentum_, eps_);
+}
+std::string BatchNorm::name() const {
+  return "BatchNorm" + std::to_string(dims_) + "d(" + std::to_string(features_) + ", eps=" + std::to_string(eps_) +
+         ", momentum=" + std::to_string(momentum_) + ")";
+}
+
+LayerNorm::LayerNorm(Shape shape, double eps, bool affine) : shape_(std::move(shape)), eps_(eps) {
+  if (affine) {
+    weight = register_parameter("weight", ones(shape_));
+    bias = register_parameter("bias", zeros(shape_));
+  }
+}
+Tensor LayerNorm::forward(const Tensor& x) { return functional::layer_norm(x, shape_, weight, bias, eps_); }
+std::string LayerNorm::name() const { return "LayerNorm(" + shape_str(shape_) + ")"; }
+
+Dropout::Dropout(double p) : p_(p) { EMBER_CHECK(p >= 0 && p <= 1, "Dropout: p must be in [0, 1], got ", p); }
+std::string Dropout::name() const { return "Dropout(p=" + std::to_string(p_) + ")"; }
+
+Embedding::Embedding(int64_t num, int64_t dim, std::optional<int64_t> padding_idx)
+    : num_(num), dim_(dim), padding_idx_(padding_idx) {
+  EMBER_CHECK(num > 0 && dim > 0, "Embedding: sizes must be positive, got ", num, " x ", dim);
+  if (padding_idx_) {
+    if (*padding_idx_ < 0) *padding_idx_ += num;
+    EMBER_CHECK(*padding_idx_ >= 0 && *padding_idx_ < num, "Embedding: padding_idx is out of range for ", num,
+                " embeddings");
+  }
+  weight = register_parameter("weight", empty({num, dim}));
+  normal_(weight);
+  if (padding_idx_) {
+    NoGradGuard no_grad;
+    weight.select(0, *padding_idx_).zero_();
+  }
+}
+std::string Embedding::name() const {
+  return "Embedding(" + std::to_string(num_) + ", " + std::to_string(dim_) + ")";
+}
+
+std::string Flatten::name() const {
+  return "Flatten(start_dim=" + std::to_string(start_) + ", end_dim=" + std::to_string(end_) + ")";
+}
+
+Sequential::Sequential(std::initializer_list<std::shared_ptr<Module>> modules) {
+  for (const auto& m : modules) push_back(m);
+}
+void Sequential::push_back(std::shared_ptr<Module> m) { register_module(std::to_string(children().size()), std::move(m)); }
+Tensor Sequential::forward(const Tensor& x) {
+  Tensor y = x;
+  for (const auto& [n, m] : children()) y = m->forward(y);
+  return y;
+}
+
+}  // namespace ember::nn

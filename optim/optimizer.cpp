@@ -1,0 +1,126 @@
+#include "optim/optimizer.h"
+
+#include <cmath>
+#include <map>
+
+#include "core/autograd.h"
+#include "core/error.h"
+
+namespace ember::optim {
+
+Optimizer::Optimizer(std::vector<Tensor> params, double lr) : params_(std::move(params)), lr_(lr) {
+  EMBER_CHECK(!params_.empty(), "Optimizer: got no parameters");
+  set_lr(lr);
+  for (size_t i = 0; i < params_.size(); ++i)
+    EMBER_CHECK(params_[i].defined() && params_[i].requires_grad() && params_[i].is_leaf(), "Optimizer: parameter ", i,
+                " is not a leaf tensor that requires grad");
+  buffers_.resize(params_.size());
+}
+
+void Optimizer::set_lr(double lr) {
+  EMBER_CHECK(lr >= 0 && std::isfinite(lr), "Optimizer: learning rate must be finite and >= 0, got ", lr);
+  lr_ = lr;
+}
+
+void Optimizer::zero_grad() {
+  for (const Tensor& p : params_) p.set_grad({});
+}
+
+Tensor Optimizer::buffer(size_t i, const std::string& name) {
+  for (auto& [n, t] : buffers_[i])
+    if (n == name) return t;
+  buffers_[i].emplace_back(name, zeros(params_[i].shape(), {params_[i].dtype(), params_[i].device()}));
+  return buffers_[i].back().second;
+}
+
+bool Optimizer::has_buffer(size_t i, const std::string& name) const {
+  for (const auto& [n, t] : buffers_[i])
+    if (n == name) return true;
+  return false;
+}
+
+NamedTensors Optimizer::state_dict() const {
+  NamedTensors out;
+  out.emplace_back("lr", scalar_tensor(lr_, kFloat64));
+  out.emplace_back("step", scalar_tensor(steps_, kInt64));
+  for (size_t i = 0; i < buffers_.size(); ++i)
+    for (const auto& [n, t] : buffers_[i]) out.emplace_back("state." + std::to_string(i) + "." + n, t.detach());
+  return out;
+}
+
+void Optimizer::load_state_dict(const NamedTensors& state) {
+  std::map<std::string, Tensor> given(state.begin(), state.end());
+  EMBER_CHECK(given.count("lr") && given.count("step"), "load_state_dict: an optimizer state needs 'lr' and 'step'");
+  std::vector<std::vector<std::pair<std::string, Tensor>>> loaded(params_.size());
+  for (const auto& [key, t] : state) {
+    if (key == "lr" || key == "step") continue;
+    // state.<i>.<name>
+    const size_t dot = key.find('.', 6);
+    EMBER_CHECK(key.rfind("state.", 0) == 0 && dot != std::string::npos, "load_state_dict: unexpected optimizer key '",
+                key, "'");
+    const size_t i = std::stoul(key.substr(6, dot - 6));
+    EMBER_CHECK(i < params_.size(), "load_state_dict: '", key, "' names parameter ", i, " but the optimizer has ",
+                params_.size());
+    EMBER_CHECK(t.shape() == params_[i].shape(), "load_state_dict: '", key, "' has shape ", shape_str(t.shape()),
+                " but parameter ", i, " has ", shape_str(params_[i].shape()));
+    loaded[i].emplace_back(key.substr(dot + 1), t.to(params_[i].dtype()).to(params_[i].device()).contiguous().clone());
+  }
+  set_lr(given.at("lr").item<double>());
+  steps_ = given.at("step").item<int64_t>();
+  buffers_ = std::move(loaded);
+}
+
+SGD::SGD(std::vector<Tensor> params, Options o) : Optimizer(std::move(params), o.lr), o_(o) {
+  EMBER_CHECK(o.momentum >= 0 && o.weight_decay >= 0, "SGD: momentum and weight_decay must be >= 0");
+  EMBER_CHECK(!o.nesterov || (o.momentum > 0 && o.dampening == 0), "SGD: Nesterov needs momentum > 0 and no dampening");
+}
+
+void SGD::step() {
+  NoGradGuard no_grad;
+  SgdStepOptions so{lr_, o_.momentum, o_.dampening, o_.weight_decay, o_.nesterov};
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Tensor g = params_[i].grad();
+    if (!g.defined()) continue;
+    const bool first = o_.momentum != 0 && !has_buffer(i, "momentum_buffer");
+    Tensor buf = o_.momentum != 0 ? buffer(i, "momentum_buffer") : Tensor();
+    sgd_step_(params_[i], g, buf, so, first);
+  }
+  ++steps_;
+}
+
+Adam::Adam(std::vector<Tensor> params, Options o, bool decoupled)
+    : Optimizer(std::move(params), o.lr), o_(o), decoupled_(decoupled) {
+  EMBER_CHECK(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1, "Adam: betas must be in [0, 1), got ",
+              o.beta1, " and ", o.beta2);
+  EMBER_CHECK(o.eps >= 0 && o.weight_decay >= 0, "Adam: eps and weight_decay must be >= 0");
+}
+
+void Adam::step() {
+  NoGradGuard no_grad;
+  ++steps_;
+  AdamStepOptions ao{lr_, o_.beta1, o_.beta2, o_.eps, o_.weight_decay, decoupled_, steps_};
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Tensor g = params_[i].grad();
+    if (!g.defined()) continue;
+    const Tensor m = buffer(i, "exp_avg"), v = buffer(i, "exp_avg_sq");
+    adam_step_(params_[i], g, m, v, ao);
+  }
+}
+
+double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
+  EMBER_CHECK(max_norm > 0, "clip_grad_norm_: max_norm must be positive, got ", max_norm);
+  NoGradGuard no_grad;
+  double total = 0;
+  for (const Tensor& p : params) {
+    Tensor g = p.grad();
+    if (g.defined()) total += sum(mul(g, g)).item<double>();
+  }
+  total = std::sqrt(total);
+  const double scale = max_norm / (total + 1e-6);
+  if (scale < 1)
+    for (const Tensor& p : params)
+      if (p.grad().defined()) p.set_grad(mul(p.grad(), Scalar(scale)));
+  return total;
+}
+
+}  // namespace ember::optim

@@ -1,0 +1,86 @@
+// Optimizers (SGD, Adam, AdamW) with PyTorch's update rules, computed by the fused
+// in-place updates of core (sgd_step_, adam_step_). zero_grad() clears gradients
+// (PyTorch's set_to_none). state_dict() holds the learning rate, the step count and every
+// per-parameter buffer, so a resumed run continues exactly.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/ops.h"
+
+namespace ember::optim {
+
+class Optimizer {
+ public:
+  Optimizer(std::vector<Tensor> params, double lr);
+  virtual ~Optimizer() = default;
+  // Updates every parameter that has a gradient.
+  virtual void step() = 0;
+  void zero_grad();
+  double lr() const { return lr_; }
+  void set_lr(double lr);
+  const std::vector<Tensor>& params() const { return params_; }
+  int64_t steps() const { return steps_; }
+
+  NamedTensors state_dict() const;
+  // Restores a state_dict() of the same optimizer over the same parameter shapes; on a
+  // mismatch an ember::Error names the key and nothing is changed.
+  void load_state_dict(const NamedTensors& state);
+
+ protected:
+  // Per-parameter buffers by name ("momentum_buffer", "exp_avg", ...), made on demand.
+  Tensor buffer(size_t param, const std::string& name);
+  bool has_buffer(size_t param, const std::string& name) const;
+  std::vector<Tensor> params_;
+  double lr_;
+  int64_t steps_ = 0;
+
+ private:
+  std::vector<std::vector<std::pair<std::string, Tensor>>> buffers_;
+};
+
+class SGD : public Optimizer {
+ public:
+  struct Options {
+    double lr = 0.01, momentum = 0, dampening = 0, weight_decay = 0;
+    bool nesterov = false;
+  };
+  SGD(std::vector<Tensor> params, Options options);
+  void step() override;
+
+ private:
+  Options o_;
+};
+
+class Adam : public Optimizer {
+ public:
+  struct Options {
+    double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
+  };
+  Adam(std::vector<Tensor> params, Options options) : Adam(std::move(params), options, false) {}
+  void step() override;
+
+ protected:
+  Adam(std::vector<Tensor> params, Options options, bool decoupled);
+
+ private:
+  Options o_;
+  bool decoupled_;
+};
+
+// Adam with decoupled weight decay: p *= 1 - lr * weight_decay before the Adam step.
+class AdamW : public Adam {
+ public:
+  struct Options {
+    double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 1e-2;
+  };
+  AdamW(std::vector<Tensor> params, Options o)
+      : Adam(std::move(params), {o.lr, o.beta1, o.beta2, o.eps, o.weight_decay}, true) {}
+};
+
+// Scales the gradients so that their global 2-norm is at most max_norm; returns the norm
+// before clipping.
+double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm);
+
+}  // namespace ember::optim
