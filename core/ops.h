@@ -118,6 +118,9 @@ Tensor var(const Tensor& x, const std::vector<int64_t>& dims = {}, int64_t corre
 // torch.matmul: 1-D @ 1-D is a dot product, 2-D @ 2-D a matrix product, and N-D operands
 // are batches of matrices whose batch dims broadcast.
 Tensor matmul(const Tensor& a, const Tensor& b);
+// x [..., in] @ weight [out, in]^T + bias [out] (bias may be undefined). Its backward
+// computes the weight gradient directly in weight's layout (g^T x), with no transpose copy.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
 
 // ----- along a dim -----
 Tensor softmax(const Tensor& x, int64_t dim);

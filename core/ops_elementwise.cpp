@@ -101,6 +101,7 @@ Tensor pow(const Tensor& a, const Tensor& b) {
   Tensor out = binary(kernels::pow_stub, a, b, BinaryKind::Arith);
   return record("pow", {a, b}, out, [a = a.detach(), b = b.detach(), o = out.detach()](const Tensor& g) {
     Tensor ga = mul(g, mul(b, pow(a, sub(b, Scalar(1)))));
+    ga = where(eq(b, Scalar(0)), zeros_like(ga), ga);  // 0 * 0^-1 would be NaN; PyTorch gives 0
     Tensor gb = mul(g, mul(o, log(a)));
     gb = where(logical_and_zero_base(a, b), zeros_like(gb), gb);
     return Grads{ga, gb};
@@ -131,6 +132,7 @@ Tensor div(const Tensor& a, Scalar b) {
 }
 Tensor pow(const Tensor& a, Scalar b) {
   return record("pow", {a}, binary(kernels::pow_stub, a, b, BinaryKind::Arith), [a = a.detach(), b](const Tensor& g) {
+    if (b.to_double() == 0) return Grads{zeros_like(g)};  // d/da a^0 = 0, also at a = 0
     return Grads{mul(g, mul(pow(a, Scalar(b.to_double() - 1)), b))};
   });
 }

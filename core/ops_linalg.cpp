@@ -1,5 +1,6 @@
 // matmul with torch.matmul's rules (1-D operands, batch broadcasting), folded onto the
 // batched [B, M, K] @ [B, K, N] kernel. 16-bit floats compute in float32.
+#include "core/autograd.h"
 #include "core/autograd_graph.h"
 #include "core/op_utils.h"
 #include "kernels/stubs.h"
@@ -59,6 +60,32 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     Tensor ga = autograd::sum_to(matmul(g2, b2.transpose(-1, -2)), a2.shape()).reshape(a.shape());
     Tensor gb = autograd::sum_to(matmul(a2.transpose(-1, -2), g2), b2.shape()).reshape(b.shape());
     return std::vector<Tensor>{ga, gb};
+  });
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  detail::check_defined("linear", x);
+  detail::check_defined("linear", weight, "weight");
+  EMBER_CHECK(weight.dim() == 2, "linear: weight must be [out, in], got ", shape_str(weight.shape()));
+  const int64_t out_f = weight.size(0), in_f = weight.size(1);
+  EMBER_CHECK(x.dim() >= 1 && x.size(-1) == in_f, "linear: input ", shape_str(x.shape()), " does not end in ", in_f,
+              " features (weight ", shape_str(weight.shape()), ")");
+  if (bias.defined())
+    EMBER_CHECK(bias.dim() == 1 && bias.size(0) == out_f, "linear: bias must be [", out_f, "], got ",
+                shape_str(bias.shape()));
+  Tensor y;
+  {
+    NoGradGuard no_grad;
+    y = matmul(x, weight.t());
+    if (bias.defined()) y = add(y, bias);
+  }
+  return autograd::record("linear", {x, weight, bias}, y,
+                          [x = x.detach(), w = weight.detach(), has_bias = bias.defined(), in_f, out_f](const Tensor& g) {
+    Tensor g2 = g.reshape({-1, out_f});
+    Tensor gx = matmul(g, w);                                 // [..., in]
+    Tensor gw = matmul(g2.t(), x.reshape({-1, in_f}));       // [out, in], contiguous
+    Tensor gb = has_bias ? sum(g2, {0}) : Tensor();
+    return std::vector<Tensor>{gx, gw, gb};
   });
 }
 

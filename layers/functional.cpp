@@ -14,13 +14,7 @@ Reduction parse_reduction(const std::string& s) {
   EMBER_FAIL("reduction: unknown reduction '", s, "' (expected none, mean or sum)");
 }
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  EMBER_CHECK(weight.dim() == 2, "linear: weight must be [out, in], got ", shape_str(weight.shape()));
-  EMBER_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1), "linear: input ", shape_str(x.shape()), " does not end in ",
-              weight.size(1), " features (weight ", shape_str(weight.shape()), ")");
-  Tensor y = matmul(x, weight.t());
-  return bias.defined() ? add(y, bias) : y;
-}
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) { return ember::linear(x, weight, bias); }
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   EMBER_CHECK(p >= 0 && p <= 1, "dropout: p must be in [0, 1], got ", p);

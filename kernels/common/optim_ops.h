@@ -29,17 +29,25 @@ struct AdamUpdate {
   double lr, beta1, beta2, eps, weight_decay;
   bool decoupled;                    // AdamW
   double bias_correction1, bias_correction2_sqrt;  // 1 - b1^t, sqrt(1 - b2^t)
+
+  // The per-element rule with its constants folded once, in the parameter's type, so
+  // the loop over elements has no branches or conversions (and vectorizes).
   template <class T>
-  EMBER_HD void operator()(T& p, T g, T& m, T& v) const {
-    using std::sqrt;
-    if (decoupled)
-      p *= T(1 - lr * weight_decay);
-    else
-      g += T(weight_decay) * p;
-    m = T(beta1) * m + T(1 - beta1) * g;
-    v = T(beta2) * v + T(1 - beta2) * g * g;
-    const T denom = sqrt(v) / T(bias_correction2_sqrt) + T(eps);
-    p -= T(lr / bias_correction1) * m / denom;
+  struct Prepared {
+    T decay, l2, b1, one_minus_b1, b2, one_minus_b2, inv_bc2_sqrt, eps, step;
+    EMBER_HD void operator()(T& p, T g, T& m, T& v) const {
+      using std::sqrt;
+      p *= decay;
+      g += l2 * p;
+      m = b1 * m + one_minus_b1 * g;
+      v = b2 * v + one_minus_b2 * g * g;
+      p -= step * m / (sqrt(v) * inv_bc2_sqrt + eps);
+    }
+  };
+  template <class T>
+  EMBER_HD Prepared<T> prepare() const {
+    return {T(decoupled ? 1 - lr * weight_decay : 1), T(decoupled ? 0 : weight_decay), T(beta1), T(1 - beta1),
+            T(beta2), T(1 - beta2), T(1 / bias_correction2_sqrt), T(eps), T(lr / bias_correction1)};
   }
 };
 

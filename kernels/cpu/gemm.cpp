@@ -1,10 +1,9 @@
 // GEMM variants. Note [GEMM choice]: measured with bench/report.py on the project
 // machine (2 cores, AVX-512; table in the README), OpenBLAS's sgemm is 20-35% faster than
 // Eigen's from 256^3 up, both called directly and with Eigen split across ember's pool,
-// so Auto sends products of 64^3 multiply-adds and more to OpenBLAS. Smaller products
-// (a few microseconds) and every product inside a parallel region run on Eigen
-// single-threaded: OpenBLAS's thread count is process-wide, so it cannot be told to use
-// one thread for one call.
+// so Auto sends products of 64^3 multiply-adds and more to OpenBLAS. Both variants run
+// single-threaded inside and are split across ember's thread pool by split_product, so
+// GEMM, elementwise ops and nested parallel regions share one set of threads.
 #include "kernels/cpu/gemm.h"
 
 #include <cblas.h>
@@ -54,36 +53,49 @@ void eigen_block(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, 
   else run(A.transpose(), B.transpose());
 }
 
-template <class T>
-void eigen_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
-                int64_t ldb, T* c, int64_t ldc, bool acc, bool parallel) {
-  // Split the larger of m and n into one block per thread, in multiples of 16 rows.
+// Runs block(lo, hi, split_cols) over row blocks of C (or column blocks, when n > m), one
+// per thread, in multiples of 16; single-threaded when parallel is false or C is small.
+template <class Block>
+void split_product(int64_t m, int64_t n, int64_t k, bool parallel, const Block& block) {
   const bool split_cols = n > m;
   const int64_t extent = split_cols ? n : m;
   const int threads = parallel ? num_threads() : 1;
   const int64_t blocks = std::min<int64_t>(threads, std::max<int64_t>(1, extent / 16));
-  const double flops = double(m) * double(n) * double(k);
-  if (blocks <= 1 || flops < 32.0 * 32 * 32) {
-    eigen_block(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, acc, 0, extent, split_cols);
+  if (blocks <= 1 || double(m) * double(n) * double(k) < 32.0 * 32 * 32) {
+    block(0, extent, split_cols);
     return;
   }
   parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
     for (int64_t blk = b0; blk < b1; ++blk) {
-      int64_t lo = extent * blk / blocks / 16 * 16, hi = blk + 1 == blocks ? extent : extent * (blk + 1) / blocks / 16 * 16;
-      if (hi > lo) eigen_block(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, acc, lo, hi, split_cols);
+      const int64_t lo = extent * blk / blocks / 16 * 16;
+      const int64_t hi = blk + 1 == blocks ? extent : extent * (blk + 1) / blocks / 16 * 16;
+      if (hi > lo) block(lo, hi, split_cols);
     }
   });
 }
 
-void set_openblas_threads(int n) {
-  static std::atomic<int> current{0};
-  if (current.exchange(n) != n) openblas_set_num_threads(n);
+// OpenBLAS always runs with one thread of its own, and ember's pool splits the product:
+// OpenBLAS's own threads spin in sched_yield between calls (a quarter of the CPU time of
+// an MLP epoch here), stealing the core that ember's next elementwise op needs.
+// (Checked per call: a program may change OpenBLAS's setting, as bench_matmul's direct
+// OpenBLAS baseline does.)
+void use_one_openblas_thread() {
+  if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
 }
 
 template <class T>
-void openblas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
-                   int64_t ldb, T* c, int64_t ldc, bool acc) {
-  set_openblas_threads(num_threads());
+void openblas_block(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
+                    int64_t ldb, T* c, int64_t ldc, bool acc, int64_t lo, int64_t hi, bool split_cols) {
+  // Sub-blocks: rows lo..hi of op(A) and C, or columns lo..hi of op(B) and C.
+  if (split_cols) {
+    b += tb ? lo * ldb : lo;
+    c += lo;
+    n = hi - lo;
+  } else {
+    a += ta ? lo : lo * lda;
+    c += lo * ldc;
+    m = hi - lo;
+  }
   const auto opa = ta ? CblasTrans : CblasNoTrans, opb = tb ? CblasTrans : CblasNoTrans;
   const T beta = acc ? T(1) : T(0);
   if constexpr (std::is_same_v<T, float>)
@@ -115,10 +127,16 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t
   }
   GemmVariant v = g_variant.load();
   if (v == GemmVariant::Auto) v = double(m) * n * k >= kOpenBlasMinFlops ? GemmVariant::OpenBlas : GemmVariant::Eigen;
-  if (v == GemmVariant::OpenBlas && parallel)
-    openblas_gemm(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, acc);
-  else
-    eigen_gemm(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, acc, parallel);
+  if (v == GemmVariant::OpenBlas) {
+    use_one_openblas_thread();
+    split_product(m, n, k, parallel, [&](int64_t lo, int64_t hi, bool cols) {
+      openblas_block(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, acc, lo, hi, cols);
+    });
+  } else {
+    split_product(m, n, k, parallel, [&](int64_t lo, int64_t hi, bool cols) {
+      eigen_block(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, acc, lo, hi, cols);
+    });
+  }
 }
 
 template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t,

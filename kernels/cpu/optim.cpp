@@ -34,8 +34,9 @@ void adam_kernel(const Tensor& param, const Tensor& grad, const Tensor& m, const
     const T* g = static_cast<const T*>(grad.data_ptr());
     T* pm = static_cast<T*>(m.data_ptr());
     T* pv = static_cast<T*>(v.data_ptr());
+    const auto step = u.prepare<T>();
     parallel_for(0, param.numel(), kGrainSize, [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i) u(p[i], g[i], pm[i], pv[i]);
+      for (int64_t i = lo; i < hi; ++i) step(p[i], g[i], pm[i], pv[i]);
     });
   });
 }

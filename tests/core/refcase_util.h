@@ -18,7 +18,7 @@
 #include "reference.h"
 
 #ifndef EMBER_REFCASES_DIR  // the build defines it; this fallback suits a run from the source root
-#define EMBER_REFCASES_DIR "tests/data/refcases"
+#define EMBER_REFCASES_DIR "tests/refcases"
 #endif
 
 namespace ember::test::refcase {

@@ -1,4 +1,4 @@
-// PyTorch reference cases (../shared/refcases, copied under tests/data/refcases): the
+// PyTorch reference cases (../shared/refcases, copied under tests/refcases): the
 // FORWARD values of elementwise ops and reductions, matmul and linear, softmax and
 // log_softmax, conv2d and the 2-D poolings, each case checked against libtorch's output
 // at the README's tolerances. test_refcase_grads.cpp checks the gradients of the same
