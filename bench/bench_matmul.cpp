@@ -4,7 +4,8 @@
 // Names: BM_matmul/<impl>/<case>, impl one of
 //   ember           ember::matmul with the CPU backend's Auto choice
 //   ember_eigen     ember::matmul with GemmVariant::Eigen forced (split over ember's pool)
-//   ember_openblas  ember::matmul with GemmVariant::OpenBlas forced
+//   ember_openblas  ember::matmul with GemmVariant::OpenBlas forced (OpenBLAS's threads)
+//   ember_openblas_split  GemmVariant::OpenBlasSplit (one-thread OpenBLAS per block of ember's pool)
 //   eigen           Eigen::Map of row-major matrices, noalias product, Eigen's own threading
 //                   (single-threaded unless built with OpenMP: Eigen::nbThreads() is reported)
 //   openblas        cblas_sgemm with openblas_set_num_threads(ember::get_num_threads())
@@ -178,6 +179,8 @@ void register_bench(const std::string& impl, const Case& c, Fn fn) {
     register_bench("ember", c, [&c](benchmark::State& s) { bm_ember(s, c, GemmVariant::Auto); });
     register_bench("ember_eigen", c, [&c](benchmark::State& s) { bm_ember(s, c, GemmVariant::Eigen); });
     register_bench("ember_openblas", c, [&c](benchmark::State& s) { bm_ember(s, c, GemmVariant::OpenBlas); });
+    register_bench("ember_openblas_split", c,
+                   [&c](benchmark::State& s) { bm_ember(s, c, GemmVariant::OpenBlasSplit); });
     register_bench("eigen", c, [&c](benchmark::State& s) { bm_eigen(s, c); });
     register_bench("openblas", c, [&c](benchmark::State& s) { bm_openblas(s, c); });
   }

@@ -36,7 +36,7 @@ def matmul_table(m):
     for name, b in m.items():
         _, impl, case = name.split("/")
         rows[case][impl] = b["FLOP/s"] / 1e9
-    impls = ["ember", "ember_eigen", "ember_openblas", "eigen", "openblas"]
+    impls = ["ember", "ember_eigen", "ember_openblas", "ember_openblas_split", "eigen", "openblas"]
     print("| case | " + " | ".join(impls) + " | ember / best peer |")
     print("|---" * (len(impls) + 2) + "|")
     for case, r in rows.items():

@@ -127,7 +127,11 @@ std::vector<int64_t> DataLoader::order(int64_t epoch) const {
   return idx;
 }
 
-Batch DataLoader::make_batch(int64_t b, const std::vector<int64_t>& order, Generator& gen) const {
+// Transforms draw from a generator of (seed, epoch, batch) alone, so prefetching, or
+// not, gives the same batches.
+Batch DataLoader::make_batch(int64_t b, const std::vector<int64_t>& order) const {
+  Generator gen(opt_.seed * 7919u + static_cast<uint64_t>(epoch_) + 1);
+  gen.set_offset(static_cast<uint64_t>(b) << 32);
   const int64_t start = b * opt_.batch_size;
   const int64_t n = std::min<int64_t>(opt_.batch_size, static_cast<int64_t>(order.size()) - start);
   std::vector<double> ids(order.begin() + start, order.begin() + start + n);
@@ -154,10 +158,10 @@ void DataLoader::start_epoch(int64_t epoch) {
   order_ = order(epoch);
   next_batch_ = 0;
   produced_ = 0;
+  started_ = true;
   if (opt_.prefetch == 0) return;
   worker_ = std::thread([this, total = batches_per_epoch()] {
     NoGradGuard no_grad;
-    Generator gen(opt_.seed * 7919u + static_cast<uint64_t>(epoch_) + 1);
     for (int64_t b = 0; b < total; ++b) {
       {
         std::unique_lock lock(mu_);
@@ -165,7 +169,7 @@ void DataLoader::start_epoch(int64_t epoch) {
         if (stop_) return;
       }
       try {
-        Batch batch = make_batch(b, order_, gen);
+        Batch batch = make_batch(b, order_);
         std::lock_guard lock(mu_);
         ready_.push_back(std::move(batch));
         ++produced_;
@@ -182,12 +186,11 @@ void DataLoader::start_epoch(int64_t epoch) {
 }
 
 std::optional<Batch> DataLoader::next() {
+  EMBER_CHECK(started_, "DataLoader::next: call start_epoch() first");
   if (next_batch_ >= batches_per_epoch()) return std::nullopt;
   if (opt_.prefetch == 0) {
-    // Without a worker the transforms draw from a generator of this epoch and batch.
-    Generator gen(opt_.seed * 7919u + static_cast<uint64_t>(epoch_) + 1);
-    gen.set_offset(static_cast<uint64_t>(next_batch_) << 32);
-    return make_batch(next_batch_++, order_, gen);
+    NoGradGuard no_grad;
+    return make_batch(next_batch_++, order_);
   }
   std::unique_lock lock(mu_);
   cv_.wait(lock, [&] { return !ready_.empty() || error_; });

@@ -79,7 +79,7 @@ class DataLoader {
   std::vector<int64_t> order(int64_t epoch) const;
 
  private:
-  Batch make_batch(int64_t b, const std::vector<int64_t>& order, Generator& gen) const;
+  Batch make_batch(int64_t b, const std::vector<int64_t>& order) const;
   void stop_worker();
 
   TensorDataset dataset_;
@@ -87,6 +87,7 @@ class DataLoader {
   std::vector<int64_t> order_;
   int64_t next_batch_ = 0;
   int64_t epoch_ = 0;
+  bool started_ = false;
 
   // Background prefetching.
   std::thread worker_;

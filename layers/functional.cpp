@@ -167,7 +167,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const LossOptio
   Tensor nll = nll_loss(logp, target, o);
   if (o.label_smoothing == 0) return nll;
   // PyTorch's smoothing term: -sum_c w_c log p_c per element, zero where ignored; its
-  // mean divides by the target weights with class weights, else by the element count.
+  // mean divides by the weights of the counted targets, or by their number without
+  // class weights (PyTorch >= 1.12).
   const int64_t C = logits.size(1);
   Tensor t = target.to(kInt64);
   Tensor valid = ne(t, Scalar(o.ignore_index));
@@ -188,7 +189,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const LossOptio
     Tensor tw = mul(index_select(o.weight.to(logp.dtype()), 0, safe.reshape({-1})), valid.reshape({-1}).to(logp.dtype()));
     reduced = div(sum(smooth), sum(tw));
   } else {
-    reduced = mean(smooth);
+    reduced = div(sum(smooth), sum(valid.to(logp.dtype())));
   }
   return add(mul(nll, Scalar(1 - o.label_smoothing)), mul(reduced, Scalar(o.label_smoothing / double(C))));
 }

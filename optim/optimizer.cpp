@@ -1,6 +1,7 @@
 #include "optim/optimizer.h"
 
 #include <cmath>
+#include <algorithm>
 #include <map>
 
 #include "core/autograd.h"
@@ -54,16 +55,21 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
   std::vector<std::vector<std::pair<std::string, Tensor>>> loaded(params_.size());
   for (const auto& [key, t] : state) {
     if (key == "lr" || key == "step") continue;
-    // state.<i>.<name>
+    // state.<i>.<name>, i in decimal, name one of this optimizer's buffers
     const size_t dot = key.find('.', 6);
-    EMBER_CHECK(key.rfind("state.", 0) == 0 && dot != std::string::npos, "load_state_dict: unexpected optimizer key '",
-                key, "'");
+    const bool shaped = key.rfind("state.", 0) == 0 && dot != std::string::npos && dot > 6 && dot - 6 <= 9 &&
+                        key.find_first_not_of("0123456789", 6) == dot;
+    EMBER_CHECK(shaped, "load_state_dict: unexpected optimizer key '", key, "' (expected state.<index>.<buffer>)");
     const size_t i = std::stoul(key.substr(6, dot - 6));
+    const std::string name = key.substr(dot + 1);
+    const std::vector<std::string> names = buffer_names();
+    EMBER_CHECK(std::find(names.begin(), names.end(), name) != names.end(), "load_state_dict: '", key,
+                "' is not a buffer of this optimizer (a state from another optimizer?)");
     EMBER_CHECK(i < params_.size(), "load_state_dict: '", key, "' names parameter ", i, " but the optimizer has ",
                 params_.size());
     EMBER_CHECK(t.shape() == params_[i].shape(), "load_state_dict: '", key, "' has shape ", shape_str(t.shape()),
                 " but parameter ", i, " has ", shape_str(params_[i].shape()));
-    loaded[i].emplace_back(key.substr(dot + 1), t.to(params_[i].dtype()).to(params_[i].device()).contiguous().clone());
+    loaded[i].emplace_back(name, t.to(params_[i].dtype()).to(params_[i].device()).contiguous().clone());
   }
   set_lr(given.at("lr").item<double>());
   steps_ = given.at("step").item<int64_t>();

@@ -29,6 +29,8 @@ class Optimizer {
   void load_state_dict(const NamedTensors& state);
 
  protected:
+  // The names of the per-parameter buffers this optimizer keeps.
+  virtual std::vector<std::string> buffer_names() const = 0;
   // Per-parameter buffers by name ("momentum_buffer", "exp_avg", ...), made on demand.
   Tensor buffer(size_t param, const std::string& name);
   bool has_buffer(size_t param, const std::string& name) const;
@@ -49,6 +51,9 @@ class SGD : public Optimizer {
   SGD(std::vector<Tensor> params, Options options);
   void step() override;
 
+ protected:
+  std::vector<std::string> buffer_names() const override { return {"momentum_buffer"}; }
+
  private:
   Options o_;
 };
@@ -62,6 +67,7 @@ class Adam : public Optimizer {
   void step() override;
 
  protected:
+  std::vector<std::string> buffer_names() const override { return {"exp_avg", "exp_avg_sq"}; }
   Adam(std::vector<Tensor> params, Options options, bool decoupled);
 
  private:

@@ -1,15 +1,19 @@
 // GEMM variants. Note [GEMM choice]: measured with bench/report.py on the project
 // machine (2 cores, AVX-512; table in the README), OpenBLAS's sgemm is 20-35% faster than
-// Eigen's from 256^3 up, both called directly and with Eigen split across ember's pool,
-// so Auto sends products of 64^3 multiply-adds and more to OpenBLAS. Both variants run
-// single-threaded inside and are split across ember's thread pool by split_product, so
-// GEMM, elementwise ops and nested parallel regions share one set of threads.
+// Eigen's from 256^3 up, and one call on OpenBLAS's own threads beats splitting the
+// product over ember's pool (a split packs the shared operand twice): the MLP epoch took
+// 2.06 / 2.27 s with OpenBLAS's threads against 2.32 / 2.49 s split (two alternating
+// runs each), though OpenBLAS's idle threads spin in sched_yield between calls. So Auto
+// sends products of 64^3 multiply-adds and more to OpenBLAS's threads; inside a parallel
+// region (conv2d's per-sample products) OpenBLAS runs on one thread per caller.
 #include "kernels/cpu/gemm.h"
 
 #include <cblas.h>
 
 #include <Eigen/Core>
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 
 #include "core/error.h"
 #include "kernels/cpu/parallel.h"
@@ -17,7 +21,19 @@
 namespace ember::kernels::cpu {
 namespace {
 
-std::atomic<GemmVariant> g_variant{GemmVariant::Auto};
+// Read once at load time, where an exception cannot be caught: a bad value is reported
+// on stderr and ignored.
+GemmVariant initial_variant() {
+  const char* env = std::getenv("EMBER_GEMM");
+  if (!env) return GemmVariant::Auto;
+  try {
+    return parse_gemm_variant(env);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "ember: ignoring EMBER_GEMM: %s\n", e.what());
+    return GemmVariant::Auto;
+  }
+}
+std::atomic<GemmVariant> g_variant{initial_variant()};
 
 // Products of at least this many multiply-adds go to OpenBLAS under Auto.
 constexpr double kOpenBlasMinFlops = 64.0 * 64 * 64;
@@ -74,13 +90,10 @@ void split_product(int64_t m, int64_t n, int64_t k, bool parallel, const Block& 
   });
 }
 
-// OpenBLAS always runs with one thread of its own, and ember's pool splits the product:
-// OpenBLAS's own threads spin in sched_yield between calls (a quarter of the CPU time of
-// an MLP epoch here), stealing the core that ember's next elementwise op needs.
 // (Checked per call: a program may change OpenBLAS's setting, as bench_matmul's direct
 // OpenBLAS baseline does.)
-void use_one_openblas_thread() {
-  if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
+void use_openblas_threads(int n) {
+  if (openblas_get_num_threads() != n) openblas_set_num_threads(n);
 }
 
 template <class T>
@@ -113,7 +126,8 @@ GemmVariant parse_gemm_variant(std::string_view name) {
   if (name == "auto") return GemmVariant::Auto;
   if (name == "eigen") return GemmVariant::Eigen;
   if (name == "openblas") return GemmVariant::OpenBlas;
-  EMBER_FAIL("gemm: unknown variant '", name, "' (expected auto, eigen or openblas)");
+  if (name == "openblas_split") return GemmVariant::OpenBlasSplit;
+  EMBER_FAIL("gemm: unknown variant '", name, "' (expected auto, eigen, openblas or openblas_split)");
 }
 
 template <class T>
@@ -127,8 +141,11 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t
   }
   GemmVariant v = g_variant.load();
   if (v == GemmVariant::Auto) v = double(m) * n * k >= kOpenBlasMinFlops ? GemmVariant::OpenBlas : GemmVariant::Eigen;
-  if (v == GemmVariant::OpenBlas) {
-    use_one_openblas_thread();
+  if (v == GemmVariant::OpenBlas && parallel) {
+    use_openblas_threads(num_threads());
+    openblas_block(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, acc, 0, m, false);
+  } else if (v == GemmVariant::OpenBlas || v == GemmVariant::OpenBlasSplit) {
+    use_openblas_threads(1);
     split_product(m, n, k, parallel, [&](int64_t lo, int64_t hi, bool cols) {
       openblas_block(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, acc, lo, hi, cols);
     });

@@ -8,10 +8,13 @@
 
 namespace ember::kernels::cpu {
 
-enum class GemmVariant { Auto, Eigen, OpenBlas };
+// OpenBlas: one call on OpenBLAS's own threads; OpenBlasSplit: OpenBLAS's kernel on one
+// thread per block of ember's pool; Eigen: Eigen's kernel per block of ember's pool.
+// EMBER_GEMM (auto, eigen, openblas, openblas_split) sets the starting choice.
+enum class GemmVariant { Auto, Eigen, OpenBlas, OpenBlasSplit };
 void set_gemm_variant(GemmVariant v);
 GemmVariant gemm_variant();
-// "auto", "eigen", "openblas"; throws ember::Error otherwise.
+// "auto", "eigen", "openblas", "openblas_split"; throws ember::Error otherwise.
 GemmVariant parse_gemm_variant(std::string_view name);
 
 // Row-major C[m, n] = op(A) op(B) (+ C when accumulate), where op(A) is A [m, k] stored

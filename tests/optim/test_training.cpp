@@ -112,11 +112,12 @@ TEST_F(Training, MlpLossFalls) {
     losses.push_back(evaluate(*model, ds).first);
   }
   const auto [final_loss, final_acc] = evaluate(*model, ds);
-  // 60 Adam steps on this separable set bring the loss to a small fraction of ln 10
-  // (about 0.02 on the machine this was written on). Halving it is a margin that holds
-  // for any reasonable seed or thread count, yet fails when gradients, the optimizer,
-  // the loader or the loss are broken (then it stays near 2.3).
-  EXPECT_LT(final_loss, 0.5 * initial) << "losses per epoch: " << losses[0] << ", " << losses[1] << ", " << losses[2];
+  // 60 Adam steps on this well-separated set bring the loss from ln 10 to about 0.02 after
+  // the first epoch and 0.001 after the third (measured with four data and init seeds).
+  // A tenth of the initial loss leaves a 100x margin for other seeds, thread counts and
+  // backends, yet fails when gradients, the optimizer, the loader or the loss are broken
+  // (the loss then stays near 2.3).
+  EXPECT_LT(final_loss, 0.1 * initial) << "losses per epoch: " << losses[0] << ", " << losses[1] << ", " << losses[2];
   EXPECT_LT(losses[2], losses[0]);
   EXPECT_GT(final_acc, 0.9) << "accuracy before training " << initial_acc;
 }
