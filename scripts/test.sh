@@ -14,6 +14,6 @@ ctest --test-dir "$root/build" --output-on-failure -j "$jobs"
 
 echo "== CPU-only build with AddressSanitizer + UndefinedBehaviorSanitizer =="
 "$root/scripts/build.sh" "$root/build-asan" -DEMBER_CUDA=OFF -DEMBER_SANITIZE=address,undefined \
-  -DEMBER_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
+  -DEMBER_BUILD_BENCH=OFF -DEMBER_BUILD_EXAMPLES=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir "$root/build-asan" --output-on-failure -j "$jobs"

@@ -44,6 +44,22 @@ void im2col(const T* x, int64_t C, int64_t H, int64_t W, int64_t kh, int64_t kw,
       }
 }
 
+// Runs sample(n, parallel, col) for n in [0, N): samples go to threads (with
+// single-threaded GEMMs) when there are at least as many as threads, else they run one
+// after another with threaded GEMMs. `col` is the calling thread's scratch buffer.
+template <class T, class F>
+void for_each_sample(int64_t N, const F& sample) {
+  if (N >= num_threads()) {
+    parallel_for(0, N, 1, [&](int64_t b, int64_t e) {
+      std::vector<T> col;
+      for (int64_t n = b; n < e; ++n) sample(n, false, col);
+    });
+  } else {
+    std::vector<T> col;
+    for (int64_t n = 0; n < N; ++n) sample(n, true, col);
+  }
+}
+
 template <class T>
 void conv2d_typed(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias, const Conv2dParams& p) {
   const int64_t N = in.shape()[0], C = in.shape()[1], H = in.shape()[2], W = in.shape()[3];
@@ -71,15 +87,7 @@ void conv2d_typed(const Tensor& out, const Tensor& in, const Tensor& weight, con
       gemm<T>(false, false, Og, P, KK, w + g * Og * KK, KK, cols, P, yg, P, true, parallel);
     }
   };
-  if (N >= num_threads()) {
-    parallel_for(0, N, 1, [&](int64_t b, int64_t e) {
-      std::vector<T> col;
-      for (int64_t n = b; n < e; ++n) sample(n, false, col);
-    });
-  } else {
-    std::vector<T> col;
-    for (int64_t n = 0; n < N; ++n) sample(n, true, col);
-  }
+  for_each_sample<T>(N, sample);
 }
 
 void conv2d_kernel(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias, const Conv2dParams& p) {
@@ -127,15 +135,7 @@ void conv2d_backward_input_typed(const Tensor& gin, const Tensor& gout, const Te
       col2im(col.data(), Cg, H, W, kh, kw, OH, OW, p, gx + (n * C + g * Cg) * H * W);
     }
   };
-  if (N >= num_threads()) {
-    parallel_for(0, N, 1, [&](int64_t b, int64_t e) {
-      std::vector<T> col;
-      for (int64_t n = b; n < e; ++n) sample(n, false, col);
-    });
-  } else {
-    std::vector<T> col;
-    for (int64_t n = 0; n < N; ++n) sample(n, true, col);
-  }
+  for_each_sample<T>(N, sample);
 }
 
 // grad_W_g [Og, KK] = sum over samples of grad_y[n, g] [Og, P] @ im2col(x[n, g])^T [P, KK].

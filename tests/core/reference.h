@@ -27,6 +27,18 @@ namespace ember::test {
 
 inline std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
 
+// gradcheck as a gtest assertion: the failure message names the input, element and values.
+inline ::testing::AssertionResult grad_ok(const std::function<Tensor(const std::vector<Tensor>&)>& fn,
+                                          const std::vector<Tensor>& inputs, double eps = 1e-6, double atol = 1e-5,
+                                          double rtol = 1e-3) {
+  try {
+    gradcheck(fn, inputs, eps, atol, rtol);
+  } catch (const Error& e) {
+    return ::testing::AssertionFailure() << e.what();
+  }
+  return ::testing::AssertionSuccess();
+}
+
 // The message of the ember::Error `fn` throws; fails the test when it throws nothing.
 template <class Fn>
 std::string error_message(Fn&& fn) {

@@ -28,15 +28,7 @@ Tensor leaf(const Shape& shape, uint64_t seed, const std::function<double(double
 double away_from_zero(double v) { return v >= 0 ? v + 0.5 : v - 0.5; }  // |v| >= 0.5
 double positive(double v) { return std::fabs(v) + 0.5; }
 
-::testing::AssertionResult grad_ok(const Fn& fn, const Ins& inputs, double eps = 1e-6, double atol = 1e-5,
-                                   double rtol = 1e-3) {
-  try {
-    gradcheck(fn, inputs, eps, atol, rtol);
-  } catch (const Error& e) {
-    return ::testing::AssertionFailure() << e.what();
-  }
-  return ::testing::AssertionSuccess();
-}
+using test::grad_ok;
 #define EXPECT_GRAD(...) EXPECT_TRUE(grad_ok(__VA_ARGS__))
 
 // ----- (a) gradcheck of every op -----

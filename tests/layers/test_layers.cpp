@@ -25,14 +25,7 @@ Tensor leaf(const Shape& s, uint64_t seed, double scale = 1, double shift = 0) {
   t.set_requires_grad();
   return t;
 }
-::testing::AssertionResult grad_ok(const Fn& fn, const std::vector<Tensor>& in) {
-  try {
-    if (gradcheck(fn, in)) return ::testing::AssertionSuccess();
-    return ::testing::AssertionFailure() << "gradcheck returned false";
-  } catch (const Error& e) {
-    return ::testing::AssertionFailure() << e.what();
-  }
-}
+using test::grad_ok;
 void set_values(const Tensor& t, const std::vector<double>& v) {
   NoGradGuard g;
   t.copy_(tensor(v, t.shape(), t.dtype()));

@@ -23,14 +23,7 @@ Tensor leaf(const Shape& s, uint64_t seed, double scale = 1) {
   t.set_requires_grad();
   return t;
 }
-::testing::AssertionResult grad_ok(const Fn& fn, const std::vector<Tensor>& in) {
-  try {
-    if (gradcheck(fn, in)) return ::testing::AssertionSuccess();
-    return ::testing::AssertionFailure() << "gradcheck returned false";
-  } catch (const Error& e) {
-    return ::testing::AssertionFailure() << e.what();
-  }
-}
+using test::grad_ok;
 
 // ----- losses against the README's formulas -----
 
