@@ -139,9 +139,8 @@ std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, const Poo
   if (out.numel() > 0) kernels::max_pool2d_stub(s.in.device(), out, idx, s.in, s.params);
   Tensor o = s.batched ? out : out.squeeze(0);
   autograd::record("max_pool2d", {input}, o, [in_shape = s.in.shape(), idx, batched = s.batched](const Tensor& g) {
-    const int64_t N = in_shape[0], C = in_shape[1];
-    Tensor flat = zeros({N, C, in_shape[2] * in_shape[3]}, {g.dtype(), g.device()});
-    Tensor gi = scatter_add(flat, 2, idx.reshape({N, C, -1}), g.reshape({N, C, -1})).view(in_shape);
+    Tensor gi = empty(in_shape, {g.dtype(), g.device()});
+    kernels::max_pool2d_backward_stub(g.device(), gi, (batched ? g : g.unsqueeze(0)).contiguous(), idx);
     return std::vector<Tensor>{batched ? gi : gi.squeeze(0)};
   });
   return {o, s.batched ? idx : idx.squeeze(0)};

@@ -68,6 +68,8 @@ using Conv2dBackwardInputFn = void(const Tensor& grad_input, const Tensor& grad_
 // grad_weight [O, C / groups, kh, kw] (overwritten) from grad_output and the input.
 using Conv2dBackwardWeightFn = void(const Tensor& grad_weight, const Tensor& grad_output, const Tensor& input,
                                     const Conv2dParams& p);
+// grad_input [N, C, H, W] (overwritten) from grad_output and max_pool2d's indices.
+using MaxPool2dBackwardFn = void(const Tensor& grad_input, const Tensor& grad_output, const Tensor& indices);
 using AvgPool2dBackwardFn = void(const Tensor& grad_input, const Tensor& grad_output, const Pool2dParams& p);
 // In-place optimizer updates of one parameter (all tensors contiguous, same dtype).
 using SgdUpdateFn = void(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const ops_sgd& u);
@@ -123,7 +125,8 @@ class OpStub : public OpStubBase {
   X(min_dim, ReduceIndexFn) X(matmul, MatmulFn) X(softmax, SoftmaxFn) X(log_softmax, SoftmaxFn) \
   X(index_select, IndexFn) X(gather, IndexFn) X(scatter_add, ScatterFn) X(conv2d, Conv2dFn) \
   X(conv2d_backward_input, Conv2dBackwardInputFn) X(conv2d_backward_weight, Conv2dBackwardWeightFn)    \
-  X(max_pool2d, MaxPool2dFn) X(avg_pool2d, AvgPool2dFn) X(avg_pool2d_backward, AvgPool2dBackwardFn) \
+  X(max_pool2d, MaxPool2dFn) X(avg_pool2d, AvgPool2dFn) X(avg_pool2d_backward, AvgPool2dBackwardFn)   \
+  X(max_pool2d_backward, MaxPool2dBackwardFn) \
   X(sgd_update, SgdUpdateFn) X(adam_update, AdamUpdateFn)
 
 #define EMBER_DECLARE_UNARY(name) extern OpStub<UnaryFn> name##_stub;
