@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what ember needs from Debian's packages, and nothing that is already there.
 # Idempotent: a second run installs nothing. Run as root (or with sudo available).
+# Usage: scripts/bootstrap.sh [--with-peers]
 set -euo pipefail
 
 packages=(
@@ -10,6 +11,11 @@ packages=(
   zlib1g-dev nlohmann-json3-dev libcli11-dev libfmt-dev libboost-context-dev
   dataset-fashion-mnist
 )
+
+# --with-peers: also libtorch (PyTorch's C++ frontend) for bench/peers.
+if [ "${1:-}" = "--with-peers" ]; then
+  packages+=(libtorch-dev libopenblas0-openmp)
+fi
 
 die() { printf 'bootstrap: %s\n' "$*" >&2; exit 1; }
 
