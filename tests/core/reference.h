@@ -27,6 +27,15 @@ namespace ember::test {
 
 inline std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
 
+// The values 0, 1, 2, ... in row-major order: an element's value is its linear index.
+inline Tensor iota(const Shape& shape, DType dtype = kFloat32) {
+  std::vector<double> v(static_cast<size_t>(shape_numel(shape)));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(i);
+  return tensor(v, shape, dtype);
+}
+
+inline bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
 // gradcheck as a gtest assertion: the failure message names the input, element and values.
 inline ::testing::AssertionResult grad_ok(const std::function<Tensor(const std::vector<Tensor>&)>& fn,
                                           const std::vector<Tensor>& inputs, double eps = 1e-6, double atol = 1e-5,

@@ -23,16 +23,12 @@ namespace ember {
 namespace {
 
 using test::error_message;
+using test::contains;
+using test::iota;
 using test::values;
 
-Tensor iota(const Shape& shape, DType dtype = kFloat32) {
-  std::vector<double> v(static_cast<size_t>(shape_numel(shape)));
-  std::iota(v.begin(), v.end(), 0.0);
-  return tensor(v, shape, dtype);
-}
 
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 // ----- basic properties -----
 
