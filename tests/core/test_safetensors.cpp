@@ -8,30 +8,15 @@
 #include <string>
 
 #include "ember.h"
+#include "tests/core/temp_dir.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using namespace ember;
 
-class Safetensors : public ::testing::Test {
+class Safetensors : public test::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("ember_st_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-
-  static std::string read(const std::string& p) {
-    std::ifstream f(p, std::ios::binary);
-    return {std::istreambuf_iterator<char>(f), {}};
-  }
-  static void write(const std::string& p, const std::string& bytes) {
-    std::ofstream f(p, std::ios::binary);
-    f << bytes;
-  }
   void expect_load_error(const std::string& p, const std::string& what) {
     try {
       load_safetensors(p);
@@ -47,8 +32,6 @@ class Safetensors : public ::testing::Test {
     save_safetensors(p, {{"w", arange(0, 6, 1).view({2, 3})}});
     return p;
   }
-
-  fs::path dir_;
 };
 
 TEST_F(Safetensors, RoundTripsEveryDtypeAndMetadata) {

@@ -15,6 +15,7 @@
 #include "data/dataset.h"
 #include "data/idx.h"
 #include "tests/core/reference.h"
+#include "tests/core/temp_dir.h"
 
 namespace ember::test {
 namespace {
@@ -22,30 +23,14 @@ namespace {
 namespace fs = std::filesystem;
 using namespace ember::data;  // NOLINT
 
-class TempDir : public ::testing::Test {
+class TempDir : public TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("ember_data_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& n) const { return (dir_ / n).string(); }
-  static std::string read(const std::string& p) {
-    std::ifstream f(p, std::ios::binary);
-    return {std::istreambuf_iterator<char>(f), {}};
-  }
-  static void write(const std::string& p, const std::string& bytes) {
-    std::ofstream f(p, std::ios::binary);
-    f << bytes;
-  }
   // read_idx must fail naming the file and `what`.
   void expect_idx_error(const std::string& p, const std::string& what) {
     const std::string msg = error_message([&] { read_idx(p); });
     EXPECT_NE(msg.find(p), std::string::npos) << "the message should name the file: " << msg;
     EXPECT_NE(msg.find(what), std::string::npos) << "want '" << what << "' in: " << msg;
   }
-  fs::path dir_;
 };
 
 // Bytes 0..n-1 mod 251 as a uint8 tensor of `shape`.
