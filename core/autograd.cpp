@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <cmath>
 #include <unordered_map>
+#include <utility>
 
 #include "core/autograd_graph.h"
 #include "core/error.h"
 #include "core/ops.h"
+#include "core/storage.h"
 
 namespace ember {
 namespace autograd {
@@ -42,6 +44,14 @@ struct Reaper {
 };
 thread_local Reaper tls_reaper;
 
+// The edges of the node whose formula is running on this thread (null outside one).
+thread_local const std::vector<Edge>* tls_formula_edges = nullptr;
+struct FormulaScope {
+  const std::vector<Edge>* outer;
+  explicit FormulaScope(const std::vector<Edge>* edges) : outer(std::exchange(tls_formula_edges, edges)) {}
+  ~FormulaScope() { tls_formula_edges = outer; }
+};
+
 class FunctionNode final : public Node {
  public:
   FunctionNode(const char* name, BackwardFn fn, std::vector<Shape> shapes, std::vector<DType> dtypes)
@@ -52,7 +62,11 @@ class FunctionNode final : public Node {
   std::vector<Tensor> apply(const Tensor& g) override {
     EMBER_CHECK(fn_, "backward: the graph through '", name_,
                 "' was already freed by an earlier backward; pass retain_graph=true to backward twice");
-    std::vector<Tensor> grads = fn_(g);
+    std::vector<Tensor> grads;
+    {
+      FormulaScope scope(&next);
+      grads = fn_(g);
+    }
     EMBER_CHECK(grads.size() == next.size(), "backward: '", name_, "' returned ", grads.size(),
                 " gradients for ", next.size(), " inputs");
     for (size_t i = 0; i < grads.size(); ++i) {
@@ -76,16 +90,31 @@ class FunctionNode final : public Node {
   std::vector<DType> dtypes_;
 };
 
+// True when t is the only handle on its whole, contiguous buffer and has no autograd
+// state: the engine's copy of a gradient a formula just made, which nobody else holds.
+bool sole_owner(const Tensor& t) {
+  const TensorImpl& impl = t.impl();
+  return t.impl_ptr().use_count() == 1 && impl.storage.use_count() == 1 && !impl.autograd && t.is_contiguous() &&
+         impl.offset == 0 && impl.storage->nbytes() == static_cast<size_t>(t.numel() * element_size(t.dtype()));
+}
+
 // Sums gradients into a leaf's grad() and then runs its hooks.
 class AccumulateGrad final : public Node {
  public:
   explicit AccumulateGrad(std::shared_ptr<TensorImpl> leaf) : leaf_(std::move(leaf)) {}
   std::vector<Tensor> apply(const Tensor& g) override {
     AutogradMeta& meta = *leaf_->autograd;
+    const bool own = sole_owner(g);  // asked before any copy of the handle
     Tensor gc = g.shape() == leaf_->shape ? g : sum_to(g, leaf_->shape);
     if (gc.dtype() != leaf_->dtype) gc = gc.to(leaf_->dtype);
-    meta.grad = meta.grad.defined() ? add(meta.grad, gc) : gc.contiguous();
-    if (meta.grad.shares_storage_with(g)) meta.grad = meta.grad.clone();  // never alias a graph tensor
+    if (meta.grad.defined()) {
+      meta.grad = add(meta.grad, gc);
+    } else {
+      meta.grad = gc.contiguous();
+      // Never alias a tensor somebody else can see; a buffer only the engine holds is
+      // kept instead of copied.
+      if (!own && meta.grad.shares_storage_with(g)) meta.grad = meta.grad.clone();
+    }
     Tensor leaf(leaf_);
     for (auto& hook : meta.post_accumulate_hooks) hook(leaf);
     return {};
@@ -159,6 +188,10 @@ Tensor record(const char* name, const std::vector<Tensor>& inputs, const Tensor&
   m.requires_grad = true;
   m.grad_fn = std::move(node);
   return out;
+}
+
+bool needs_input_grad(size_t i) {
+  return !tls_formula_edges || (i < tls_formula_edges->size() && (*tls_formula_edges)[i].node);
 }
 
 Tensor sum_to(const Tensor& g, const Shape& shape) {
@@ -293,7 +326,7 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
       if (i < grads.size() && grads[i].defined()) {
         auto p = pending.find(next);
         if (p == pending.end())
-          pending.emplace(next, grads[i]);
+          pending.emplace(next, std::move(grads[i]));  // the only reference, so a leaf may keep it
         else
           p->second = add(p->second, grads[i]);
       }

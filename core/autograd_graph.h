@@ -52,6 +52,12 @@ bool needs_grad(const std::vector<Tensor>& inputs);
 // Returns `out` so ops can `return record(...)`.
 Tensor record(const char* name, const std::vector<Tensor>& inputs, const Tensor& out, BackwardFn backward);
 
+// Inside a backward formula: whether input i of the op being differentiated needs a
+// gradient. A formula may leave the others undefined and skip their work (the MLP's
+// first layer has no use for the gradient of its input, a quarter of its GEMM FLOPs).
+// True outside a backward.
+bool needs_input_grad(size_t i);
+
 // g summed over the dims it was broadcast along, to `shape`.
 Tensor sum_to(const Tensor& g, const Shape& shape);
 

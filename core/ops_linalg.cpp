@@ -57,8 +57,11 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     if (a.dim() == 1) g_shape.insert(g_shape.end() - (b.dim() > 1 ? 1 : 0), 1);
     if (b.dim() == 1) g_shape.push_back(1);
     Tensor g2 = g.reshape(g_shape);
-    Tensor ga = autograd::sum_to(matmul(g2, b2.transpose(-1, -2)), a2.shape()).reshape(a.shape());
-    Tensor gb = autograd::sum_to(matmul(a2.transpose(-1, -2), g2), b2.shape()).reshape(b.shape());
+    Tensor ga, gb;
+    if (autograd::needs_input_grad(0))
+      ga = autograd::sum_to(matmul(g2, b2.transpose(-1, -2)), a2.shape()).reshape(a.shape());
+    if (autograd::needs_input_grad(1))
+      gb = autograd::sum_to(matmul(a2.transpose(-1, -2), g2), b2.shape()).reshape(b.shape());
     return std::vector<Tensor>{ga, gb};
   });
 }
@@ -82,9 +85,10 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   return autograd::record("linear", {x, weight, bias}, y,
                           [x = x.detach(), w = weight.detach(), has_bias = bias.defined(), in_f, out_f](const Tensor& g) {
     Tensor g2 = g.reshape({-1, out_f});
-    Tensor gx = matmul(g, w);                                 // [..., in]
-    Tensor gw = matmul(g2.t(), x.reshape({-1, in_f}));       // [out, in], contiguous
-    Tensor gb = has_bias ? sum(g2, {0}) : Tensor();
+    Tensor gx, gw, gb;
+    if (autograd::needs_input_grad(0)) gx = matmul(g, w);                            // [..., in]
+    if (autograd::needs_input_grad(1)) gw = matmul(g2.t(), x.reshape({-1, in_f}));  // [out, in]
+    if (has_bias && autograd::needs_input_grad(2)) gb = sum(g2, {0});
     return std::vector<Tensor>{gx, gw, gb};
   });
 }

@@ -123,11 +123,18 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, std
   return autograd::record("conv2d", {input, weight, bias}, out,
                           [xc = xc.detach(), wc = wc.detach(), has_bias = bias.defined(), p, batched](const Tensor& g) {
     Tensor gy = (batched ? g : g.unsqueeze(0)).to(xc.dtype()).contiguous();
-    Tensor gx = empty_like(xc), gw = empty_like(wc);
-    kernels::conv2d_backward_input_stub(xc.device(), gx, gy, wc, p);
-    kernels::conv2d_backward_weight_stub(xc.device(), gw, gy, xc, p);
-    Tensor gb = has_bias ? sum(gy, {0, 2, 3}) : Tensor();
-    return std::vector<Tensor>{batched ? gx : gx.squeeze(0), gw, gb};
+    Tensor gx, gw, gb;
+    if (autograd::needs_input_grad(0)) {
+      gx = empty_like(xc);
+      kernels::conv2d_backward_input_stub(xc.device(), gx, gy, wc, p);
+      if (!batched) gx = gx.squeeze(0);
+    }
+    if (autograd::needs_input_grad(1)) {
+      gw = empty_like(wc);
+      kernels::conv2d_backward_weight_stub(xc.device(), gw, gy, xc, p);
+    }
+    if (has_bias && autograd::needs_input_grad(2)) gb = sum(gy, {0, 2, 3});
+    return std::vector<Tensor>{gx, gw, gb};
   });
 }
 

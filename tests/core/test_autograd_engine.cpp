@@ -2,11 +2,13 @@
 // retain_graph, implied and explicit output gradients, a tensor used twice, detach,
 // NoGradGuard, the leaf rules, in-place writes into tensors that require grad,
 // post-accumulate hooks, 10,000-op graphs (backward and teardown without recursion),
-// integer operands, and grad dtype / shape (mixed dtypes, broadcast leaves).
+// integer operands, grad dtype / shape (mixed dtypes, broadcast leaves), and formulas
+// that skip the gradients nobody needs.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -136,6 +138,27 @@ TEST(AutogradEngine, ImpliedAndExplicitOutputGradients) {
 
   // Backward from a tensor that does not require grad.
   EXPECT_EMBER_ERROR(sum(tensor({1, 2}, kFloat64)).backward(), "backward", "require");
+}
+
+// A leaf keeps the gradient buffer a formula made, when only the engine holds it, and
+// copies any gradient somebody else can see: the caller's output gradient, one shared
+// by two leaves (add passes the same tensor to both), or one saved by a retained graph.
+TEST(AutogradEngine, LeafGradsNeverAliasVisibleTensors) {
+  Tensor x = param({1, 2, 3}, {3}), y = param({4, 5, 6}, {3});
+  Tensor g = tensor({1, 10, 100}, kFloat64);
+  (x + y).backward(g);
+  EXPECT_FALSE(x.grad().shares_storage_with(g));
+  EXPECT_FALSE(y.grad().shares_storage_with(g));
+  EXPECT_FALSE(x.grad().shares_storage_with(y.grad()));
+  g.fill_(0);  // the caller reuses its buffer; the gradients keep their values
+  x.grad().fill_(2);  // and writing one leaf's gradient leaves the other's alone
+  EXPECT_CLOSE(x.grad(), std::vector<double>({2, 2, 2}), Shape{3}, 0, 0);
+  EXPECT_CLOSE(y.grad(), std::vector<double>({1, 10, 100}), Shape{3}, 0, 0);
+
+  Tensor l = param({1, 2}, {2});
+  Tensor lg = tensor({7, 8}, kFloat64);
+  l.backward(lg);  // a leaf as the root: its gradient is the caller's tensor
+  EXPECT_FALSE(l.grad().shares_storage_with(lg));
 }
 
 TEST(AutogradEngine, TensorUsedTwiceGetsBothContributions) {
@@ -376,6 +399,53 @@ TEST(AutogradEngine, BroadcastGradsAreSummedToTheLeafShape) {
   Tensor one = param({5}, {1});  // [1] against [2, 3]
   sum(one.expand({2, 3}) * 2.0).backward();
   EXPECT_CLOSE(one.grad(), std::vector<double>({12}), Shape{1}, 0, 0);
+}
+
+// Formulas skip the gradients of inputs that need none (core/autograd_graph.h
+// needs_input_grad): every subset of linear's, matmul's and conv2d's inputs that requires
+// grad gets the same gradients as when all do, and the others get none.
+TEST(AutogradEngine, OnlyInputsThatNeedGradientsGetThem) {
+  struct Op {
+    const char* name;
+    std::vector<Shape> shapes;
+    std::function<Tensor(const std::vector<Tensor>&)> f;
+  };
+  const std::vector<Op> ops = {
+      {"linear", {{5, 4}, {3, 4}, {3}}, [](const std::vector<Tensor>& v) { return linear(v[0], v[1], v[2]); }},
+      {"matmul", {{2, 5, 4}, {4, 3}}, [](const std::vector<Tensor>& v) { return matmul(v[0], v[1]); }},
+      {"conv2d", {{2, 3, 6, 5}, {4, 3, 3, 3}, {4}},
+       [](const std::vector<Tensor>& v) { return conv2d(v[0], v[1], v[2], {1, 1}, {1, 1}); }},
+  };
+  uint64_t seed = 40;
+  for (const Op& op : ops) {
+    std::vector<Tensor> base;
+    for (const Shape& s : op.shapes) base.push_back(random_tensor(s, kFloat64, Layout::Contiguous, ++seed));
+    const Tensor weights = random_tensor(op.f(base).shape(), kFloat64, Layout::Contiguous, ++seed);
+    auto grads = [&](unsigned mask) {
+      std::vector<Tensor> in;
+      for (size_t i = 0; i < base.size(); ++i) {
+        in.push_back(base[i].detach());
+        if (mask >> i & 1) in.back().set_requires_grad();
+      }
+      sum(op.f(in) * weights).backward();
+      std::vector<Tensor> g;
+      for (const Tensor& t : in) g.push_back(t.grad());
+      return g;
+    };
+    const unsigned all = (1u << base.size()) - 1;
+    const std::vector<Tensor> full = grads(all);
+    for (unsigned mask = 1; mask < all; ++mask) {
+      SCOPED_TRACE(std::string(op.name) + " mask " + std::to_string(mask));
+      const std::vector<Tensor> g = grads(mask);
+      for (size_t i = 0; i < base.size(); ++i) {
+        if (mask >> i & 1) {
+          EXPECT_CLOSE(g[i], values(full[i]), full[i].shape(), 0, 0);
+        } else {
+          EXPECT_FALSE(g[i].defined());
+        }
+      }
+    }
+  }
 }
 
 }  // namespace
