@@ -188,7 +188,7 @@ Tensor abs(const Tensor& x) {
 Tensor relu(const Tensor& x) {
   Tensor out = unary_numeric(kernels::relu_stub, x);
   return record("relu", {x}, out, [o = out.detach()](const Tensor& g) {
-    return Grads{where(gt(o, Scalar(0)), g, zeros_like(g))};  // relu'(0) = 0
+    return Grads{binary(kernels::relu_backward_stub, g, o, BinaryKind::Arith)};
   });
 }
 Tensor exp(const Tensor& x) {

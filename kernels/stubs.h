@@ -117,7 +117,8 @@ class OpStub : public OpStubBase {
 #define EMBER_UNARY_OPS(X) \
   X(neg) X(abs) X(exp) X(log) X(sqrt) X(rsqrt) X(relu) X(gelu) X(gelu_tanh) X(erf) X(tanh) X(sigmoid)
 #define EMBER_BINARY_OPS(X) \
-  X(add) X(sub) X(mul) X(div) X(pow) X(maximum) X(minimum) X(eq) X(ne) X(lt) X(le) X(gt) X(ge)
+  X(add) X(sub) X(mul) X(div) X(pow) X(maximum) X(minimum) X(eq) X(ne) X(lt) X(le) X(gt) X(ge) \
+  X(relu_backward)
 #define EMBER_OTHER_OPS(X)                                                                  \
   X(clamp, ClampFn) X(where, WhereFn) X(copy, CopyFn) X(fill, FillFn) X(arange, RangeFn)    \
   X(linspace, RangeFn) X(uniform, RandomFn) X(normal, RandomFn) X(randint, RandomFn)        \

@@ -113,8 +113,20 @@ void where_kernel(const Tensor& out, const Tensor& cond, const Tensor& a, const 
   visit_dtype(a.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     StridedLoop<4>({&out, &cond, &a, &b}).run([&](char** p, const int64_t* s, int64_t n) {
-      for (int64_t i = 0; i < n; ++i)
-        at<T>(p[0], s[0], i) = at<const bool>(p[1], s[1], i) ? at<const T>(p[2], s[2], i) : at<const T>(p[3], s[3], i);
+      if (s[0] == sizeof(T) && s[1] == 1 && s[2] == sizeof(T) && s[3] == sizeof(T)) {
+        T* o = reinterpret_cast<T*>(p[0]);
+        // Read as bytes: GCC 12 does not vectorize a loop that loads bool.
+        const uint8_t* c = reinterpret_cast<const uint8_t*>(p[1]);
+        const T* x = reinterpret_cast<const T*>(p[2]);
+        const T* y = reinterpret_cast<const T*>(p[3]);
+        for (int64_t i = 0; i < n; ++i) {
+          const T xv = x[i], yv = y[i];  // both loaded, so that GCC blends instead of branching
+          o[i] = c[i] != 0 ? xv : yv;
+        }
+      } else {
+        for (int64_t i = 0; i < n; ++i)
+          at<T>(p[0], s[0], i) = at<const bool>(p[1], s[1], i) ? at<const T>(p[2], s[2], i) : at<const T>(p[3], s[3], i);
+      }
     });
   });
 }
@@ -183,6 +195,7 @@ void register_elementwise() {
   le_stub.set(cpu, binary_kernel<ops::Le>);
   gt_stub.set(cpu, binary_kernel<ops::Gt>);
   ge_stub.set(cpu, binary_kernel<ops::Ge>);
+  relu_backward_stub.set(cpu, binary_kernel<ops::ReluBackward>);
 
   clamp_stub.set(cpu, clamp_kernel);
   where_stub.set(cpu, where_kernel);

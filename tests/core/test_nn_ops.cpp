@@ -300,6 +300,10 @@ TEST(NnOps, Conv2dMatchesDirectLoops) {
       {3, 4, 9, 7, 7, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, false},  // 1x1
       {2, 4, 3, 5, 3, 3, 5, {1, 1}, {0, 0}, {1, 1}, 1, true},   // kernel = whole input
       {3, 6, 1, 7, 6, 1, 3, {1, 2}, {0, 1}, {1, 1}, 3, true},   // H = 1, groups 3
+      {2, 3, 6, 5, 4, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},   // "same" 3x3 (im2col's one-copy path)
+      {2, 3, 7, 6, 4, 5, 3, {1, 1}, {2, 1}, {1, 1}, 1, true},   // "same" 5x3
+      {1, 2, 5, 9, 3, 3, 3, {1, 1}, {2, 2}, {2, 2}, 1, false},  // "same", dilation 2
+      {2, 2, 4, 6, 3, 4, 3, {1, 1}, {0, 1}, {1, 1}, 1, true},   // OW == W but OH < H
   };
   uint64_t seed = 700;
   for (const ConvCase& p : cases) {
@@ -432,6 +436,53 @@ TEST(NnOps, Pool2dMatchesDirectLoops) {
         if (c.o.dilation == Pair{1, 1}) {
           EXPECT_CLOSE(avg_pool2d(x, c.o), r.avg, r.shape, tol, tol);
         }
+      }
+    }
+  }
+}
+
+// The 2x2 / stride-2 pool has its own loop (branch-free, with a NaN fallback per row):
+// ties go to the first tap in row-major order, as in the generic loop, over rows long
+// enough for its vector body and tails, in every float dtype.
+TEST(NnOps, MaxPool2x2TiesGoToTheFirstTap) {
+  uint64_t seed = 950;
+  for (DType d : {kFloat32, kFloat64, kBFloat16, kFloat16})
+    for (int64_t w : {2, 14, 34, 70}) {
+      SCOPED_TRACE(std::string(dtype_name(d)) + " W " + std::to_string(w));
+      // Values in {-1, 0, 1}: most windows hold ties.
+      Tensor x = random_tensor({2, 3, 6, w}, d, Layout::Contiguous, ++seed, [](double v) { return std::round(v); });
+      const Pool2dOptions o = pool({2, 2}, std::nullopt, {0, 0});
+      PoolRef r = ref_pool(x, o);
+      auto [m, idx] = max_pool2d_with_indices(x, o);
+      EXPECT_CLOSE(m, r.max, r.shape, 0, 0);
+      EXPECT_CLOSE(idx, r.max_index, r.shape, 0, 0);
+    }
+}
+
+// A NaN wins its window (the first NaN, when there are several), in the 2x2 loop and
+// in the generic one alike; the other windows of the row are unaffected.
+TEST(NnOps, MaxPool2dNaNWins) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  std::vector<double> v(2 * 20);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = double(i % 7);
+  v[2 * 1 + 1] = nan;       // window 1: NaN at its top-right tap
+  v[20 + 2 * 6] = nan;      // window 6: NaNs at bottom-left and bottom-right
+  v[20 + 2 * 6 + 1] = nan;
+  for (DType d : {kFloat32, kFloat64}) {
+    for (Pair stride : {Pair{2, 2}, Pair{2, 3}}) {  // {2, 3}: the generic loop
+      SCOPED_TRACE(std::string(dtype_name(d)) + " stride " + std::to_string(stride.second));
+      Tensor x = tensor(v, {1, 1, 2, 20}, {d});
+      auto [m, idx] = max_pool2d_with_indices(x, pool({2, 2}, stride, {0, 0}));
+      std::vector<double> got = values(m), at = values(idx);
+      for (int64_t k = 0; k < m.size(3); ++k) {
+        const int64_t c0 = k * stride.second;
+        std::vector<int64_t> taps = {c0, c0 + 1, 20 + c0, 20 + c0 + 1};
+        int64_t want = taps[0];
+        for (int64_t t : taps)
+          if (std::isnan(v[want]) ? false : (std::isnan(v[t]) || v[t] > v[want])) want = t;
+        EXPECT_EQ(at[k], double(want)) << "window " << k;
+        if (std::isnan(v[want])) EXPECT_TRUE(std::isnan(got[k])) << "window " << k;
+        else EXPECT_EQ(got[k], v[want]) << "window " << k;
       }
     }
   }
