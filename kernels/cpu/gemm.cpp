@@ -1,11 +1,14 @@
-// GEMM variants. Note [GEMM choice]: measured with bench/report.py on the project
-// machine (2 cores, AVX-512; table in the README), OpenBLAS's sgemm is 20-35% faster than
-// Eigen's from 256^3 up, and one call on OpenBLAS's own threads beats splitting the
-// product over ember's pool (a split packs the shared operand twice): the MLP epoch took
-// 2.06 / 2.27 s with OpenBLAS's threads against 2.32 / 2.49 s split (two alternating
-// runs each), though OpenBLAS's idle threads spin in sched_yield between calls. So Auto
-// sends products of 64^3 multiply-adds and more to OpenBLAS's threads; inside a parallel
-// region (conv2d's per-sample products) OpenBLAS runs on one thread per caller.
+// GEMM variants. Note [GEMM choice]: OpenBLAS's sgemm kernel is 20-35% faster than
+// Eigen's from 256^3 up (bench/report.py, table in the README), so Auto sends products of
+// 64^3 multiply-adds and more to it, and smaller ones to Eigen. Auto splits a product
+// over ember's pool, one single-threaded OpenBLAS call per block, rather than letting
+// OpenBLAS run its own threads: those spin in sched_yield for about 0.1 s after each
+// call, and in training they took the cores from ember's pool, which runs everything
+// else. Alternating runs on the project machine (2 threads, 2026-12-02): MLP epoch
+// 2.23 / 2.17 s on OpenBLAS's threads against 1.58 / 1.33 s split; CNN epoch 21.7 /
+// 21.8 s against 17.8 / 18.5 s. A lone large product is a few percent faster on
+// OpenBLAS's threads (the split packs the shared operand once per block); that variant
+// stays reachable by name.
 #include "kernels/cpu/gemm.h"
 
 #include <cblas.h>
@@ -140,7 +143,8 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t
     return;
   }
   GemmVariant v = g_variant.load();
-  if (v == GemmVariant::Auto) v = double(m) * n * k >= kOpenBlasMinFlops ? GemmVariant::OpenBlas : GemmVariant::Eigen;
+  if (v == GemmVariant::Auto)
+    v = double(m) * n * k >= kOpenBlasMinFlops ? GemmVariant::OpenBlasSplit : GemmVariant::Eigen;
   if (v == GemmVariant::OpenBlas && parallel) {
     use_openblas_threads(num_threads());
     openblas_block(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, acc, 0, m, false);
