@@ -106,7 +106,7 @@ int train_main(const std::string& model_name, const TrainConfig& c,
     data::DataLoader loader(train, {.batch_size = c.batch_size, .shuffle = true, .seed = c.seed});
     nn::CrossEntropyLoss criterion;
     const bool tty = isatty(STDOUT_FILENO) && !c.json;
-    std::vector<double> epoch_seconds;
+    std::vector<double> epoch_seconds, epoch_accuracy, epoch_loss;
     double last_loss = 0;
     int64_t samples = 0;
     double train_time = 0;
@@ -134,20 +134,25 @@ int train_main(const std::string& model_name, const TrainConfig& c,
       train_time += secs;
       samples += seen;
       last_loss = loss_sum / static_cast<double>(std::max<int64_t>(seen, 1));
-      std::printf("epoch %lld/%lld: loss %.4f, train accuracy %.2f%%, %.0f samples/s, %.2f s\n",
+      epoch_loss.push_back(last_loss);
+      // Evaluated after the epoch's clock stopped: epoch_seconds is training alone.
+      epoch_accuracy.push_back(evaluate(*model, test));
+      std::printf("epoch %lld/%lld: loss %.4f, train accuracy %.2f%%, test accuracy %.2f%%, %.0f samples/s, %.2f s\n",
                   static_cast<long long>(e + 1), static_cast<long long>(c.epochs), last_loss,
                   100.0 * static_cast<double>(correct) / static_cast<double>(std::max<int64_t>(seen, 1)),
-                  static_cast<double>(seen) / secs, secs);
+                  100.0 * epoch_accuracy.back(), static_cast<double>(seen) / secs, secs);
       if (!c.save.empty())
         optim::save_checkpoint(c.save, *model, opt.get(), {{"model", model_name}, {"epoch", std::to_string(e + 1)}});
     }
-    const double accuracy = evaluate(*model, test);
+    const double accuracy = epoch_accuracy.empty() ? evaluate(*model, test) : epoch_accuracy.back();
     std::printf("test accuracy %.2f%%\n", 100.0 * accuracy);
     if (c.json) {
       nlohmann::json j = {{"model", model_name},
                           {"test_accuracy", accuracy},
                           {"train_loss", last_loss},
                           {"epoch_seconds", epoch_seconds},
+                          {"epoch_test_accuracy", epoch_accuracy},
+                          {"epoch_train_loss", epoch_loss},
                           {"train_samples_per_s", train_time > 0 ? static_cast<double>(samples) / train_time : 0.0},
                           {"peak_memory_bytes", peak_memory_bytes()},
                           {"device", device.str()},
