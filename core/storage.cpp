@@ -1,15 +1,13 @@
 #include "core/storage.h"
 
-#include <new>
-
 #include "core/error.h"
 #include "kernels/backends.h"
-#include "memory/allocator.h"
+#include "memory/caching_allocator.h"
 
 namespace ember {
 namespace {
 
-memory::Allocator& allocator_for(Device device) {
+memory::CachingAllocator& allocator_for(Device device) {
   if (device.is_cpu()) return memory::host_allocator();
   int count = kernels::cuda_device_count();
   EMBER_CHECK(device.index < count, "Storage: cannot allocate on ", device.str(), ": ",
@@ -22,14 +20,11 @@ memory::Allocator& allocator_for(Device device) {
 
 Storage::Storage(std::size_t nbytes, Device device)
     : nbytes_(nbytes), device_(device), allocator_(&allocator_for(device)) {
-  try {
-    data_ = allocator_->allocate(nbytes);
-  } catch (const std::bad_alloc&) {
-    EMBER_FAIL("Storage: cannot allocate ", nbytes, " bytes on ", device.str(), " (", allocator_->name(),
-               " allocator)");
-  }
+  memory::Allocation a = allocator_->allocate(nbytes);
+  data_ = a.ptr;
+  block_ = a.block;
 }
 
-Storage::~Storage() { allocator_->deallocate(data_, nbytes_); }
+Storage::~Storage() { allocator_->free(block_); }
 
 }  // namespace ember

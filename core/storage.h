@@ -1,4 +1,5 @@
 // A reference-counted block of memory on one device, shared by all views of a tensor.
+// Its memory comes from the device's caching allocator (memory/caching_allocator.h).
 #pragma once
 
 #include <cstddef>
@@ -6,12 +7,16 @@
 #include "core/device.h"
 
 namespace ember {
-namespace memory { class Allocator; }
+namespace memory {
+class CachingAllocator;
+struct Block;
+}  // namespace memory
 
 class Storage {
  public:
-  // Allocates `nbytes` on `device` through that device's allocator; throws ember::Error
-  // when the memory cannot be had or the device has no backend.
+  // Allocates `nbytes` on `device` through that device's caching allocator; throws
+  // OutOfMemoryError when the memory cannot be had, ember::Error when the device has no
+  // backend.
   Storage(std::size_t nbytes, Device device);
   ~Storage();
   Storage(const Storage&) = delete;
@@ -25,7 +30,8 @@ class Storage {
   void* data_;
   std::size_t nbytes_;
   Device device_;
-  memory::Allocator* allocator_;
+  memory::CachingAllocator* allocator_;
+  memory::Block* block_;
 };
 
 }  // namespace ember

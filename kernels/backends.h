@@ -3,7 +3,7 @@
 // drops), the CUDA device count and the CUDA memory source.
 #pragma once
 
-namespace ember::memory { class Allocator; }
+namespace ember::memory { class CachingAllocator; }
 
 namespace ember::kernels {
 
@@ -15,8 +15,8 @@ void register_cuda_kernels();
 bool cuda_backend_built();
 // 0 without the CUDA backend, without a driver, or without a GPU.
 int cuda_device_count();
-// The allocator of CUDA device `index`; throws ember::Error in a CPU-only build.
-memory::Allocator& cuda_allocator(int index);
+// The caching allocator of CUDA device `index`; throws ember::Error in a CPU-only build.
+memory::CachingAllocator& cuda_allocator(int index);
 
 // CPU thread pool size used by the CPU kernels (EMBER_NUM_THREADS, default all cores).
 int cpu_num_threads();

@@ -7,7 +7,7 @@ namespace ember::kernels {
 
 bool cuda_backend_built() { return false; }
 int cuda_device_count() { return 0; }
-memory::Allocator& cuda_allocator(int index) {
+memory::CachingAllocator& cuda_allocator(int index) {
   EMBER_FAIL("cuda_allocator: this build of ember has no CUDA backend (configure with -DEMBER_CUDA=ON)");
 }
 void register_cuda_kernels() {}

@@ -1,0 +1,75 @@
+// ember::OutOfMemoryError: an allocation failure that explains itself.
+//
+// Note [OOM verdict]. When an allocation fails after the cache has been released and the
+// pressure observers have had their chance, the allocator gathers the figures below and
+// names the one cause that explains the failure, in this order:
+//   implausible request  the request alone is larger than the cap (or the device): no
+//                        amount of freeing makes it fit;
+//   memory outside ember the cap would have admitted the new segment, but the device
+//                        refused it, and other users hold at least the missing amount;
+//   fragmentation        ember's free blocks plus the room left under the cap add up to
+//                        the request, but no single block is large enough;
+//   capacity             live tensors really fill the cap.
+// Each verdict comes with the advice that fits it. This header is the only place memory/
+// includes from core: OutOfMemoryError must be an ember::Error, and core/error.h
+// depends on nothing.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+
+namespace ember {
+namespace memory {
+
+enum class OomVerdict { kImplausibleRequest, kOutsideMemory, kFragmentation, kCapacity };
+const char* verdict_name(OomVerdict v);
+
+struct LiveBlock {
+  std::size_t bytes = 0;
+  std::string op;     // the op that allocated it
+  std::string shape;  // its output's shape, when known
+};
+
+struct OomReport {
+  std::string device;               // "cuda:0", "cpu"
+  std::size_t requested = 0;        // what the caller asked for (not rounded)
+  std::string op, shape;            // who asked
+  std::size_t device_total = 0;     // the device's capacity
+  std::size_t cap = 0;              // the cap in force (the device's capacity when none is set)
+  bool cap_set = false;             // set_memory_fraction / set_memory_limit in force
+  std::size_t device_free = 0;      // free on the device, as its driver sees it
+  std::size_t outside = 0;          // used on the device by others than this allocator
+  std::size_t allocated = 0;        // by ember, live
+  std::size_t reserved = 0;         // by ember, from the device
+  std::size_t reserved_free = 0;    // reserved but unallocated
+  std::size_t largest_free = 0;     // largest free block in ember's cache
+  std::size_t awaiting_streams = 0; // freed, waiting on other streams before reuse
+  std::vector<LiveBlock> largest_live;  // the five largest live allocations
+  int64_t batch = 0;                // samples in the training step, when one was open
+  int64_t batch_that_fits = 0;      // estimate, when a step was open; 0 when unknown
+  OomVerdict verdict = OomVerdict::kCapacity;
+  std::string advice;
+
+  // The whole message: figures, verdict, advice.
+  std::string message() const;
+};
+
+// "1.50 GiB (1610612736 bytes)"
+std::string format_bytes(std::size_t bytes);
+
+}  // namespace memory
+
+class OutOfMemoryError : public Error {
+ public:
+  explicit OutOfMemoryError(memory::OomReport report) : Error(report.message()), report_(std::move(report)) {}
+  const memory::OomReport& report() const { return report_; }
+
+ private:
+  memory::OomReport report_;
+};
+
+}  // namespace ember

@@ -1,0 +1,266 @@
+// What the caching allocator tells people: statistics as a map, the summary table,
+// snapshots, and the OutOfMemoryError's report (Note [OOM verdict] in oom.h).
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+#include "memory/caching_allocator_impl.h"
+
+namespace ember::memory {
+
+std::string format_bytes(std::size_t bytes) {
+  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[64];
+  if (u == 0) std::snprintf(buf, sizeof buf, "%zu bytes", bytes);
+  else std::snprintf(buf, sizeof buf, "%.2f %s (%zu bytes)", v, units[u], bytes);
+  return buf;
+}
+
+const char* verdict_name(OomVerdict v) {
+  switch (v) {
+    case OomVerdict::kImplausibleRequest: return "implausible request";
+    case OomVerdict::kOutsideMemory: return "memory held outside ember";
+    case OomVerdict::kFragmentation: return "fragmentation";
+    case OomVerdict::kCapacity: return "capacity";
+  }
+  return "?";
+}
+
+std::map<std::string, int64_t> MemoryStats::to_map() const {
+  std::map<std::string, int64_t> m;
+  const char* pools[] = {"all", "small_pool", "large_pool"};
+  auto put = [&](const char* name, const StatArray& a) {
+    for (int p = 0; p < kNumStatPools; ++p) {
+      const std::string k = std::string(name) + "." + pools[p] + ".";
+      m[k + "current"] = a[p].current;
+      m[k + "peak"] = a[p].peak;
+      m[k + "allocated"] = a[p].allocated;
+      m[k + "freed"] = a[p].freed;
+    }
+  };
+  put("allocation", allocation);
+  put("segment", segment);
+  put("active", active);
+  put("inactive_split", inactive_split);
+  put("allocated_bytes", allocated_bytes);
+  put("requested_bytes", requested_bytes);
+  put("reserved_bytes", reserved_bytes);
+  put("active_bytes", active_bytes);
+  put("inactive_split_bytes", inactive_split_bytes);
+  put("oversize_allocations", oversize_allocations);
+  put("oversize_segments", oversize_segments);
+  m["num_alloc_retries"] = num_alloc_retries;
+  m["num_ooms"] = num_ooms;
+  m["num_device_alloc"] = num_device_alloc;
+  m["num_device_free"] = num_device_free;
+  m["num_sync_all_streams"] = num_sync_all_streams;
+  m["max_split_size"] = max_split_size;
+  m["limit_bytes"] = limit_bytes;
+  return m;
+}
+
+namespace {
+
+std::string short_bytes(int64_t b) {
+  char buf[32];
+  const double v = static_cast<double>(b);
+  if (b < 10 * 1024) std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(b));
+  else if (b < 10ll * 1024 * 1024) std::snprintf(buf, sizeof buf, "%.0f KiB", v / 1024);
+  else if (b < 10ll * 1024 * 1024 * 1024) std::snprintf(buf, sizeof buf, "%.0f MiB", v / 1048576);
+  else std::snprintf(buf, sizeof buf, "%.1f GiB", v / 1073741824);
+  return buf;
+}
+
+}  // namespace
+
+std::string CachingAllocator::summary() const {
+  const MemoryStats s = stats();
+  std::ostringstream os;
+  const std::string rule(77, '='), thin(77, '-');
+  char line[160];
+  os << "|" << rule << "|\n";
+  std::snprintf(line, sizeof line, "| ember memory summary, %-54s|\n", device_name().c_str());
+  os << line << "|" << thin << "|\n";
+  std::snprintf(line, sizeof line, "| OOMs: %-12lld raw allocations: %-10lld raw frees: %-10lld retries: %-6lld|\n",
+                static_cast<long long>(s.num_ooms), static_cast<long long>(s.num_device_alloc),
+                static_cast<long long>(s.num_device_free), static_cast<long long>(s.num_alloc_retries));
+  os << line;
+  std::snprintf(line, sizeof line, "| cap in force: %-62s|\n", short_bytes(s.limit_bytes).c_str());
+  os << line << "|" << rule << "|\n";
+  std::snprintf(line, sizeof line, "| %-25s| %11s | %11s | %11s | %11s |\n", "metric", "current", "peak", "total alloc",
+                "total freed");
+  os << line << "|" << thin << "|\n";
+  auto rows = [&](const char* name, const StatArray& a, bool bytes) {
+    const char* sub[] = {name, "  from large pool", "  from small pool"};
+    const int order[] = {kAllPools, kLargePool, kSmallPool};
+    for (int i = 0; i < 3; ++i) {
+      const Stat& st = a[order[i]];
+      auto f = [&](int64_t v) { return bytes ? short_bytes(v) : std::to_string(v); };
+      std::snprintf(line, sizeof line, "| %-25s| %11s | %11s | %11s | %11s |\n", sub[i], f(st.current).c_str(),
+                    f(st.peak).c_str(), f(st.allocated).c_str(), f(st.freed).c_str());
+      os << line;
+    }
+    os << "|" << thin << "|\n";
+  };
+  rows("allocated memory", s.allocated_bytes, true);
+  rows("active memory", s.active_bytes, true);
+  rows("requested memory", s.requested_bytes, true);
+  rows("reserved memory", s.reserved_bytes, true);
+  rows("non-releasable memory", s.inactive_split_bytes, true);
+  rows("allocations", s.allocation, false);
+  rows("active allocations", s.active, false);
+  rows("segments", s.segment, false);
+  rows("non-releasable allocs", s.inactive_split, false);
+  rows("oversize allocations", s.oversize_allocations, false);
+  rows("oversize segments", s.oversize_segments, false);
+  return os.str();
+}
+
+Snapshot CachingAllocator::snapshot() const {
+  const Impl& m = *impl_;
+  Snapshot snap;
+  snap.stats = stats();
+  std::lock_guard lock(m.mu);
+  snap.device = m.device;
+  std::vector<const Segment*> segs(m.segments.begin(), m.segments.end());
+  std::sort(segs.begin(), segs.end(), [](const Segment* a, const Segment* b) { return a->ptr < b->ptr; });
+  for (const Segment* seg : segs) {
+    SegmentInfo si{reinterpret_cast<std::size_t>(seg->ptr), seg->size, seg->stream, seg->pool->small, {}};
+    for (const Block* b = seg->head; b; b = b->next) {
+      BlockInfo bi;
+      bi.address = reinterpret_cast<std::size_t>(b->ptr);
+      bi.size = b->size;
+      bi.requested = b->allocated ? b->requested : 0;
+      bi.state = b->allocated ? BlockInfo::State::kAllocated
+                 : b->pending_events > 0 ? BlockInfo::State::kAwaitingStreams
+                                         : BlockInfo::State::kFree;
+      if (bi.state != BlockInfo::State::kFree) {
+        bi.op = b->site.op_name();
+        bi.shape = b->site.shape_str();
+      }
+      si.blocks.push_back(std::move(bi));
+    }
+    snap.segments.push_back(std::move(si));
+  }
+  const std::size_t n = m.history.size();
+  const std::size_t first = n < m.history_capacity ? 0 : m.history_next;
+  for (std::size_t i = 0; i < n; ++i) {
+    const RawTraceEvent& r = m.history[(first + i) % n];
+    snap.history.push_back({r.action, r.address, r.size, r.stream, r.time_ns,
+                            r.site.op ? r.site.op_name() : std::string(), r.site.shape_str()});
+  }
+  return snap;
+}
+
+OomReport CachingAllocator::Impl::oom_report(std::size_t requested, StreamId stream) const {
+  OomReport r;
+  const AllocationSite& site = current_site();
+  r.device = device;
+  r.requested = requested;
+  r.op = site.op_name();
+  r.shape = site.shape_str();
+  const SourceInfo info = source->info();
+  r.device_total = info.total_bytes;
+  r.cap = cap();
+  r.cap_set = limit_bytes > 0 || fraction > 0;
+  r.device_free = info.free_bytes;
+  r.allocated = static_cast<std::size_t>(stats.allocated_bytes[kAllPools].current);
+  r.reserved = static_cast<std::size_t>(stats.reserved_bytes[kAllPools].current);
+  r.reserved_free = r.reserved - r.allocated;
+  r.outside = r.device_total > r.device_free + r.reserved ? r.device_total - r.device_free - r.reserved : 0;
+  std::vector<const Block*> live;
+  for (const Segment* seg : segments)
+    for (const Block* b = seg->head; b; b = b->next) {
+      if (b->allocated) live.push_back(b);
+      else if (b->pending_events > 0) r.awaiting_streams += b->size;
+      else if (b->stream == stream) r.largest_free = std::max(r.largest_free, b->size);
+    }
+  const std::size_t top = std::min<std::size_t>(5, live.size());
+  std::partial_sort(live.begin(), live.begin() + static_cast<std::ptrdiff_t>(top), live.end(),
+                    [](const Block* a, const Block* b) { return a->size > b->size; });
+  for (std::size_t i = 0; i < top; ++i)
+    r.largest_live.push_back({live[i]->size, live[i]->site.op_name(), live[i]->site.shape_str()});
+
+  const std::size_t rounded = round_size(requested);
+  const std::size_t room = r.cap > r.reserved ? r.cap - r.reserved : 0;  // under the cap, not reserved
+  const StepInfo& step = current_step();
+  if (step.batch > 0) {
+    // The step had allocated this much (plus the failing request) when it failed: a lower
+    // bound of its footprint, so the batch below is an upper bound of what fits.
+    r.batch = step.batch;
+    const std::size_t used = r.allocated + rounded > step.allocated_at_start ? r.allocated + rounded - step.allocated_at_start : 0;
+    const std::size_t budget = r.cap > step.allocated_at_start ? r.cap - step.allocated_at_start : 0;
+    if (used > 0) r.batch_that_fits = static_cast<int64_t>(static_cast<double>(step.batch) * static_cast<double>(budget) / static_cast<double>(used));
+    r.batch_that_fits = std::min<int64_t>(r.batch_that_fits, step.batch - 1);
+  }
+
+  std::ostringstream advice;
+  if (rounded > r.cap) {
+    r.verdict = OomVerdict::kImplausibleRequest;
+    advice << "the request alone is larger than " << (r.cap < r.device_total ? "the cap" : "the whole device")
+           << ": no amount of freeing makes it fit. Check the shape that asked for it (a wrong dimension, or a "
+              "batch that should be split)"
+           << (r.cap < r.device_total ? ", or raise the cap (set_memory_limit / set_memory_fraction / --max-memory)" : "")
+           << ".";
+  } else if (r.reserved + min_segment(rounded) <= r.cap) {
+    // The cap admitted a new segment; the device refused it: others hold the memory.
+    r.verdict = OomVerdict::kOutsideMemory;
+    advice << format_bytes(r.outside) << " of " << device
+           << " is held outside ember (another process, or a library's workspace). Free it, or run where the "
+              "device is not shared; ember itself holds only "
+           << format_bytes(r.reserved) << ".";
+  } else if (r.reserved_free - r.awaiting_streams + room >= rounded) {
+    r.verdict = OomVerdict::kFragmentation;
+    advice << format_bytes(r.reserved_free) << " is reserved but unallocated, yet the largest free block is "
+           << format_bytes(r.largest_free)
+           << ": the free memory is split into pieces. Set EMBER_ALLOC_CONF=max_split_size_mb:"
+           << std::max<std::size_t>(21, (rounded >> 20) / 2 + 1)
+           << " so that large blocks are not cut up for small requests, allocate long-lived tensors first, and "
+              "call empty_cache() between phases that use different shapes.";
+  } else {
+    r.verdict = OomVerdict::kCapacity;
+    advice << "live tensors fill the " << (r.cap_set ? "cap" : "device") << " (" << format_bytes(r.allocated)
+           << " allocated). ";
+    if (r.batch_that_fits > 0)
+      advice << "This step of " << r.batch << " samples would fit as micro-batches of at most about "
+             << r.batch_that_fits << " samples with gradient accumulation (--auto-microbatch does it); ";
+    else
+      advice << "Split the batch into micro-batches with gradient accumulation (--auto-microbatch); ";
+    advice << "activation checkpointing (nn::Checkpoint), bf16 compute (--precision bf16) or a smaller model "
+              "also lower the footprint.";
+  }
+  if (r.awaiting_streams > 0)
+    advice << " " << format_bytes(r.awaiting_streams) << " is freed but waits for other streams to finish with it.";
+  r.advice = advice.str();
+  return r;
+}
+
+std::string OomReport::message() const {
+  std::ostringstream os;
+  os << "out of memory on " << device << ": " << op << " asked for " << format_bytes(requested);
+  if (!shape.empty()) os << " (a " << shape << " tensor)";
+  os << "\n  device capacity:          " << format_bytes(device_total);
+  os << "\n  cap in force:             " << (cap_set ? format_bytes(cap) : std::string("none (the whole device)"));
+  os << "\n  free on the device:       " << format_bytes(device_free);
+  os << "\n  used outside ember:       " << format_bytes(outside);
+  os << "\n  allocated by ember:       " << format_bytes(allocated);
+  os << "\n  reserved by ember:        " << format_bytes(reserved);
+  os << "\n  reserved but unallocated: " << format_bytes(reserved_free) << "; largest free block "
+     << format_bytes(largest_free);
+  os << "\n  waiting on other streams: " << format_bytes(awaiting_streams);
+  if (!largest_live.empty()) {
+    os << "\n  largest live allocations:";
+    for (const LiveBlock& b : largest_live)
+      os << "\n    " << format_bytes(b.bytes) << "  " << b.op << (b.shape.empty() ? "" : " " + b.shape);
+  }
+  os << "\nverdict: " << verdict_name(verdict) << "\nadvice: " << advice;
+  return os.str();
+}
+
+}  // namespace ember::memory

@@ -1,0 +1,62 @@
+// What memory is allocated for: the op, its output's shape, and the training step.
+//
+// Core sets the site (a thread-local) while an op allocates its outputs; the caching
+// allocator stores it with each block, so that an OutOfMemoryError can say which op asked
+// and which ops hold the largest live blocks, and the event history can tag each event.
+// A training loop may open a StepScope to say how many samples its step processes; an
+// OutOfMemoryError then estimates the batch that would fit.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace ember::memory {
+
+struct AllocationSite {
+  static constexpr int kMaxDims = 6;
+  const char* op = nullptr;  // a string literal; null when no op is named
+  int ndim = -1;             // -1: shape unknown; shapes of more than kMaxDims dims keep the first ones
+  std::array<int64_t, kMaxDims> shape{};
+
+  std::string op_name() const { return op ? op : "(unnamed)"; }
+  std::string shape_str() const;  // "[128, 32, 28, 28]", or "" when unknown
+};
+
+// Sets the calling thread's site for its lifetime; restores the previous one after.
+class SiteScope {
+ public:
+  SiteScope(const char* op, const int64_t* shape, int ndim);
+  explicit SiteScope(const char* op) : SiteScope(op, nullptr, -1) {}
+  ~SiteScope();
+  SiteScope(const SiteScope&) = delete;
+  SiteScope& operator=(const SiteScope&) = delete;
+
+ private:
+  AllocationSite saved_;
+};
+
+const AllocationSite& current_site();
+
+// A training step in progress on this thread: its batch size and the bytes allocated on
+// its device when it began (what the step itself allocated is the difference).
+struct StepInfo {
+  int64_t batch = 0;  // 0: no step open
+  std::size_t allocated_at_start = 0;
+};
+
+class StepScope {
+ public:
+  StepScope(int64_t batch, std::size_t allocated_at_start);
+  ~StepScope();
+  StepScope(const StepScope&) = delete;
+  StepScope& operator=(const StepScope&) = delete;
+
+ private:
+  StepInfo saved_;
+};
+
+const StepInfo& current_step();
+
+}  // namespace ember::memory

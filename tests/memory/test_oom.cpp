@@ -1,0 +1,209 @@
+// OutOfMemoryError: each verdict staged on a fake device, the message's fields, and the
+// pressure observers (once per crossing; freeing memory before an OOM).
+#include <gtest/gtest.h>
+
+#include "memory/caching_allocator.h"
+#include "memory/site.h"
+#include "tests/memory/fake_device.h"
+#include "tests/memory/invariants.h"
+
+namespace ember::memory {
+namespace {
+
+constexpr std::size_t MiB = 1024 * 1024;
+
+class OomTest : public ::testing::Test {
+ protected:
+  CachingAllocator& make(std::size_t capacity) {
+    dev.capacity = capacity;
+    alloc = std::make_unique<CachingAllocator>(std::make_unique<testing::FakeDevice>(dev));
+    return *alloc;
+  }
+  // The report of the OutOfMemoryError that allocate(bytes) raises.
+  OomReport fail(std::size_t bytes) {
+    try {
+      alloc->allocate(bytes);
+    } catch (const OutOfMemoryError& e) {
+      EXPECT_EQ(e.what(), e.report().message());
+      return e.report();
+    }
+    ADD_FAILURE() << "allocate(" << bytes << ") did not fail";
+    return {};
+  }
+  bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+  testing::FakeDeviceState dev;
+  std::unique_ptr<CachingAllocator> alloc;
+};
+
+TEST_F(OomTest, ARequestLargerThanTheDeviceIsImplausible) {
+  CachingAllocator& a = make(64 * MiB);
+  const int64_t shape[] = {1024, 1024, 100};
+  SiteScope site("matmul", shape, 3);
+  const OomReport r = fail(400 * MiB);
+  EXPECT_EQ(r.verdict, OomVerdict::kImplausibleRequest);
+  EXPECT_EQ(r.requested, 400 * MiB);
+  EXPECT_EQ(r.op, "matmul");
+  EXPECT_EQ(r.shape, "[1024, 1024, 100]");
+  const std::string m = r.message();
+  EXPECT_TRUE(contains(m, "out of memory on fake:0: matmul asked for 400.00 MiB (419430400 bytes) (a [1024, 1024, 100] tensor)")) << m;
+  EXPECT_TRUE(contains(m, "device capacity:          64.00 MiB (67108864 bytes)")) << m;
+  EXPECT_TRUE(contains(m, "verdict: implausible request")) << m;
+  EXPECT_TRUE(contains(m, "larger than the whole device")) << m;
+  EXPECT_EQ(a.stats().num_ooms, 1);
+}
+
+TEST_F(OomTest, ARequestLargerThanTheCapIsImplausibleAndSaysSo) {
+  CachingAllocator& a = make(1024 * MiB);
+  a.set_memory_limit(64 * MiB);
+  const OomReport r = fail(100 * MiB);
+  EXPECT_EQ(r.verdict, OomVerdict::kImplausibleRequest);
+  EXPECT_TRUE(r.cap_set);
+  EXPECT_EQ(r.cap, 64 * MiB);
+  EXPECT_TRUE(contains(r.message(), "cap in force:             64.00 MiB (67108864 bytes)")) << r.message();
+  EXPECT_TRUE(contains(r.advice, "raise the cap")) << r.advice;
+}
+
+TEST_F(OomTest, MemoryHeldByOthersIsNamed) {
+  CachingAllocator& a = make(64 * MiB);
+  dev.outside = 40 * MiB;  // another process on the "GPU"
+  Allocation mine = a.allocate(8 * MiB);  // ember holds a 20 MiB segment
+  const OomReport r = fail(16 * MiB);  // 20 + 16 <= 64 under the cap, but the device is full
+  EXPECT_EQ(r.verdict, OomVerdict::kOutsideMemory);
+  EXPECT_EQ(r.outside, 40 * MiB);
+  EXPECT_EQ(r.reserved, 20 * MiB);
+  EXPECT_EQ(r.allocated, 8 * MiB);
+  EXPECT_EQ(r.device_free, 4 * MiB);
+  EXPECT_TRUE(contains(r.message(), "used outside ember:       40.00 MiB (41943040 bytes)")) << r.message();
+  EXPECT_TRUE(contains(r.advice, "held outside ember")) << r.advice;
+  a.free(mine.block);
+}
+
+TEST_F(OomTest, FreeMemoryInPiecesIsFragmentation) {
+  CachingAllocator& a = make(64 * MiB);
+  std::vector<Allocation> blocks;
+  for (int i = 0; i < 30; ++i) blocks.push_back(a.allocate(2 * MiB));  // three 20 MiB segments, full
+  ASSERT_EQ(a.stats().reserved_bytes[kAllPools].current, int64_t(60 * MiB));
+  for (int i = 0; i < 30; i += 2) a.free(blocks[i].block);  // 30 MiB free, in 2 MiB holes
+  const OomReport r = fail(8 * MiB);
+  EXPECT_EQ(r.verdict, OomVerdict::kFragmentation);
+  EXPECT_EQ(r.reserved_free, 30 * MiB);
+  EXPECT_EQ(r.largest_free, 2 * MiB);
+  EXPECT_TRUE(contains(r.advice, "max_split_size_mb")) << r.advice;
+  EXPECT_TRUE(contains(r.message(), "reserved but unallocated: 30.00 MiB (31457280 bytes); largest free block 2.00 MiB"))
+      << r.message();
+  testing::expect_consistent(a);
+  for (int i = 1; i < 30; i += 2) a.free(blocks[i].block);
+}
+
+TEST_F(OomTest, LiveTensorsFillingTheCapIsCapacityWithTheBatchThatFits) {
+  CachingAllocator& a = make(64 * MiB);
+  std::vector<Allocation> live;
+  {
+    const int64_t s1[] = {128, 32, 28, 28};
+    SiteScope site("conv2d", s1, 4);
+    live.push_back(a.allocate(20 * MiB));
+  }
+  {
+    SiteScope site("relu");
+    live.push_back(a.allocate(20 * MiB));
+    live.push_back(a.allocate(18 * MiB));
+  }
+  StepScope step(/*batch=*/128, /*allocated_at_start=*/0);
+  const int64_t s2[] = {128, 64, 14, 14};
+  SiteScope site("max_pool2d", s2, 4);
+  const OomReport r = fail(10 * MiB);
+  EXPECT_EQ(r.verdict, OomVerdict::kCapacity);
+  EXPECT_EQ(r.allocated, 58 * MiB);
+  ASSERT_EQ(r.largest_live.size(), 3u);
+  EXPECT_EQ(r.largest_live[0].bytes, 20 * MiB);
+  EXPECT_EQ(r.largest_live[2].op, "relu");
+  EXPECT_EQ(r.largest_live[2].bytes, 18 * MiB);
+  // The step had 58 MiB and wanted 10 more: 128 * 64 / 68 = 120 samples at most.
+  EXPECT_EQ(r.batch, 128);
+  EXPECT_EQ(r.batch_that_fits, 120);
+  const std::string m = r.message();
+  EXPECT_TRUE(contains(m, "max_pool2d asked for 10.00 MiB (10485760 bytes) (a [128, 64, 14, 14] tensor)")) << m;
+  EXPECT_TRUE(contains(m, "20.00 MiB (20971520 bytes)  conv2d [128, 32, 28, 28]")) << m;
+  EXPECT_TRUE(contains(m, "verdict: capacity")) << m;
+  EXPECT_TRUE(contains(m, "micro-batches of at most about 120 samples")) << m;
+  for (auto& x : live) a.free(x.block);
+  // After an OOM the allocator is still whole and usable.
+  testing::expect_consistent(a);
+  a.free(a.allocate(10 * MiB).block);
+}
+
+TEST_F(OomTest, ObserversAreCalledOncePerCrossing) {
+  CachingAllocator& a = make(64 * MiB);
+  a.set_pressure_threshold(0.5);
+  std::vector<PressureEvent> seen;
+  a.add_pressure_observer([&](const PressureEvent& e) { seen.push_back(e); });
+  Allocation x = a.allocate(12 * MiB);  // 12 MiB reserved: below 32
+  EXPECT_TRUE(seen.empty());
+  Allocation y = a.allocate(14 * MiB);  // 26
+  Allocation z = a.allocate(16 * MiB);  // 42: crosses
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].kind, PressureEvent::Kind::kThresholdCrossed);
+  EXPECT_EQ(seen[0].reserved, 42 * MiB);
+  EXPECT_EQ(seen[0].cap, 64 * MiB);
+  EXPECT_DOUBLE_EQ(seen[0].threshold, 0.5);
+  Allocation w = a.allocate(2 * MiB);  // still above: no second call
+  EXPECT_EQ(seen.size(), 1u);
+  for (Allocation* b : {&x, &y, &z, &w}) a.free(b->block);
+  a.empty_cache();  // back below
+  Allocation again = a.allocate(40 * MiB);  // crosses a second time
+  EXPECT_EQ(seen.size(), 2u);
+  a.free(again.block);
+}
+
+TEST_F(OomTest, AnObserverThatFreesMemoryAvertsTheOom) {
+  CachingAllocator& a = make(64 * MiB);
+  Allocation cache = a.allocate(40 * MiB);  // a cache the program can drop
+  bool held = true;
+  std::vector<PressureEvent::Kind> kinds;
+  std::size_t asked = 0;
+  a.add_pressure_observer([&](const PressureEvent& e) {
+    kinds.push_back(e.kind);
+    if (e.kind == PressureEvent::Kind::kBeforeOom && held) {
+      asked = e.requested;
+      a.free(cache.block);  // called without the allocator's lock: it may free
+      held = false;
+    }
+  });
+  Allocation big = a.allocate(30 * MiB);  // 40 + 30 > 64 until the observer drops its cache
+  EXPECT_FALSE(held);
+  EXPECT_EQ(asked, 30 * MiB);
+  EXPECT_EQ(a.stats().num_ooms, 0);
+  a.free(big.block);
+  testing::expect_consistent(a);
+}
+
+TEST_F(OomTest, AnObserverThatFreesNothingSeesTheOomComing) {
+  CachingAllocator& a = make(64 * MiB);
+  int before_oom = 0;
+  const int id = a.add_pressure_observer([&](const PressureEvent& e) {
+    if (e.kind == PressureEvent::Kind::kBeforeOom) ++before_oom;
+  });
+  EXPECT_THROW(a.allocate(100 * MiB), OutOfMemoryError);
+  EXPECT_EQ(before_oom, 1);
+  a.remove_pressure_observer(id);
+  EXPECT_THROW(a.allocate(100 * MiB), OutOfMemoryError);
+  EXPECT_EQ(before_oom, 1);
+  EXPECT_EQ(a.stats().num_ooms, 2);
+}
+
+TEST_F(OomTest, OutOfMemoryErrorIsAnEmberError) {
+  make(64 * MiB);
+  EXPECT_THROW(alloc->allocate(128 * MiB), Error);
+}
+
+TEST(FormatBytes, HumanUnitsWithBytesInBrackets) {
+  EXPECT_EQ(format_bytes(0), "0 bytes");
+  EXPECT_EQ(format_bytes(1023), "1023 bytes");
+  EXPECT_EQ(format_bytes(1536), "1.50 KiB (1536 bytes)");
+  EXPECT_EQ(format_bytes(3 * MiB), "3.00 MiB (3145728 bytes)");
+  EXPECT_EQ(format_bytes(std::size_t(5) << 30), "5.00 GiB (5368709120 bytes)");
+}
+
+}  // namespace
+}  // namespace ember::memory
