@@ -6,6 +6,7 @@
 #include "core/device.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/memory.h"
 #include "core/ops.h"
 #include "core/random.h"
 #include "core/runtime.h"

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/ops.h"
 #include "core/storage.h"
+#include "memory/site.h"
 
 namespace ember {
 namespace autograd {
@@ -317,6 +318,7 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
     if (it != pending.end()) {
       Tensor gn = std::move(it->second);
       pending.erase(it);
+      const memory::SiteScope site(n->name(), /*backward=*/true);
       grads = n->apply(gn);
       if (!retain_graph) n->release();
     }

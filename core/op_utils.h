@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/ops.h"
+#include "memory/site.h"
 
 namespace ember::detail {
 

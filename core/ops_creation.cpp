@@ -7,6 +7,7 @@
 namespace ember {
 
 Tensor full(const Shape& shape, Scalar value, TensorOptions options) {
+  EMBER_OP_SITE("full");
   Tensor out = empty(shape, options);
   out.fill_(value);
   return out;
@@ -20,6 +21,7 @@ Tensor ones_like(const Tensor& t) { return ones(t.shape(), {t.dtype(), t.device(
 Tensor arange(int64_t end) { return arange(0, static_cast<double>(end), 1, kInt64); }
 
 Tensor arange(double start, double end, double step, TensorOptions options) {
+  EMBER_OP_SITE("arange");
   EMBER_CHECK(step != 0, "arange: step must be nonzero");
   EMBER_CHECK(std::isfinite(start) && std::isfinite(end), "arange: start ", start, " and end ", end, " must be finite");
   EMBER_CHECK((step > 0 && end >= start) || (step < 0 && end <= start), "arange: start ", start, ", end ", end,
@@ -31,6 +33,7 @@ Tensor arange(double start, double end, double step, TensorOptions options) {
 }
 
 Tensor linspace(double start, double end, int64_t steps, TensorOptions options) {
+  EMBER_OP_SITE("linspace");
   EMBER_CHECK(steps >= 0, "linspace: steps must be >= 0, got ", steps);
   Tensor out = empty({steps}, options);
   if (steps > 0) kernels::linspace_stub(options.device, out, start, end);
@@ -38,6 +41,7 @@ Tensor linspace(double start, double end, int64_t steps, TensorOptions options) 
 }
 
 Tensor eye(int64_t n, int64_t m, TensorOptions options) {
+  EMBER_OP_SITE("eye");
   if (m < 0) m = n;
   EMBER_CHECK(n >= 0, "eye: n must be >= 0, got ", n);
   Tensor out = zeros({n, m}, options);
@@ -56,6 +60,7 @@ kernels::PhiloxState reserve(Generator* gen, int64_t n, int64_t per_block) {
 }  // namespace
 
 Tensor rand(const Shape& shape, TensorOptions options, Generator* gen) {
+  EMBER_OP_SITE("rand");
   EMBER_CHECK(is_floating(options.dtype), "rand: expects a floating dtype, got ", dtype_name(options.dtype));
   Tensor out = empty(shape, options);
   auto st = reserve(gen, out.numel(), options.dtype == kFloat64 ? 2 : 4);
@@ -64,6 +69,7 @@ Tensor rand(const Shape& shape, TensorOptions options, Generator* gen) {
 }
 
 Tensor randn(const Shape& shape, TensorOptions options, Generator* gen) {
+  EMBER_OP_SITE("randn");
   EMBER_CHECK(is_floating(options.dtype), "randn: expects a floating dtype, got ", dtype_name(options.dtype));
   Tensor out = empty(shape, options);
   auto st = reserve(gen, out.numel(), options.dtype == kFloat64 ? 2 : 4);
@@ -72,6 +78,7 @@ Tensor randn(const Shape& shape, TensorOptions options, Generator* gen) {
 }
 
 Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions options, Generator* gen) {
+  EMBER_OP_SITE("randint");
   EMBER_CHECK(low < high, "randint: low ", low, " must be less than high ", high);
   EMBER_CHECK(options.dtype != kBool, "randint: dtype bool is not supported");
   // The bounds travel to the kernels as doubles, exact up to 2^53.

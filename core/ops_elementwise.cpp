@@ -17,6 +17,7 @@ enum class BinaryKind { Arith, TrueDiv, Compare };
 
 // Broadcasts a and b, converts both to `common`, and runs the stub into a new tensor.
 Tensor binary(const OpStub<BinaryFn>& stub, const Tensor& a, const Tensor& b, DType common, BinaryKind kind) {
+  EMBER_OP_SITE(stub.name());
   const char* op = stub.name();
   detail::check_defined(op, a, "first operand");
   detail::check_defined(op, b, "second operand");
@@ -31,10 +32,12 @@ Tensor binary(const OpStub<BinaryFn>& stub, const Tensor& a, const Tensor& b, DT
 }
 
 Tensor binary(const OpStub<BinaryFn>& stub, const Tensor& a, const Tensor& b, BinaryKind kind) {
+  EMBER_OP_SITE(stub.name());
   return binary(stub, a, b, detail::result_type(a, b), kind);
 }
 
 Tensor binary(const OpStub<BinaryFn>& stub, const Tensor& a, Scalar b, BinaryKind kind) {
+  EMBER_OP_SITE(stub.name());
   detail::check_defined(stub.name(), a);
   DType common = detail::result_type(a, b);
   return binary(stub, a, scalar_tensor(b, {common, a.device()}), common, kind);
@@ -42,6 +45,7 @@ Tensor binary(const OpStub<BinaryFn>& stub, const Tensor& a, Scalar b, BinaryKin
 
 // Float math on integer or bool inputs computes in float32, as in PyTorch.
 Tensor unary_float(const OpStub<UnaryFn>& stub, const Tensor& x) {
+  EMBER_OP_SITE(stub.name());
   detail::check_defined(stub.name(), x);
   Tensor in = is_floating(x.dtype()) ? x : x.to(kFloat32);
   Tensor out = empty_like(in);
@@ -51,6 +55,7 @@ Tensor unary_float(const OpStub<UnaryFn>& stub, const Tensor& x) {
 
 // Sign and max ops keep integer dtypes.
 Tensor unary_numeric(const OpStub<UnaryFn>& stub, const Tensor& x) {
+  EMBER_OP_SITE(stub.name());
   detail::check_defined(stub.name(), x);
   EMBER_CHECK(x.dtype() != kBool, stub.name(), ": bool tensors are not supported");
   Tensor out = empty_like(x);
@@ -244,6 +249,7 @@ Tensor sigmoid(const Tensor& x) {
 }
 
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max) {
+  EMBER_OP_SITE("clamp");
   detail::check_defined("clamp", x);
   EMBER_CHECK(min || max, "clamp: at least one of min and max must be given");
   EMBER_CHECK(x.dtype() != kBool, "clamp: bool tensors are not supported");
@@ -261,6 +267,7 @@ Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> m
 }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  EMBER_OP_SITE("where");
   detail::check_defined("where", cond, "cond");
   detail::check_defined("where", a);
   detail::check_defined("where", b);

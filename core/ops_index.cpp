@@ -17,6 +17,7 @@ Tensor as_index(const char* op, const Tensor& index) {
 }  // namespace
 
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  EMBER_OP_SITE("cat");
   EMBER_CHECK(!tensors.empty(), "cat: expects at least one tensor");
   const Tensor& first = tensors[0];
   detail::check_defined("cat", first, "tensor 0");
@@ -57,6 +58,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
+  EMBER_OP_SITE("stack");
   EMBER_CHECK(!tensors.empty(), "stack: expects at least one tensor");
   detail::check_defined("stack", tensors[0], "tensor 0");
   const int64_t d = normalize_dim(dim, tensors[0].dim() + 1, "stack");
@@ -71,6 +73,7 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
 }
 
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
+  EMBER_OP_SITE("index_select");
   detail::check_defined("index_select", x);
   detail::check_same_device("index_select", {&x, &index});
   EMBER_CHECK(index.defined() && index.dim() <= 1, "index_select: index must be 0-D or 1-D, got ",
@@ -94,6 +97,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
 }
 
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
+  EMBER_OP_SITE("gather");
   detail::check_defined("gather", x);
   detail::check_same_device("gather", {&x, &index});
   Tensor idx = as_index("gather", index);
@@ -111,6 +115,7 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
 }
 
 Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+  EMBER_OP_SITE("scatter_add");
   detail::check_defined("scatter_add", self, "self");
   detail::check_defined("scatter_add", src, "src");
   detail::check_same_device("scatter_add", {&self, &index, &src});
@@ -140,6 +145,7 @@ Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const T
 }
 
 Tensor one_hot(const Tensor& indices, int64_t num_classes) {
+  EMBER_OP_SITE("one_hot");
   detail::check_defined("one_hot", indices, "indices");
   EMBER_CHECK(indices.dtype() == kInt64 || indices.dtype() == kInt32, "one_hot: indices must be int64 or int32, got ",
               dtype_name(indices.dtype()));

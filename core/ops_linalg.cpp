@@ -8,6 +8,7 @@
 namespace ember {
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  EMBER_OP_SITE("matmul");
   detail::check_defined("matmul", a, "first operand");
   detail::check_defined("matmul", b, "second operand");
   detail::check_same_device("matmul", {&a, &b});
@@ -67,6 +68,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  EMBER_OP_SITE("linear");
   detail::check_defined("linear", x);
   detail::check_defined("linear", weight, "weight");
   EMBER_CHECK(weight.dim() == 2, "linear: weight must be [out, in], got ", shape_str(weight.shape()));

@@ -8,6 +8,7 @@ namespace ember {
 namespace {
 
 Tensor softmax_impl(const kernels::OpStub<kernels::SoftmaxFn>& stub, const Tensor& x, int64_t dim) {
+  EMBER_OP_SITE(stub.name());
   const char* op = stub.name();
   detail::check_defined(op, x);
   EMBER_CHECK(is_floating(x.dtype()), op, ": expects a floating tensor, got ", dtype_name(x.dtype()));
@@ -79,6 +80,7 @@ Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl(kernels::
 
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, std::pair<int64_t, int64_t> stride,
               std::pair<int64_t, int64_t> padding, std::pair<int64_t, int64_t> dilation, int64_t groups) {
+  EMBER_OP_SITE("conv2d");
   detail::check_defined("conv2d", input);
   detail::check_defined("conv2d", weight, "weight");
   detail::check_same_device("conv2d", {&input, &weight, &bias});
@@ -140,6 +142,7 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, std
 
 // The gradient of each output goes to the input element its index names.
 std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, const Pool2dOptions& options) {
+  EMBER_OP_SITE("max_pool2d");
   PoolSetup s = pool_setup("max_pool2d", input, options, true);
   Tensor out = empty(s.out_shape, {s.in.dtype(), s.in.device()});
   Tensor idx = empty(s.out_shape, {kInt64, s.in.device()});
@@ -158,6 +161,7 @@ Tensor max_pool2d(const Tensor& input, const Pool2dOptions& options) {
 }
 
 Tensor avg_pool2d(const Tensor& input, const Pool2dOptions& options) {
+  EMBER_OP_SITE("avg_pool2d");
   PoolSetup s = pool_setup("avg_pool2d", input, options, false);
   Tensor out = empty(s.out_shape, {s.in.dtype(), s.in.device()});
   if (out.numel() > 0) kernels::avg_pool2d_stub(s.in.device(), out, s.in, s.params);

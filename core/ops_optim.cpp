@@ -18,6 +18,7 @@ void check_state(const char* op, const Tensor& param, const Tensor& t, const cha
 }  // namespace
 
 void sgd_step_(const Tensor& param, const Tensor& grad, const Tensor& buf, const SgdStepOptions& o, bool first_step) {
+  EMBER_OP_SITE("sgd_step");
   detail::check_defined("sgd_step_", param, "param");
   EMBER_CHECK(param.is_contiguous(), "sgd_step_: param must be contiguous");
   Tensor g = grad.detach().to(param.dtype()).contiguous();
@@ -28,6 +29,7 @@ void sgd_step_(const Tensor& param, const Tensor& grad, const Tensor& buf, const
 }
 
 void adam_step_(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const AdamStepOptions& o) {
+  EMBER_OP_SITE("adam_step");
   detail::check_defined("adam_step_", param, "param");
   EMBER_CHECK(param.is_contiguous(), "adam_step_: param must be contiguous");
   EMBER_CHECK(o.step >= 1, "adam_step_: step is 1-based, got ", o.step);

@@ -48,6 +48,7 @@ int64_t reduced_count(const Tensor& x, DimMask mask) {
 
 Tensor reduce(const kernels::OpStub<kernels::ReduceFn>& stub, const Tensor& x, const std::vector<int64_t>& dims,
               bool keepdim, DType out_dtype, bool needs_elements) {
+  EMBER_OP_SITE(stub.name());
   const char* op = stub.name();
   detail::check_defined(op, x);
   DimMask mask = make_mask(x, dims, op);
@@ -98,6 +99,7 @@ Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
 }
 
 Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  EMBER_OP_SITE("mean");
   detail::check_defined("mean", x);
   check_floating("mean", x);
   int64_t n = reduced_count(x, make_mask(x, dims, "mean"));
@@ -127,24 +129,29 @@ Tensor amin(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
 }
 
 Tensor max(const Tensor& x) {
+  EMBER_OP_SITE("max");
   detail::check_defined("max", x);
   EMBER_CHECK(x.numel() > 0, "max: the tensor has no elements");
   return amax(x);
 }
 Tensor min(const Tensor& x) {
+  EMBER_OP_SITE("min");
   detail::check_defined("min", x);
   EMBER_CHECK(x.numel() > 0, "min: the tensor has no elements");
   return amin(x);
 }
 
 std::pair<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim) {
+  EMBER_OP_SITE("max");
   return extremum_dim(kernels::max_dim_stub, x, dim, keepdim);
 }
 std::pair<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim) {
+  EMBER_OP_SITE("min");
   return extremum_dim(kernels::min_dim_stub, x, dim, keepdim);
 }
 
 Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  EMBER_OP_SITE("argmax");
   detail::check_defined("argmax", x);
   if (!dim) {
     EMBER_CHECK(x.numel() > 0, "argmax: the tensor has no elements");
@@ -155,6 +162,7 @@ Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
 }
 
 Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  EMBER_OP_SITE("argmin");
   detail::check_defined("argmin", x);
   if (!dim) {
     EMBER_CHECK(x.numel() > 0, "argmin: the tensor has no elements");
@@ -167,6 +175,7 @@ Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
 // Two passes (mean, then squared deviations), which stays accurate where the one-pass
 // E[x^2] - E[x]^2 cancels catastrophically.
 Tensor var(const Tensor& x, const std::vector<int64_t>& dims, int64_t correction, bool keepdim) {
+  EMBER_OP_SITE("var");
   detail::check_defined("var", x);
   check_floating("var", x);
   EMBER_CHECK(correction >= 0, "var: correction must be >= 0, got ", correction);

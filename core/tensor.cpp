@@ -12,6 +12,7 @@
 #include "core/runtime.h"
 #include "core/storage.h"
 #include "kernels/stubs.h"
+#include "memory/site.h"
 
 namespace ember {
 namespace {
@@ -312,12 +313,14 @@ Tensor Tensor::flatten(int64_t start, int64_t end) const {
 Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
 
 Tensor Tensor::clone() const {
+  EMBER_OP_SITE("clone");
   Tensor out = empty(shape(), {dtype(), device()});
   if (numel() > 0) kernels::copy_stub(device(), out, *this);
   return autograd::record("clone", {*this}, out, [](const Tensor& g) { return Grads{g}; });
 }
 
 Tensor Tensor::to(DType t) const {
+  EMBER_OP_SITE("to");
   if (t == dtype()) return *this;
   Tensor out = empty(shape(), {t, device()});
   if (numel() > 0) kernels::copy_stub(device(), out, *this);
@@ -326,6 +329,7 @@ Tensor Tensor::to(DType t) const {
 }
 
 Tensor Tensor::to(Device d) const {
+  EMBER_OP_SITE("to");
   if (d == device()) return *this;
   // Cross-device copies arrive with the CUDA backend, which registers them.
   EMBER_FAIL("to: copying from ", device().str(), " to ", d.str(), " is not supported in this build");
@@ -394,6 +398,8 @@ Tensor empty(const Shape& shape, TensorOptions options) {
   for (int64_t d : shape)
     EMBER_CHECK(d >= 0, "empty: negative size ", d, " in shape ", shape_str(shape));
   int64_t n = shape_numel(shape);
+  const memory::AllocationSite& site = memory::current_site();
+  const memory::SiteScope with_shape(site.op, shape.data(), static_cast<int>(shape.size()), site.backward);
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = std::make_shared<Storage>(static_cast<size_t>(n * element_size(options.dtype)), options.device);
   impl->shape = shape;

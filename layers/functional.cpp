@@ -4,6 +4,7 @@
 
 #include "core/autograd.h"
 #include "core/error.h"
+#include "memory/site.h"
 
 namespace ember::nn::functional {
 
@@ -17,6 +18,7 @@ Reduction parse_reduction(const std::string& s) {
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) { return ember::linear(x, weight, bias); }
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
+  EMBER_OP_SITE("dropout");
   EMBER_CHECK(p >= 0 && p <= 1, "dropout: p must be in [0, 1], got ", p);
   if (!training || p == 0) return x;
   if (p == 1) return mul(x, Scalar(0.0));
@@ -37,6 +39,7 @@ Tensor along_channels(const Tensor& t, int64_t ndim) {
 
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, bool training, double momentum, double eps) {
+  EMBER_OP_SITE("batch_norm");
   EMBER_CHECK(x.dim() >= 2, "batch_norm: expects [N, C, ...], got ", shape_str(x.shape()));
   const int64_t C = x.size(1);
   for (const Tensor* t : {&running_mean, &running_var, &weight, &bias})
@@ -69,6 +72,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
 }
 
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias, double eps) {
+  EMBER_OP_SITE("layer_norm");
   const int64_t k = static_cast<int64_t>(normalized_shape.size());
   EMBER_CHECK(k >= 1 && x.dim() >= k &&
                   Shape(x.shape().end() - k, x.shape().end()) == normalized_shape,
@@ -83,6 +87,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 }
 
 Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int64_t> padding_idx) {
+  EMBER_OP_SITE("embedding");
   EMBER_CHECK(weight.dim() == 2, "embedding: weight must be [num_embeddings, dim], got ", shape_str(weight.shape()));
   Shape out_shape = indices.shape();
   out_shape.push_back(weight.size(1));
@@ -97,6 +102,7 @@ Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int6
 }
 
 Tensor adaptive_avg_pool2d(const Tensor& x, std::pair<int64_t, int64_t> output_size) {
+  EMBER_OP_SITE("adaptive_avg_pool2d");
   EMBER_CHECK(x.dim() == 3 || x.dim() == 4, "adaptive_avg_pool2d: expects [C, H, W] or [N, C, H, W], got ",
               shape_str(x.shape()));
   const auto [oh, ow] = output_size;
@@ -139,6 +145,7 @@ void check_class_shapes(const char* op, const Tensor& input, const Tensor& targe
 }  // namespace
 
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const LossOptions& o) {
+  EMBER_OP_SITE("nll_loss");
   check_class_shapes("nll_loss", log_probs, target);
   const int64_t C = log_probs.size(1);
   Tensor t = target.to(kInt64);
@@ -160,6 +167,7 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const LossOptions
 }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, const LossOptions& o) {
+  EMBER_OP_SITE("cross_entropy");
   check_class_shapes("cross_entropy", logits, target);
   EMBER_CHECK(o.label_smoothing >= 0 && o.label_smoothing <= 1, "cross_entropy: label_smoothing must be in [0, 1], got ",
               o.label_smoothing);
@@ -195,6 +203,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const LossOptio
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  EMBER_OP_SITE("mse_loss");
   EMBER_CHECK(input.shape() == target.shape(), "mse_loss: input ", shape_str(input.shape()), " and target ",
               shape_str(target.shape()), " differ in shape");
   Tensor d = sub(input, target);

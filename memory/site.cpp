@@ -16,8 +16,18 @@ std::string AllocationSite::shape_str() const {
   return s + "]";
 }
 
-SiteScope::SiteScope(const char* op, const int64_t* shape, int ndim) : saved_(tls_site) {
-  tls_site.op = op;
+std::string AllocationSite::op_name() const {
+  if (!op) return "(unnamed)";
+  return backward ? std::string(op) + " backward" : std::string(op);
+}
+
+SiteScope::SiteScope(const char* op, const int64_t* shape, int ndim, bool backward) : saved_(tls_site) {
+  // Inside a backward formula the ops it calls keep the formula's name: "conv2d backward"
+  // says more than the matmul it runs.
+  if (!saved_.backward || backward) {
+    tls_site.op = op;
+    tls_site.backward = backward;
+  }
   tls_site.ndim = shape ? ndim : -1;
   for (int i = 0; shape && i < std::min(ndim, AllocationSite::kMaxDims); ++i) tls_site.shape[i] = shape[i];
 }

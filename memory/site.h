@@ -17,18 +17,20 @@ namespace ember::memory {
 struct AllocationSite {
   static constexpr int kMaxDims = 6;
   const char* op = nullptr;  // a string literal; null when no op is named
+  bool backward = false;     // allocated by the op's backward formula
   int ndim = -1;             // -1: shape unknown; shapes of more than kMaxDims dims keep the first ones
   std::array<int64_t, kMaxDims> shape{};
 
-  std::string op_name() const { return op ? op : "(unnamed)"; }
+  std::string op_name() const;  // "conv2d", "conv2d backward", "(unnamed)"
   std::string shape_str() const;  // "[128, 32, 28, 28]", or "" when unknown
 };
 
-// Sets the calling thread's site for its lifetime; restores the previous one after.
+// Sets the calling thread's site for its lifetime; restores the previous one after. Inside
+// a backward scope, a forward op's scope keeps the backward's name and sets only the shape.
 class SiteScope {
  public:
-  SiteScope(const char* op, const int64_t* shape, int ndim);
-  explicit SiteScope(const char* op) : SiteScope(op, nullptr, -1) {}
+  SiteScope(const char* op, const int64_t* shape, int ndim, bool backward = false);
+  explicit SiteScope(const char* op, bool backward = false) : SiteScope(op, nullptr, -1, backward) {}
   ~SiteScope();
   SiteScope(const SiteScope&) = delete;
   SiteScope& operator=(const SiteScope&) = delete;
@@ -38,6 +40,10 @@ class SiteScope {
 };
 
 const AllocationSite& current_site();
+
+// Names the op for the caching allocator: blocks allocated in the rest of the scope are
+// tagged with it (OutOfMemoryError messages, the memory history). Nested ops override it.
+#define EMBER_OP_SITE(name) const ::ember::memory::SiteScope ember_op_site_(name)
 
 // A training step in progress on this thread: its batch size and the bytes allocated on
 // its device when it began (what the step itself allocated is the difference).

@@ -1,0 +1,63 @@
+#include "core/memory.h"
+
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+
+#include "core/error.h"
+#include "kernels/backends.h"
+
+namespace ember {
+
+memory::CachingAllocator& device_allocator(Device device) {
+  if (device.is_cpu()) return memory::host_allocator();
+  const int count = kernels::cuda_device_count();
+  EMBER_CHECK(device.index < count, "cannot use ", device.str(), ": ",
+              count == 0 ? std::string("no CUDA device is available")
+                         : detail::str("this process sees ", count, " CUDA device(s)"));
+  return kernels::cuda_allocator(device.index);
+}
+
+std::map<std::string, int64_t> memory_stats(Device device) { return device_allocator(device).stats().to_map(); }
+std::string memory_summary(Device device) { return device_allocator(device).summary(); }
+void reset_peak_memory_stats(Device device) { device_allocator(device).reset_peak_stats(); }
+void empty_cache(Device device) { device_allocator(device).empty_cache(); }
+void set_memory_fraction(double fraction, Device device) { device_allocator(device).set_memory_fraction(fraction); }
+void set_memory_limit(std::size_t bytes, Device device) { device_allocator(device).set_memory_limit(bytes); }
+
+std::size_t parse_memory_size(const std::string& text, Device device) {
+  auto fail = [&] {
+    EMBER_FAIL("memory size '", text,
+               "': expected bytes (1048576), a size with a unit (64MiB, 1.5GiB, 512KB) or a share of the device (50%)");
+  };
+  const char* s = text.c_str();
+  char* end = nullptr;
+  const double v = std::strtod(s, &end);
+  if (end == s || !std::isfinite(v) || v <= 0) fail();
+  std::string unit(end);
+  while (!unit.empty() && unit.front() == ' ') unit.erase(unit.begin());
+  for (char& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  double bytes = 0;
+  if (unit == "%") {
+    if (v > 100) fail();
+    const memory::SourceInfo info = device_allocator(device).source().info();
+    bytes = v / 100 * static_cast<double>(info.total_bytes);
+  } else {
+    const std::pair<const char*, double> units[] = {
+        {"", 1},          {"b", 1},           {"k", 1024.0},      {"kb", 1024.0}, {"kib", 1024.0},
+        {"m", 1048576.0}, {"mb", 1048576.0},  {"mib", 1048576.0}, {"g", 1073741824.0},
+        {"gb", 1073741824.0}, {"gib", 1073741824.0}, {"t", 1099511627776.0}, {"tb", 1099511627776.0},
+        {"tib", 1099511627776.0}};
+    bool found = false;
+    for (const auto& [name, scale] : units)
+      if (unit == name) {
+        bytes = v * scale;
+        found = true;
+      }
+    if (!found) fail();
+  }
+  if (bytes < 1) fail();
+  return static_cast<std::size_t>(bytes);
+}
+
+}  // namespace ember
