@@ -12,7 +12,8 @@ void register_reduce();
 void register_matmul();
 void register_softmax();
 void register_indexing();
-void register_conv_pool();
+void register_conv();
+void register_pool();
 void register_optim();
 
 }  // namespace ember::kernels::cpu

@@ -10,7 +10,8 @@ void register_cpu_kernels() {
   cpu::register_matmul();
   cpu::register_softmax();
   cpu::register_indexing();
-  cpu::register_conv_pool();
+  cpu::register_conv();
+  cpu::register_pool();
   cpu::register_optim();
 }
 

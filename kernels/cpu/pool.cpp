@@ -1,227 +1,14 @@
-// CPU conv2d forward (im2col + GEMM) and 2-D max/avg pooling forward, NCHW, contiguous
-// inputs (core ensures it). conv2d does 2*N*O*OH*OW*(C/groups)*kh*kw flops; im2col
-// writes C*kh*kw*OH*OW values per sample, which a 1x1 stride-1 unpadded conv skips.
+// CPU 2-D max and average pooling, forward and backward, NCHW with contiguous inputs
+// (core ensures it). Planes (one channel of one sample) go to threads.
 #include <cmath>
 #include <limits>
 #include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
-#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/loops.h"
 
 namespace ember::kernels::cpu {
 namespace {
-
-// Output columns [lo, hi) of a kernel tap at input offset `shift` whose input column
-// ow * stride + shift lies inside [0, W).
-inline void inside_columns(int64_t OW, int64_t W, int64_t stride, int64_t shift, int64_t& lo, int64_t& hi) {
-  lo = 0;
-  hi = OW;
-  while (lo < OW && lo * stride + shift < 0) ++lo;
-  while (hi > lo && (hi - 1) * stride + shift >= W) --hi;
-}
-
-// col [C * kh * kw, OH * OW] from one sample's x [C, H, W]; padding reads as zero.
-template <class T>
-void im2col(const T* x, int64_t C, int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t OH, int64_t OW,
-            const Conv2dParams& p, T* col) {
-  const bool flat = p.stride[0] == 1 && p.stride[1] == 1 && OW == W;
-  for (int64_t c = 0; c < C; ++c)
-    for (int64_t ki = 0; ki < kh; ++ki)
-      for (int64_t kj = 0; kj < kw; ++kj) {
-        T* row = col + ((c * kh + ki) * kw + kj) * OH * OW;
-        const int64_t dh = ki * p.dilation[0] - p.padding[0], dw = kj * p.dilation[1] - p.padding[1];
-        int64_t ow_lo, ow_hi;
-        inside_columns(OW, W, p.stride[1], dw, ow_lo, ow_hi);
-        if (flat) {
-          // Stride 1 and OW == W (a "same" convolution): the tap's rows are the input
-          // shifted by dh * W + dw, one copy for all of them, then the columns that
-          // wrapped around a row edge are zeroed. Per-row copies of 14 floats spent
-          // more time calling memmove than copying.
-          int64_t oh_lo, oh_hi;
-          inside_columns(OH, H, 1, dh, oh_lo, oh_hi);
-          if (oh_lo >= oh_hi || ow_lo >= ow_hi) {
-            std::fill(row, row + OH * OW, T(0));
-            continue;
-          }
-          const int64_t first = oh_lo * OW + ow_lo, last = (oh_hi - 1) * OW + ow_hi;
-          std::fill(row, row + first, T(0));
-          std::copy(x + c * H * W + first + dh * W + dw, x + c * H * W + last + dh * W + dw, row + first);
-          std::fill(row + last, row + OH * OW, T(0));
-          for (int64_t oh = oh_lo; oh < oh_hi; ++oh) {
-            T* r = row + oh * OW;
-            for (int64_t ow = 0; ow < ow_lo; ++ow) r[ow] = T(0);
-            for (int64_t ow = ow_hi; ow < OW; ++ow) r[ow] = T(0);
-          }
-          continue;
-        }
-        for (int64_t oh = 0; oh < OH; ++oh) {
-          T* r = row + oh * OW;
-          const int64_t ih = oh * p.stride[0] + dh;
-          if (ih < 0 || ih >= H) {
-            std::fill(r, r + OW, T(0));
-            continue;
-          }
-          const T* xr = x + (c * H + ih) * W + dw;
-          std::fill(r, r + ow_lo, T(0));
-          if (p.stride[1] == 1) {
-            std::copy(xr + ow_lo, xr + ow_hi, r + ow_lo);
-          } else {
-            for (int64_t ow = ow_lo; ow < ow_hi; ++ow) r[ow] = xr[ow * p.stride[1]];
-          }
-          std::fill(r + ow_hi, r + OW, T(0));
-        }
-      }
-}
-
-// x [C, H, W] += col [C * kh * kw, OH * OW]: the adjoint of im2col, with the same
-// in-bounds column ranges (no test per element; contiguous adds at stride 1).
-template <class T>
-void col2im(const T* col, int64_t C, int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t OH, int64_t OW,
-            const Conv2dParams& p, T* x) {
-  for (int64_t c = 0; c < C; ++c)
-    for (int64_t ki = 0; ki < kh; ++ki)
-      for (int64_t kj = 0; kj < kw; ++kj) {
-        const T* row = col + ((c * kh + ki) * kw + kj) * OH * OW;
-        const int64_t dh = ki * p.dilation[0] - p.padding[0], dw = kj * p.dilation[1] - p.padding[1];
-        int64_t ow_lo, ow_hi;
-        inside_columns(OW, W, p.stride[1], dw, ow_lo, ow_hi);
-        for (int64_t oh = 0; oh < OH; ++oh) {
-          const int64_t ih = oh * p.stride[0] + dh;
-          if (ih < 0 || ih >= H) continue;
-          T* xr = x + (c * H + ih) * W + dw;
-          const T* r = row + oh * OW;
-          if (p.stride[1] == 1) {
-            for (int64_t ow = ow_lo; ow < ow_hi; ++ow) xr[ow] += r[ow];
-          } else {
-            for (int64_t ow = ow_lo; ow < ow_hi; ++ow) xr[ow * p.stride[1]] += r[ow];
-          }
-        }
-      }
-}
-
-// Runs sample(n, parallel, col) for n in [0, N): samples go to threads (with
-// single-threaded GEMMs) when there are at least as many as threads, else they run one
-// after another with threaded GEMMs. `col` is the calling thread's scratch buffer.
-template <class T, class F>
-void for_each_sample(int64_t N, const F& sample) {
-  if (N >= num_threads()) {
-    parallel_for(0, N, 1, [&](int64_t b, int64_t e) {
-      std::vector<T> col;
-      for (int64_t n = b; n < e; ++n) sample(n, false, col);
-    });
-  } else {
-    std::vector<T> col;
-    for (int64_t n = 0; n < N; ++n) sample(n, true, col);
-  }
-}
-
-template <class T>
-void conv2d_typed(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias, const Conv2dParams& p) {
-  const int64_t N = in.shape()[0], C = in.shape()[1], H = in.shape()[2], W = in.shape()[3];
-  const int64_t O = weight.shape()[0], kh = weight.shape()[2], kw = weight.shape()[3];
-  const int64_t OH = out.shape()[2], OW = out.shape()[3], G = p.groups;
-  const int64_t Cg = C / G, Og = O / G, KK = Cg * kh * kw, P = OH * OW;
-  const T* x = static_cast<const T*>(in.data_ptr());
-  const T* w = static_cast<const T*>(weight.data_ptr());
-  const T* bptr = bias.defined() ? static_cast<const T*>(bias.data_ptr()) : nullptr;
-  T* y = static_cast<T*>(out.data_ptr());
-  const bool direct = kh == 1 && kw == 1 && p.stride[0] == 1 && p.stride[1] == 1 && p.padding[0] == 0 &&
-                      p.padding[1] == 0;
-
-  auto sample = [&](int64_t n, bool parallel, std::vector<T>& col) {
-    for (int64_t g = 0; g < G; ++g) {
-      const T* xg = x + (n * C + g * Cg) * H * W;
-      T* yg = y + (n * O + g * Og) * P;
-      const T* cols = xg;
-      if (!direct) {
-        col.resize(KK * P);
-        im2col(xg, Cg, H, W, kh, kw, OH, OW, p, col.data());
-        cols = col.data();
-      }
-      for (int64_t o = 0; o < Og; ++o) std::fill(yg + o * P, yg + (o + 1) * P, bptr ? bptr[g * Og + o] : T(0));
-      gemm<T>(false, false, Og, P, KK, w + g * Og * KK, KK, cols, P, yg, P, true, parallel);
-    }
-  };
-  for_each_sample<T>(N, sample);
-}
-
-void conv2d_kernel(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias, const Conv2dParams& p) {
-  if (in.dtype() == DType::Float32) return conv2d_typed<float>(out, in, weight, bias, p);
-  if (in.dtype() == DType::Float64) return conv2d_typed<double>(out, in, weight, bias, p);
-  EMBER_FAIL("conv2d kernel: dtype ", dtype_name(in.dtype()), " is not supported on the cpu");
-}
-
-// grad_x[n, g] = col2im(W_g^T [KK, Og] @ grad_y[n, g] [Og, P]); samples go to threads.
-template <class T>
-void conv2d_backward_input_typed(const Tensor& gin, const Tensor& gout, const Tensor& weight, const Conv2dParams& p) {
-  const int64_t N = gin.shape()[0], C = gin.shape()[1], H = gin.shape()[2], W = gin.shape()[3];
-  const int64_t O = weight.shape()[0], kh = weight.shape()[2], kw = weight.shape()[3];
-  const int64_t OH = gout.shape()[2], OW = gout.shape()[3], G = p.groups;
-  const int64_t Cg = C / G, Og = O / G, KK = Cg * kh * kw, P = OH * OW;
-  const T* w = static_cast<const T*>(weight.data_ptr());
-  const T* gy = static_cast<const T*>(gout.data_ptr());
-  T* gx = static_cast<T*>(gin.data_ptr());
-  std::fill(gx, gx + gin.numel(), T(0));
-  auto sample = [&](int64_t n, bool parallel, std::vector<T>& col) {
-    col.resize(KK * P);
-    for (int64_t g = 0; g < G; ++g) {
-      gemm<T>(true, false, KK, P, Og, w + g * Og * KK, KK, gy + (n * O + g * Og) * P, P, col.data(), P, false, parallel);
-      col2im(col.data(), Cg, H, W, kh, kw, OH, OW, p, gx + (n * C + g * Cg) * H * W);
-    }
-  };
-  for_each_sample<T>(N, sample);
-}
-
-// grad_W_g [Og, KK] = sum over samples of grad_y[n, g] [Og, P] @ im2col(x[n, g])^T [P, KK].
-// Each thread sums its share of the samples into its own buffer; the buffers are added.
-template <class T>
-void conv2d_backward_weight_typed(const Tensor& gw, const Tensor& gout, const Tensor& in, const Conv2dParams& p) {
-  const int64_t N = in.shape()[0], C = in.shape()[1], H = in.shape()[2], W = in.shape()[3];
-  const int64_t O = gw.shape()[0], kh = gw.shape()[2], kw = gw.shape()[3];
-  const int64_t OH = gout.shape()[2], OW = gout.shape()[3], G = p.groups;
-  const int64_t Cg = C / G, Og = O / G, KK = Cg * kh * kw, P = OH * OW;
-  const T* x = static_cast<const T*>(in.data_ptr());
-  const T* gy = static_cast<const T*>(gout.data_ptr());
-  const bool direct = kh == 1 && kw == 1 && p.stride[0] == 1 && p.stride[1] == 1 && p.padding[0] == 0 &&
-                      p.padding[1] == 0;
-  const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(num_threads(), N));
-  std::vector<std::vector<T>> partial(parts, std::vector<T>(gw.numel(), T(0)));
-  parallel_for(0, parts, 1, [&](int64_t b, int64_t e) {
-    std::vector<T> col;
-    for (int64_t t = b; t < e; ++t)
-      for (int64_t n = N * t / parts; n < N * (t + 1) / parts; ++n)
-        for (int64_t g = 0; g < G; ++g) {
-          const T* xg = x + (n * C + g * Cg) * H * W;
-          const T* cols = xg;
-          if (!direct) {
-            col.resize(KK * P);
-            im2col(xg, Cg, H, W, kh, kw, OH, OW, p, col.data());
-            cols = col.data();
-          }
-          gemm<T>(false, true, Og, KK, P, gy + (n * O + g * Og) * P, P, cols, P, partial[t].data() + g * Og * KK, KK,
-                  true, parts == 1);
-        }
-  });
-  T* out = static_cast<T*>(gw.data_ptr());
-  for (int64_t i = 0; i < gw.numel(); ++i) {
-    T acc = 0;
-    for (int64_t t = 0; t < parts; ++t) acc += partial[t][i];
-    out[i] = acc;
-  }
-}
-
-void conv2d_backward_input_kernel(const Tensor& gin, const Tensor& gout, const Tensor& weight, const Conv2dParams& p) {
-  if (gin.dtype() == DType::Float32) return conv2d_backward_input_typed<float>(gin, gout, weight, p);
-  if (gin.dtype() == DType::Float64) return conv2d_backward_input_typed<double>(gin, gout, weight, p);
-  EMBER_FAIL("conv2d_backward_input kernel: dtype ", dtype_name(gin.dtype()), " is not supported on the cpu");
-}
-
-void conv2d_backward_weight_kernel(const Tensor& gw, const Tensor& gout, const Tensor& in, const Conv2dParams& p) {
-  if (gw.dtype() == DType::Float32) return conv2d_backward_weight_typed<float>(gw, gout, in, p);
-  if (gw.dtype() == DType::Float64) return conv2d_backward_weight_typed<double>(gw, gout, in, p);
-  EMBER_FAIL("conv2d_backward_weight kernel: dtype ", dtype_name(gw.dtype()), " is not supported on the cpu");
-}
 
 // Runs f(plane_in, plane_out, plane_index) for every (n, c) plane in parallel.
 template <class T, class F>
@@ -457,14 +244,11 @@ void avg_pool2d_kernel(const Tensor& out, const Tensor& in, const Pool2dParams& 
 
 }  // namespace
 
-void register_conv_pool() {
-  conv2d_stub.set(DeviceType::CPU, conv2d_kernel);
+void register_pool() {
   max_pool2d_stub.set(DeviceType::CPU, max_pool2d_kernel);
   avg_pool2d_stub.set(DeviceType::CPU, avg_pool2d_kernel);
   avg_pool2d_backward_stub.set(DeviceType::CPU, avg_pool2d_backward_kernel);
   max_pool2d_backward_stub.set(DeviceType::CPU, max_pool2d_backward_kernel);
-  conv2d_backward_input_stub.set(DeviceType::CPU, conv2d_backward_input_kernel);
-  conv2d_backward_weight_stub.set(DeviceType::CPU, conv2d_backward_weight_kernel);
 }
 
 }  // namespace ember::kernels::cpu

@@ -1,0 +1,113 @@
+// The Fashion-MNIST CNN's ops one by one at its training batch (128), forward and
+// backward, with what each must do: FLOPs for the convolutions and linear layers, bytes
+// for the memory-bound ops. Where a training step's time goes, op by op.
+//
+// Names: BM_layer/<op>/<pass>, pass fwd (no autograd) or bwd (backward of the op alone,
+// gradients of every input that needs one). Cases, batch N = 128:
+//   conv1     [N, 1, 28, 28]  * [32, 1, 3, 3] pad 1    2*N*32*784*9     = 58 MFLOP fwd
+//   conv2     [N, 32, 14, 14] * [64, 32, 3, 3] pad 1   2*N*64*196*288   = 925 MFLOP fwd; bwd x2
+//   relu1     [N, 32, 28, 28]: fwd reads and writes 12.8 MB; bwd reads two, writes one (38.5 MB)
+//   pool1     2x2 max pool of [N, 32, 28, 28]: reads 12.8 MB, writes 3.2 MB (+ indices)
+//   fc1       [N, 3136] @ [3136, 128]                  2*N*3136*128     = 103 MFLOP fwd
+// The counters give FLOP/s or bytes/s of that minimum work, to set beside the machine's
+// peak (README) and the same ops in libtorch (bench/peers).
+#include <benchmark/benchmark.h>
+
+#include <functional>
+#include <string>
+
+#include "ember.h"
+
+namespace {
+
+using ember::Tensor;
+constexpr int64_t N = 128;
+
+struct LayerCase {
+  std::string name;
+  std::function<Tensor(const std::vector<Tensor>&)> op;  // the op on its inputs
+  std::vector<ember::Shape> inputs;
+  std::vector<bool> needs_grad;  // per input, in the backward pass
+  double fwd_flops, bwd_flops;   // 0: memory-bound, bytes below instead
+  double fwd_bytes, bwd_bytes;
+};
+
+std::vector<LayerCase> cases() {
+  using ember::Pool2dOptions;
+  const double f = 4;  // bytes per float
+  return {
+      {"conv1", [](const std::vector<Tensor>& t) { return ember::conv2d(t[0], t[1], t[2], {1, 1}, {1, 1}); },
+       {{N, 1, 28, 28}, {32, 1, 3, 3}, {32}}, {false, true, true}, 2.0 * N * 32 * 784 * 9,
+       2.0 * N * 32 * 784 * 9, 0, 0},
+      {"conv2", [](const std::vector<Tensor>& t) { return ember::conv2d(t[0], t[1], t[2], {1, 1}, {1, 1}); },
+       {{N, 32, 14, 14}, {64, 32, 3, 3}, {64}}, {true, true, true}, 2.0 * N * 64 * 196 * 288,
+       4.0 * N * 64 * 196 * 288, 0, 0},
+      {"relu1", [](const std::vector<Tensor>& t) { return ember::relu(t[0]); }, {{N, 32, 28, 28}}, {true}, 0, 0,
+       2 * f * N * 32 * 784, 3 * f * N * 32 * 784},
+      {"pool1",
+       [](const std::vector<Tensor>& t) { return ember::max_pool2d(t[0], Pool2dOptions{.kernel_size = {2, 2}}); },
+       {{N, 32, 28, 28}}, {true}, 0, 0, f * N * 32 * (784 + 196), f * N * 32 * (784 + 196)},
+      {"fc1", [](const std::vector<Tensor>& t) { return ember::linear(t[0], t[1], t[2]); },
+       {{N, 3136}, {128, 3136}, {128}}, {true, true, true}, 2.0 * N * 3136 * 128, 4.0 * N * 3136 * 128, 0, 0},
+  };
+}
+
+std::vector<Tensor> make_inputs(const LayerCase& c, bool grad) {
+  ember::Generator gen(7);
+  std::vector<Tensor> in;
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    Tensor t = ember::randn(c.inputs[i], ember::kFloat32, &gen);
+    if (grad && c.needs_grad[i]) t.set_requires_grad();
+    in.push_back(t);
+  }
+  return in;
+}
+
+void set_rates(benchmark::State& state, double flops, double bytes) {
+  if (flops > 0)
+    state.counters["FLOP/s"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate,
+                                                   benchmark::Counter::kIs1000);
+  if (bytes > 0)
+    state.counters["bytes/s"] = benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate,
+                                                    benchmark::Counter::kIs1000);
+  state.counters["threads"] = ember::get_num_threads();
+}
+
+void bm_forward(benchmark::State& state, const LayerCase& c) {
+  std::vector<Tensor> in = make_inputs(c, false);
+  ember::NoGradGuard no_grad;
+  for (auto _ : state) {
+    Tensor y = c.op(in);
+    benchmark::DoNotOptimize(y.data_ptr());
+  }
+  set_rates(state, c.fwd_flops, c.fwd_bytes);
+}
+
+void bm_backward(benchmark::State& state, const LayerCase& c) {
+  std::vector<Tensor> in = make_inputs(c, true);
+  Tensor y = c.op(in);
+  Tensor g = ember::randn(y.shape());
+  for (auto _ : state) {
+    y.backward(g, /*retain_graph=*/true);
+    for (size_t i = 0; i < in.size(); ++i)
+      if (c.needs_grad[i]) in[i].set_grad({});  // each iteration computes fresh gradients
+  }
+  set_rates(state, c.bwd_flops, c.bwd_bytes);
+}
+
+[[maybe_unused]] const bool registered = [] {
+  static const std::vector<LayerCase> all = cases();
+  for (const LayerCase& c : all) {
+    for (const char* pass : {"fwd", "bwd"}) {
+      const bool fwd = std::string(pass) == "fwd";
+      benchmark::RegisterBenchmark(("BM_layer/" + c.name + "/" + pass).c_str(),
+                                   [&c, fwd](benchmark::State& s) { fwd ? bm_forward(s, c) : bm_backward(s, c); })
+          ->UseRealTime()
+          ->MinTime(0.3)
+          ->Unit(benchmark::kMillisecond);
+    }
+  }
+  return true;
+}();
+
+}  // namespace

@@ -1,0 +1,354 @@
+// Winograd F(4x4, 3x3) convolutions (kernels/cpu/winograd.h).
+//
+// Layout. The transforms run on kLanes channels at once, as one vector: an image's block
+// of kLanes channels is first packed channel-innermost ([row][col][lane], zero-padded),
+// so that each element of a tile's 6x6 patch is one contiguous vector load. Images are
+// processed in chunks of whole images (one chunk per task of the thread pool); in a
+// chunk, with T tiles in all and channels padded to whole vectors (Cp, Op),
+//   V[36][T][Cp]  the transformed input tiles, B^T d B,
+//   U[36][Cp][Op] the transformed filters, G g G^T,
+//   M[36][T][Op]  their products, one GEMM M[k] = V[k] U[k] per position k of the 6x6
+//                 transform,
+// after which A^T M A gives each 4x4 output tile for kLanes output channels at once.
+#include "kernels/cpu/winograd.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.h"
+#include "kernels/cpu/channel_pack.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/parallel.h"
+#include "kernels/cpu/scratch.h"
+
+namespace ember::kernels::cpu {
+namespace {
+
+constexpr int64_t kLanes = kPackLanes;
+// Tiles per chunk: V and M of a chunk (36 x 128 x 96 floats for 32 -> 64 channels,
+// 1.7 MiB) stay in the core's L2 while each GEMM is still large enough to run at speed.
+constexpr int64_t kTilesPerChunk = 128;
+
+template <class T>
+struct VecOf {
+  typedef T type __attribute__((vector_size(kLanes * sizeof(T))));
+};
+template <class T>
+using Vec = typename VecOf<T>::type;
+
+template <class T>
+inline Vec<T> load(const T* p) {
+  Vec<T> v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+template <class T>
+inline void store(T* p, const Vec<T>& v) {
+  std::memcpy(p, &v, sizeof v);
+}
+
+// B^T (6x6) on d[0..5] (elements s apart), into v[0..5] (elements t apart).
+template <class V>
+inline void bt(const V* d, int s, V* v, int t) {
+  const V d0 = d[0], d1 = d[s], d2 = d[2 * s], d3 = d[3 * s], d4 = d[4 * s], d5 = d[5 * s];
+  v[0] = 4 * d0 - 5 * d2 + d4;
+  v[t] = -4 * (d1 + d2) + d3 + d4;
+  v[2 * t] = 4 * (d1 - d2) - d3 + d4;
+  v[3 * t] = 2 * (d3 - d1) - d2 + d4;
+  v[4 * t] = 2 * (d1 - d3) - d2 + d4;
+  v[5 * t] = 4 * d1 - 5 * d3 + d5;
+}
+
+// A^T (4x6) on m[0..5].
+template <class V>
+inline void at(const V* m, int s, V* y, int t) {
+  const V a = m[s] + m[2 * s], b = m[s] - m[2 * s], c = m[3 * s] + m[4 * s], d = m[3 * s] - m[4 * s];
+  y[0] = m[0] + a + c;
+  y[t] = b + 2 * d;
+  y[2 * t] = a + 4 * c;
+  y[3 * t] = b + 8 * d + m[5 * s];
+}
+
+// A (6x4) on y[0..3]: the adjoint of `at`, for the output gradient in the weight gradient.
+template <class V>
+inline void a6(const V* y, int s, V* m, int t) {
+  const V e = y[0] + y[2 * s], o = y[s] + y[3 * s], e4 = y[0] + 4 * y[2 * s], o8 = 2 * y[s] + 8 * y[3 * s];
+  m[0] = y[0];
+  m[t] = e + o;
+  m[2 * t] = e - o;
+  m[3 * t] = e4 + o8;
+  m[4 * t] = e4 - o8;
+  m[5 * t] = y[3 * s];
+}
+
+// G (6x3) on g[0..2].
+template <class T>
+void g6(const T* g, int s, T* u, int t) {
+  const T g0 = g[0], g1 = g[s], g2 = g[2 * s];
+  u[0] = g0 / 4;
+  u[t] = -(g0 + g1 + g2) / 6;
+  u[2 * t] = -(g0 - g1 + g2) / 6;
+  u[3 * t] = g0 / 24 + g1 / 12 + g2 / 6;
+  u[4 * t] = g0 / 24 - g1 / 12 + g2 / 6;
+  u[5 * t] = g2;
+}
+
+// G^T (3x6) on u[0..5]: the adjoint of g6.
+template <class T>
+void gt3(const T* u, int s, T* g, int t) {
+  const T u0 = u[0], u1 = u[s], u2 = u[2 * s], u3 = u[3 * s], u4 = u[4 * s], u5 = u[5 * s];
+  g[0] = u0 / 4 - (u1 + u2) / 6 + (u3 + u4) / 24;
+  g[t] = (u2 - u1) / 6 + (u3 - u4) / 12;
+  g[2 * t] = (u3 + u4 - u1 - u2) / 6 + u5;
+}
+
+// Tiling of one image: th x tw output tiles of 4x4, the input patches they read from a
+// zero-padded PH x PW plane, their outputs in a QH x QW plane.
+struct Tiling {
+  int64_t H, W, OH, OW, ph, pw;
+  int64_t th, tw, tiles, PH, PW, QH, QW;
+  Tiling(int64_t H_, int64_t W_, int64_t OH_, int64_t OW_, int64_t ph_, int64_t pw_)
+      : H(H_), W(W_), OH(OH_), OW(OW_), ph(ph_), pw(pw_) {
+    th = (OH + 3) / 4;
+    tw = (OW + 3) / 4;
+    tiles = th * tw;
+    PH = 4 * th + 2;
+    PW = 4 * tw + 2;
+    QH = 4 * th;
+    QW = 4 * tw;
+  }
+};
+
+// Where a chunk's transformed tiles go: element (k, t, lane) of block `data` at
+// data[k * kstride + t * tstride + lane] (kstride = T x padded channels, tstride = padded channels).
+template <class T>
+struct TileMatrix {
+  T* data;
+  int64_t kstride, tstride;
+  T* at(int k, int64_t t) const { return data + k * kstride + t * tstride; }
+};
+
+// (B^T d B) of every tile of a packed image (PH x PW x kLanes), to tiles col, col + 1, ...
+template <class T>
+void input_transform(const T* packed, const Tiling& t, const TileMatrix<T>& V, int64_t col) {
+  using V_ = Vec<T>;
+  for (int64_t q = 0; q < t.tiles; ++q) {
+    const T* base = packed + (4 * (q / t.tw) * t.PW + 4 * (q % t.tw)) * kLanes;
+    V_ d[6][6], u[6][6];
+    for (int i = 0; i < 6; ++i)
+      for (int j = 0; j < 6; ++j) d[i][j] = load(base + (i * t.PW + j) * kLanes);
+    for (int j = 0; j < 6; ++j) bt(&d[0][j], 6, &u[0][j], 6);  // columns: u = B^T d
+    for (int i = 0; i < 6; ++i) bt(&u[i][0], 1, &d[i][0], 1);  // rows: d = u B
+    for (int k = 0; k < 36; ++k) store(V.at(k, col + q), d[k / 6][k % 6]);
+  }
+}
+
+// (A^T m A) of every tile, from tiles col, col + 1, ... of M, into a packed output plane
+// (QH x QW x kLanes).
+template <class T>
+void output_transform(const TileMatrix<T>& M, int64_t col, const Tiling& t, T* packed) {
+  using V_ = Vec<T>;
+  for (int64_t q = 0; q < t.tiles; ++q) {
+    V_ m[6][6], s[4][6], y[4][4];
+    for (int k = 0; k < 36; ++k) m[k / 6][k % 6] = load(M.at(k, col + q));
+    for (int j = 0; j < 6; ++j) at(&m[0][j], 6, &s[0][j], 6);  // columns: s = A^T m
+    for (int i = 0; i < 4; ++i) at(&s[i][0], 1, &y[i][0], 1);  // rows: y = s A
+    T* base = packed + (4 * (q / t.tw) * t.QW + 4 * (q % t.tw)) * kLanes;
+    for (int i = 0; i < 4; ++i)
+      for (int j = 0; j < 4; ++j) store(base + (i * t.QW + j) * kLanes, y[i][j]);
+  }
+}
+
+// (A dY A^T) of every 4x4 tile of a packed output gradient (QH x QW x kLanes).
+template <class T>
+void grad_transform(const T* packed, const Tiling& t, const TileMatrix<T>& M, int64_t col) {
+  using V_ = Vec<T>;
+  for (int64_t q = 0; q < t.tiles; ++q) {
+    const T* base = packed + (4 * (q / t.tw) * t.QW + 4 * (q % t.tw)) * kLanes;
+    V_ y[4][4], u[6][4], m[6][6];
+    for (int i = 0; i < 4; ++i)
+      for (int j = 0; j < 4; ++j) y[i][j] = load(base + (i * t.QW + j) * kLanes);
+    for (int j = 0; j < 4; ++j) a6(&y[0][j], 4, &u[0][j], 4);  // columns: u = A dY
+    for (int i = 0; i < 6; ++i) a6(&u[i][0], 1, &m[i][0], 1);  // rows: m = u A^T
+    for (int k = 0; k < 36; ++k) store(M.at(k, col + q), m[k / 6][k % 6]);
+  }
+}
+
+int64_t round_lanes(int64_t n) { return (n + kLanes - 1) / kLanes * kLanes; }
+
+// Splits N images into chunks of about kTilesPerChunk tiles, whole rounds of the pool.
+int64_t chunk_count(int64_t N, int64_t tiles) {
+  const int64_t threads = num_threads();
+  int64_t chunks = std::max<int64_t>((N * tiles + kTilesPerChunk - 1) / kTilesPerChunk, threads);
+  chunks = (chunks + threads - 1) / threads * threads;
+  return std::clamp<int64_t>(chunks, 1, std::max<int64_t>(N, 1));
+}
+
+// Transformed filters U[g][k][i][o] (i < Ip inputs, o < Op outputs, zero-padded) of the
+// convolution from `ins` to `outs` channels per group; filter (o, i) of group g is the
+// 3x3 at w + g * gstride + o * ostride + i * istride, elements (r, s) at r * rs + s * ss.
+template <class T>
+void transform_filters(const T* w, int64_t G, int64_t outs, int64_t ins, int64_t gstride, int64_t ostride,
+                       int64_t istride, int rs, int ss, T* U) {
+  const int64_t Ip = round_lanes(ins), Op = round_lanes(outs), plane = Ip * Op;
+  std::fill(U, U + G * 36 * plane, T(0));
+  for (int64_t g = 0; g < G; ++g)
+    for (int64_t o = 0; o < outs; ++o)
+      for (int64_t i = 0; i < ins; ++i) {
+        const T* f = w + g * gstride + o * ostride + i * istride;
+        T tmp[6][3];
+        for (int c = 0; c < 3; ++c) g6(f + c * ss, rs, &tmp[0][c], 3);  // G f: columns
+        T* u = U + g * 36 * plane + i * Op + o;                          // element k at u[k * plane]
+        for (int r = 0; r < 6; ++r) g6(tmp[r], 1, u + 6 * r * plane, static_cast<int>(plane));  // (G f) G^T: rows
+      }
+}
+
+// y[n, g*outs + o] = sum over i of conv3x3(x[n, g*ins + i], filter (o, i)) + bias[g*outs + o],
+// with the filters transformed by transform_filters.
+template <class T>
+void winograd_conv_typed(const T* x, int64_t N, int64_t G, int64_t ins, int64_t H, int64_t W, const T* U,
+                         int64_t outs, const T* bias, int64_t ph, int64_t pw, T* y, int64_t OH, int64_t OW) {
+  const Tiling t(H, W, OH, OW, ph, pw);
+  const int64_t Ip = round_lanes(ins), Op = round_lanes(outs), chunks = chunk_count(N, t.tiles);
+  parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {
+    const bool parallel_gemm = chunks == 1;
+    for (int64_t ch = c0; ch < c1; ++ch) {
+      const int64_t n0 = N * ch / chunks, n1 = N * (ch + 1) / chunks, T_ = (n1 - n0) * t.tiles;
+      if (T_ == 0) continue;
+      Scratch<T> Vs(36 * T_ * Ip), Ms(36 * T_ * Op);
+      Scratch<T> in_packed(t.PH * t.PW * kLanes), out_packed((t.QH * t.QW + kLanes) * kLanes);
+      std::fill(in_packed.data(), in_packed.data() + t.PH * t.PW * kLanes, T(0));  // the border stays zero
+      for (int64_t g = 0; g < G; ++g) {
+        for (int64_t n = n0; n < n1; ++n)
+          for (int64_t i0 = 0; i0 < ins; i0 += kLanes) {
+            pack_channels(x + ((n * G + g) * ins + i0) * H * W, H * W, std::min(kLanes, ins - i0), H, W, ph, pw, t.PW,
+                          in_packed.data());
+            input_transform(in_packed.data(), t, TileMatrix<T>{Vs.data() + i0, T_ * Ip, Ip}, (n - n0) * t.tiles);
+          }
+        for (int k = 0; k < 36; ++k)
+          gemm<T>(false, false, T_, Op, Ip, Vs.data() + k * T_ * Ip, Ip, U + (g * 36 + k) * Ip * Op, Op,
+                  Ms.data() + k * T_ * Op, Op, false, parallel_gemm);
+        for (int64_t n = n0; n < n1; ++n)
+          for (int64_t o0 = 0; o0 < outs; o0 += kLanes) {
+            output_transform(TileMatrix<T>{Ms.data() + o0, T_ * Op, Op}, (n - n0) * t.tiles, t, out_packed.data());
+            unpack_channels(out_packed.data(), t.QW, std::min(kLanes, outs - o0), OH, OW,
+                            bias ? bias + g * outs + o0 : nullptr, y + ((n * G + g) * outs + o0) * OH * OW, OH * OW);
+          }
+      }
+    }
+  });
+}
+
+template <class T>
+void forward_typed(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias,
+                   const Conv2dParams& p) {
+  const int64_t N = in.shape()[0], C = in.shape()[1], H = in.shape()[2], W = in.shape()[3];
+  const int64_t O = weight.shape()[0], G = p.groups, Cg = C / G, Og = O / G;
+  Scratch<T> U(G * 36 * round_lanes(Cg) * round_lanes(Og));
+  // filter (o, c) of group g: w[g*Og + o][c], rows 3 apart.
+  transform_filters(static_cast<const T*>(weight.data_ptr()), G, Og, Cg, Og * Cg * 9, Cg * 9, 9, 3, 1, U.data());
+  winograd_conv_typed<T>(static_cast<const T*>(in.data_ptr()), N, G, Cg, H, W, U.data(), Og,
+                         bias.defined() ? static_cast<const T*>(bias.data_ptr()) : nullptr, p.padding[0], p.padding[1],
+                         static_cast<T*>(out.data_ptr()), out.shape()[2], out.shape()[3]);
+}
+
+// grad_x = conv(grad_y, w'), w'[c][o] = w[o][c] turned by 180 degrees, padding 2 - p.
+template <class T>
+void backward_input_typed(const Tensor& gin, const Tensor& gout, const Tensor& weight, const Conv2dParams& p) {
+  const int64_t N = gin.shape()[0], C = gin.shape()[1], H = gin.shape()[2], W = gin.shape()[3];
+  const int64_t O = weight.shape()[0], G = p.groups, Cg = C / G, Og = O / G;
+  Scratch<T> U(G * 36 * round_lanes(Og) * round_lanes(Cg));
+  // filter (c, o) of group g: w[g*Og + o][c] read from its last element backwards.
+  transform_filters(static_cast<const T*>(weight.data_ptr()) + 8, G, Cg, Og, Og * Cg * 9, 9, Cg * 9, -3, -1,
+                    U.data());
+  winograd_conv_typed<T>(static_cast<const T*>(gout.data_ptr()), N, G, Og, gout.shape()[2], gout.shape()[3], U.data(),
+                         Cg, nullptr, 2 - p.padding[0], 2 - p.padding[1], static_cast<T*>(gin.data_ptr()), H, W);
+}
+
+// grad_w[o][c] = G^T (sum over tiles of (A dY A^T) . (B^T d B)) G: per chunk
+// dU[k] += Mdy[k]^T V[k], the chunks' sums added at the end.
+template <class T>
+void backward_weight_typed(const Tensor& gw, const Tensor& gout, const Tensor& in, const Conv2dParams& p) {
+  const int64_t N = in.shape()[0], C = in.shape()[1], H = in.shape()[2], W = in.shape()[3];
+  const int64_t O = gw.shape()[0], G = p.groups, Cg = C / G, Og = O / G;
+  const int64_t OH = gout.shape()[2], OW = gout.shape()[3];
+  const T* x = static_cast<const T*>(in.data_ptr());
+  const T* gy = static_cast<const T*>(gout.data_ptr());
+  const Tiling t(H, W, OH, OW, p.padding[0], p.padding[1]);
+  const int64_t Cp = round_lanes(Cg), Op = round_lanes(Og), chunks = chunk_count(N, t.tiles);
+  const int64_t usize = G * 36 * Op * Cp;  // dU[g][k][o][c]
+  Scratch<T> dU(chunks * usize);
+  parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {
+    const bool parallel_gemm = chunks == 1;
+    for (int64_t ch = c0; ch < c1; ++ch) {
+      T* du = dU.data() + ch * usize;
+      std::fill(du, du + usize, T(0));
+      const int64_t n0 = N * ch / chunks, n1 = N * (ch + 1) / chunks, T_ = (n1 - n0) * t.tiles;
+      if (T_ == 0) continue;
+      Scratch<T> Vs(36 * T_ * Cp), Ms(36 * T_ * Op);
+      Scratch<T> x_packed(t.PH * t.PW * kLanes), gy_packed(t.QH * t.QW * kLanes);
+      std::fill(x_packed.data(), x_packed.data() + t.PH * t.PW * kLanes, T(0));  // the borders stay zero
+      std::fill(gy_packed.data(), gy_packed.data() + t.QH * t.QW * kLanes, T(0));
+      for (int64_t g = 0; g < G; ++g) {
+        for (int64_t n = n0; n < n1; ++n) {
+          for (int64_t c0_ = 0; c0_ < Cg; c0_ += kLanes) {
+            pack_channels(x + ((n * G + g) * Cg + c0_) * H * W, H * W, std::min(kLanes, Cg - c0_), H, W, t.ph, t.pw,
+                          t.PW, x_packed.data());
+            input_transform(x_packed.data(), t, TileMatrix<T>{Vs.data() + c0_, T_ * Cp, Cp}, (n - n0) * t.tiles);
+          }
+          for (int64_t o0 = 0; o0 < Og; o0 += kLanes) {
+            pack_channels(gy + ((n * G + g) * Og + o0) * OH * OW, OH * OW, std::min(kLanes, Og - o0), OH, OW, 0, 0,
+                          t.QW, gy_packed.data());
+            grad_transform(gy_packed.data(), t, TileMatrix<T>{Ms.data() + o0, T_ * Op, Op}, (n - n0) * t.tiles);
+          }
+        }
+        for (int k = 0; k < 36; ++k)
+          gemm<T>(true, false, Op, Cp, T_, Ms.data() + k * T_ * Op, Op, Vs.data() + k * T_ * Cp, Cp,
+                  du + (g * 36 + k) * Op * Cp, Cp, true, parallel_gemm);
+      }
+    }
+  });
+  for (int64_t ch = 1; ch < chunks; ++ch)
+    for (int64_t i = 0; i < usize; ++i) dU[i] += dU[ch * usize + i];
+  T* out = static_cast<T*>(gw.data_ptr());
+  const int64_t plane = Op * Cp;
+  for (int64_t g = 0; g < G; ++g)
+    for (int64_t o = 0; o < Og; ++o)
+      for (int64_t c = 0; c < Cg; ++c) {
+        const T* u = dU.data() + g * 36 * plane + o * Cp + c;  // element k at u[k * plane]
+        T tmp[6][3];                                          // u G: rows
+        for (int r = 0; r < 6; ++r) gt3(u + 6 * r * plane, static_cast<int>(plane), tmp[r], 1);
+        T* dst = out + ((g * Og + o) * Cg + c) * 9;
+        for (int s = 0; s < 3; ++s) gt3(&tmp[0][s], 3, dst + s, 3);  // G^T (u G): columns
+      }
+}
+
+template <class F>
+void by_dtype(DType dtype, const char* op, const F& f) {
+  if (dtype == DType::Float32) return f(float{});
+  if (dtype == DType::Float64) return f(double{});
+  EMBER_FAIL(op, " (winograd): dtype ", dtype_name(dtype), " is not supported on the cpu");
+}
+
+}  // namespace
+
+bool winograd_supported(const Conv2dParams& p, int64_t kh, int64_t kw) {
+  return kh == 3 && kw == 3 && p.stride[0] == 1 && p.stride[1] == 1 && p.dilation[0] == 1 && p.dilation[1] == 1 &&
+         p.padding[0] <= 2 && p.padding[1] <= 2;
+}
+
+void winograd_conv2d(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias,
+                     const Conv2dParams& p) {
+  by_dtype(in.dtype(), "conv2d", [&](auto v) { forward_typed<decltype(v)>(out, in, weight, bias, p); });
+}
+
+void winograd_conv2d_backward_input(const Tensor& gin, const Tensor& gout, const Tensor& weight,
+                                    const Conv2dParams& p) {
+  by_dtype(gin.dtype(), "conv2d_backward_input", [&](auto v) { backward_input_typed<decltype(v)>(gin, gout, weight, p); });
+}
+
+void winograd_conv2d_backward_weight(const Tensor& gw, const Tensor& gout, const Tensor& in, const Conv2dParams& p) {
+  by_dtype(gw.dtype(), "conv2d_backward_weight", [&](auto v) { backward_weight_typed<decltype(v)>(gw, gout, in, p); });
+}
+
+}  // namespace ember::kernels::cpu

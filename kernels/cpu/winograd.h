@@ -1,0 +1,31 @@
+// 3x3 stride-1 convolutions by Winograd's minimal filtering F(4x4, 3x3) (Lavin & Gray,
+// "Fast Algorithms for Convolutional Neural Networks", 2016): each 4x4 output tile costs
+// 36 multiplies per (input, output) channel pair instead of 144, so the GEMMs that
+// remain do a quarter of im2col's work (a third on sizes not divisible by 4, whose edge
+// tiles are partly wasted). The transforms add O(tiles x channels) adds, cheap beside the
+// GEMMs once a layer has a few dozen channels. Note [Conv choice] in conv_pool.cpp says
+// when the backend takes this path.
+//
+// Forward, the gradient of the input (a convolution of the output's gradient with the
+// flipped, transposed filters and padding 2 - p) and the gradient of the weight
+// (G^T [sum over tiles of (A dY A^T) . (B^T d B)] G) all run here. Accuracy: the
+// transforms' constants (1/4, 1/6, 1/24, up to 8) cost about one more decimal digit than
+// a direct sum in float32; tests/core/test_conv_variants.cpp states the bound it checks.
+#pragma once
+
+#include "kernels/stubs.h"
+
+namespace ember::kernels::cpu {
+
+// 3x3 kernel, stride 1, dilation 1, padding at most 2 on each side.
+bool winograd_supported(const Conv2dParams& p, int64_t kh, int64_t kw);
+
+// The same contracts as the conv2d stubs (kernels/stubs.h), float32 or float64.
+void winograd_conv2d(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias,
+                     const Conv2dParams& p);
+void winograd_conv2d_backward_input(const Tensor& grad_input, const Tensor& grad_output, const Tensor& weight,
+                                    const Conv2dParams& p);
+void winograd_conv2d_backward_weight(const Tensor& grad_weight, const Tensor& grad_output, const Tensor& input,
+                                     const Conv2dParams& p);
+
+}  // namespace ember::kernels::cpu
