@@ -131,33 +131,46 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, std
       kernels::conv2d_backward_input_stub(xc.device(), gx, gy, wc, p);
       if (!batched) gx = gx.squeeze(0);
     }
-    if (autograd::needs_input_grad(1)) {
+    // The bias gradient comes with the weight's, from the same pass over gy (a frozen
+    // weight with a trained bias pays for the weight gradient it drops).
+    const bool bias_grad = has_bias && autograd::needs_input_grad(2);
+    if (autograd::needs_input_grad(1) || bias_grad) {
       gw = empty_like(wc);
-      kernels::conv2d_backward_weight_stub(xc.device(), gw, gy, xc, p);
+      if (bias_grad) gb = empty({wc.shape()[0]}, {wc.dtype(), wc.device()});
+      kernels::conv2d_backward_weight_stub(xc.device(), gw, gb, gy, xc, p);
+      if (!autograd::needs_input_grad(1)) gw = Tensor();
     }
-    if (has_bias && autograd::needs_input_grad(2)) gb = sum(gy, {0, 2, 3});
     return std::vector<Tensor>{gx, gw, gb};
   });
 }
 
 // The gradient of each output goes to the input element its index names.
-std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, const Pool2dOptions& options) {
+// Note [Max-pool indices] (kernels/cpu/pool.cpp): the backward keeps a one-byte code per
+// output unless the caller asked for PyTorch's int64 indices, and none without autograd.
+std::pair<Tensor, Tensor> max_pool2d_impl(const Tensor& input, const Pool2dOptions& options, bool want_indices) {
   EMBER_OP_SITE("max_pool2d");
   PoolSetup s = pool_setup("max_pool2d", input, options, true);
   Tensor out = empty(s.out_shape, {s.in.dtype(), s.in.device()});
-  Tensor idx = empty(s.out_shape, {kInt64, s.in.device()});
+  const bool grad = autograd::needs_grad({&input});
+  const bool codes = !want_indices && s.params.kernel[0] * s.params.kernel[1] <= 256;
+  Tensor idx = want_indices || grad ? empty(s.out_shape, {codes ? kUInt8 : kInt64, s.in.device()}) : Tensor();
   if (out.numel() > 0) kernels::max_pool2d_stub(s.in.device(), out, idx, s.in, s.params);
   Tensor o = s.batched ? out : out.squeeze(0);
-  autograd::record("max_pool2d", {input}, o, [in_shape = s.in.shape(), idx, batched = s.batched](const Tensor& g) {
+  autograd::record("max_pool2d", {input}, o,
+                   [in_shape = s.in.shape(), idx, p = s.params, batched = s.batched](const Tensor& g) {
     Tensor gi = empty(in_shape, {g.dtype(), g.device()});
-    kernels::max_pool2d_backward_stub(g.device(), gi, (batched ? g : g.unsqueeze(0)).contiguous(), idx);
+    kernels::max_pool2d_backward_stub(g.device(), gi, (batched ? g : g.unsqueeze(0)).contiguous(), idx, p);
     return std::vector<Tensor>{batched ? gi : gi.squeeze(0)};
   });
-  return {o, s.batched ? idx : idx.squeeze(0)};
+  return {o, want_indices && !s.batched ? idx.squeeze(0) : idx};
+}
+
+std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, const Pool2dOptions& options) {
+  return max_pool2d_impl(input, options, true);
 }
 
 Tensor max_pool2d(const Tensor& input, const Pool2dOptions& options) {
-  return max_pool2d_with_indices(input, options).first;
+  return max_pool2d_impl(input, options, false).first;
 }
 
 Tensor avg_pool2d(const Tensor& input, const Pool2dOptions& options) {

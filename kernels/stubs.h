@@ -65,16 +65,23 @@ using Conv2dFn = void(const Tensor& out, const Tensor& in, const Tensor& weight,
 // grad_input [N, C, H, W] (zeroed by the kernel) from grad_output and the weight.
 using Conv2dBackwardInputFn = void(const Tensor& grad_input, const Tensor& grad_output, const Tensor& weight,
                                    const Conv2dParams& p);
-// grad_weight [O, C / groups, kh, kw] (overwritten) from grad_output and the input.
-using Conv2dBackwardWeightFn = void(const Tensor& grad_weight, const Tensor& grad_output, const Tensor& input,
-                                    const Conv2dParams& p);
-// grad_input [N, C, H, W] (overwritten) from grad_output and max_pool2d's indices.
-using MaxPool2dBackwardFn = void(const Tensor& grad_input, const Tensor& grad_output, const Tensor& indices);
+// grad_weight [O, C / groups, kh, kw] (overwritten) from grad_output and the input, and
+// grad_bias [O] (the sum of grad_output over N, H and W) unless it is undefined: summed
+// while grad_output is in cache for the weight's products.
+using Conv2dBackwardWeightFn = void(const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_output,
+                                    const Tensor& input, const Conv2dParams& p);
+// grad_input [N, C, H, W] (overwritten) from grad_output and max_pool2d's indices
+// (either form, below).
+using MaxPool2dBackwardFn = void(const Tensor& grad_input, const Tensor& grad_output, const Tensor& indices,
+                                 const Pool2dParams& p);
 using AvgPool2dBackwardFn = void(const Tensor& grad_input, const Tensor& grad_output, const Pool2dParams& p);
 // In-place optimizer updates of one parameter (all tensors contiguous, same dtype).
 using SgdUpdateFn = void(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const ops_sgd& u);
 using AdamUpdateFn = void(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                           const ops_adam& u);
+// indices, shaped like out, say where each maximum is: int64 indices into the input plane
+// (h * W + w), or uint8 codes of its tap in the window (i * kw + j; kh * kw <= 256), or
+// nothing when undefined (Note [Max-pool indices] in kernels/cpu/pool.cpp).
 using MaxPool2dFn = void(const Tensor& out, const Tensor& indices, const Tensor& in, const Pool2dParams& p);
 using AvgPool2dFn = void(const Tensor& out, const Tensor& in, const Pool2dParams& p);
 

@@ -214,10 +214,12 @@ void conv2d_backward_input_typed(const Tensor& gin, const Tensor& gout, const Te
   for_each_sample<T>(N, sample);
 }
 
-// grad_W_g [Og, KK] = sum over samples of grad_y[n, g] [Og, P] @ im2col(x[n, g])^T [P, KK].
-// Each thread sums its share of the samples into its own buffer; the buffers are added.
+// grad_W_g [Og, KK] = sum over samples of grad_y[n, g] [Og, P] @ im2col(x[n, g])^T [P, KK],
+// and grad_b[o] = sum of grad_y[n, o] over samples and positions. Each thread sums its
+// share of the samples into its own buffer (weight, then bias); the buffers are added.
 template <class T>
-void conv2d_backward_weight_typed(const Tensor& gw, const Tensor& gout, const Tensor& in, const Conv2dParams& p) {
+void conv2d_backward_weight_typed(const Tensor& gw, const Tensor& gb, const Tensor& gout, const Tensor& in,
+                                  const Conv2dParams& p) {
   const int64_t N = in.shape()[0], C = in.shape()[1], H = in.shape()[2], W = in.shape()[3];
   const int64_t O = gw.shape()[0], kh = gw.shape()[2], kw = gw.shape()[3];
   const int64_t OH = gout.shape()[2], OW = gout.shape()[3], G = p.groups;
@@ -227,7 +229,8 @@ void conv2d_backward_weight_typed(const Tensor& gw, const Tensor& gout, const Te
   const bool direct = kh == 1 && kw == 1 && p.stride[0] == 1 && p.stride[1] == 1 && p.padding[0] == 0 &&
                       p.padding[1] == 0;
   const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(num_threads(), N));
-  std::vector<std::vector<T>> partial(parts, std::vector<T>(gw.numel(), T(0)));
+  const int64_t nw = gw.numel();
+  std::vector<std::vector<T>> partial(parts, std::vector<T>(nw + O, T(0)));
   parallel_for(0, parts, 1, [&](int64_t b, int64_t e) {
     std::vector<T> col;
     for (int64_t t = b; t < e; ++t)
@@ -242,13 +245,16 @@ void conv2d_backward_weight_typed(const Tensor& gw, const Tensor& gout, const Te
           }
           gemm<T>(false, true, Og, KK, P, gy + (n * O + g * Og) * P, P, cols, P, partial[t].data() + g * Og * KK, KK,
                   true, parts == 1);
+          if (gb.defined())
+            for (int64_t o = g * Og; o < (g + 1) * Og; ++o) partial[t][nw + o] += T(sum_run<double>(gy + (n * O + o) * P, P));
         }
   });
   T* out = static_cast<T*>(gw.data_ptr());
-  for (int64_t i = 0; i < gw.numel(); ++i) {
+  T* bias = gb.defined() ? static_cast<T*>(gb.data_ptr()) : nullptr;
+  for (int64_t i = 0; i < nw + (bias ? O : 0); ++i) {
     T acc = 0;
     for (int64_t t = 0; t < parts; ++t) acc += partial[t][i];
-    out[i] = acc;
+    (i < nw ? out[i] : bias[i - nw]) = acc;
   }
 }
 
@@ -261,12 +267,13 @@ void conv2d_backward_input_kernel(const Tensor& gin, const Tensor& gout, const T
   EMBER_FAIL("conv2d_backward_input kernel: dtype ", dtype_name(gin.dtype()), " is not supported on the cpu");
 }
 
-void conv2d_backward_weight_kernel(const Tensor& gw, const Tensor& gout, const Tensor& in, const Conv2dParams& p) {
+void conv2d_backward_weight_kernel(const Tensor& gw, const Tensor& gb, const Tensor& gout, const Tensor& in,
+                                   const Conv2dParams& p) {
   const int64_t G = p.groups;
   if (use_winograd(p, gw.shape()[2], gw.shape()[3], in.shape()[1] / G, gw.shape()[0] / G))
-    return winograd_conv2d_backward_weight(gw, gout, in, p);
-  if (gw.dtype() == DType::Float32) return conv2d_backward_weight_typed<float>(gw, gout, in, p);
-  if (gw.dtype() == DType::Float64) return conv2d_backward_weight_typed<double>(gw, gout, in, p);
+    return winograd_conv2d_backward_weight(gw, gb, gout, in, p);
+  if (gw.dtype() == DType::Float32) return conv2d_backward_weight_typed<float>(gw, gb, gout, in, p);
+  if (gw.dtype() == DType::Float64) return conv2d_backward_weight_typed<double>(gw, gb, gout, in, p);
   EMBER_FAIL("conv2d_backward_weight kernel: dtype ", dtype_name(gw.dtype()), " is not supported on the cpu");
 }
 

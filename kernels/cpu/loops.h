@@ -58,6 +58,18 @@ inline To cast(From v) {
   }
 }
 
+// acc + the sum of p[0..n) in A (double for the floats): eight lanes break the
+// dependency chain, so the loop runs at load speed.
+template <class A, class T>
+A sum_run(const T* p, int64_t n, A acc = A(0)) {
+  A lane[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int k = 0; k < 8; ++k) lane[k] += static_cast<A>(cast<compute_t<T>>(p[i + k]));
+  for (; i < n; ++i) acc += static_cast<A>(cast<compute_t<T>>(p[i]));
+  return acc + ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+
 // N operands of one shape (operand 0 is usually the output), iterated together.
 template <int N>
 struct StridedLoop {

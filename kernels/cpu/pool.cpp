@@ -2,7 +2,12 @@
 // (core ensures it). Planes (one channel of one sample) go to threads.
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/loops.h"
@@ -22,41 +27,169 @@ void for_each_plane(const Tensor& out, const Tensor& in, const F& f) {
   });
 }
 
-// One output row of the 2x2 / stride-2 max pool: y[ow] and the index in the plane of
-// the first tap holding the maximum (base + offset). Every choice hangs on one ordered
-// comparison and the index is chosen by arithmetic, so that GCC neither branches (the
-// winning tap is random: a branch per tap made this 15% of a CNN epoch) nor refuses to
-// vectorize. A NaN, which must win, is only counted; the caller redoes such a row.
-template <class T, class C>
-bool max_pool_2x2_row_fast(const T* r0, const T* r1, T* y, int64_t* idx, int64_t n, int64_t W, int64_t base) {
-  int32_t nans = 0;
+// Note [Max-pool indices]. max_pool2d's kernel records where each maximum came from in
+// one of two forms: int64 indices into the input plane (PyTorch's, for
+// max_pool2d_with_indices), or a uint8 code per output, the tap's position i * kw + j in
+// its window, which is all its backward needs when nobody asked for the indices: one
+// byte instead of eight per output saved for backward. Without either (no gradient
+// needed) only the values are computed.
+enum class Argmax { kNone, kCode, kPlane };
+
+// Where each tap goes: the first maximum in the window's row-major order wins, and a NaN
+// beats everything but an earlier NaN (PyTorch's rule).
+template <class C>
+inline bool replaces(C v, C best) {
+  return v > best || (v != v && best == best);
+}
+
+// One output row of the 2x2 / stride-2 pool from input rows r0, r1. Branch-free: which
+// tap wins is random, and a branch per tap made this 15% of a CNN epoch; selects let GCC
+// vectorize the row.
+template <class T, class C, Argmax K>
+void max_pool_2x2_row(const T* r0, const T* r1, T* y, uint8_t* code, int64_t* plane_idx, int64_t n, int64_t W,
+                      int64_t base) {
   for (int64_t ow = 0; ow < n; ++ow) {
     const C a = static_cast<C>(r0[2 * ow]), b = static_cast<C>(r0[2 * ow + 1]);
     const C c = static_cast<C>(r1[2 * ow]), d = static_cast<C>(r1[2 * ow + 1]);
-    nans += (a != a) + (b != b) + (c != c) + (d != d);
-    const bool tb = a < b, td = c < d;
-    const C ab = tb ? b : a, cd = td ? d : c;
-    const int64_t oab = tb, ocd = W + td;
-    const bool tcd = ab < cd;
-    y[ow] = static_cast<T>(tcd ? cd : ab);
-    idx[ow] = base + 2 * ow + oab + (ocd - oab) * int64_t(tcd);
+    C m = a;
+    int32_t k = 0;
+    bool t = replaces(b, m);
+    m = t ? b : m;
+    k = t ? 1 : k;
+    t = replaces(c, m);
+    m = t ? c : m;
+    k = t ? 2 : k;
+    t = replaces(d, m);
+    m = t ? d : m;
+    k = t ? 3 : k;
+    y[ow] = static_cast<T>(m);
+    if constexpr (K == Argmax::kCode) code[ow] = static_cast<uint8_t>(k);
+    if constexpr (K == Argmax::kPlane) plane_idx[ow] = base + 2 * ow + (k & 1) + (k >> 1) * W;
   }
-  return nans == 0;
 }
 
-// The same row with NaNs: the first NaN wins.
-template <class T, class C>
-void max_pool_2x2_row_nan(const T* r0, const T* r1, T* y, int64_t* idx, int64_t n, int64_t W, int64_t base) {
-  for (int64_t ow = 0; ow < n; ++ow) {
-    const C v[4] = {static_cast<C>(r0[2 * ow]), static_cast<C>(r0[2 * ow + 1]), static_cast<C>(r1[2 * ow]),
-                    static_cast<C>(r1[2 * ow + 1])};
-    const int64_t at[4] = {0, 1, W, W + 1};
-    int k = 0;
-    for (int j = 1; j < 4; ++j)
-      if (v[k] == v[k] && (v[j] != v[j] || v[j] > v[k])) k = j;
-    y[ow] = static_cast<T>(v[k]);
-    idx[ow] = base + 2 * ow + at[k];
+#if defined(__AVX512F__)
+// The float32 2x2 rows with AVX-512: 16 outputs per step from two 16-float loads per
+// input row, split into even and odd taps by one permute each; masked loads and stores
+// cover the row's end (the CNN's rows are 14 and 7 outputs long, shorter than a vector).
+struct PairIndices {
+  alignas(64) int32_t even[16], odd[16], lo[16], hi[16];
+  constexpr PairIndices() : even{}, odd{}, lo{}, hi{} {
+    for (int j = 0; j < 16; ++j) {
+      even[j] = 2 * j;
+      odd[j] = 2 * j + 1;
+      lo[j] = (j % 2 ? 16 : 0) + j / 2;  // interleave elements 0..7 of two vectors
+      hi[j] = (j % 2 ? 16 : 0) + 8 + j / 2;
+    }
   }
+};
+inline constexpr PairIndices kPairIndices{};
+
+inline __mmask16 first_n(int64_t n) { return static_cast<__mmask16>(n >= 16 ? 0xffff : (1u << n) - 1); }
+
+// Whether x replaces the running maximum m (see replaces()).
+inline __mmask16 replaces_mask(__m512 x, __m512 m) {
+  const __mmask16 x_nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), m_nan = _mm512_cmp_ps_mask(m, m, _CMP_UNORD_Q);
+  return _mm512_cmp_ps_mask(x, m, _CMP_GT_OQ) | (x_nan & static_cast<__mmask16>(~m_nan));
+}
+
+template <Argmax K>
+void max_pool_2x2_row_avx512(const float* r0, const float* r1, float* y, uint8_t* code, int64_t n) {
+  const __m512i even = _mm512_load_si512(kPairIndices.even), odd = _mm512_load_si512(kPairIndices.odd);
+  for (int64_t c = 0; c < n; c += 16) {
+    const int64_t m = std::min<int64_t>(16, n - c);
+    const __mmask16 lo = first_n(2 * m), hi = first_n(2 * m - 16 > 0 ? 2 * m - 16 : 0);
+    const __m512 a0 = _mm512_maskz_loadu_ps(lo, r0 + 2 * c), a1 = _mm512_maskz_loadu_ps(hi, r0 + 2 * c + 16);
+    const __m512 b0 = _mm512_maskz_loadu_ps(lo, r1 + 2 * c), b1 = _mm512_maskz_loadu_ps(hi, r1 + 2 * c + 16);
+    const __m512 taps[4] = {_mm512_permutex2var_ps(a0, even, a1), _mm512_permutex2var_ps(a0, odd, a1),
+                            _mm512_permutex2var_ps(b0, even, b1), _mm512_permutex2var_ps(b0, odd, b1)};
+    __m512 best = taps[0];
+    __m512i k = _mm512_setzero_si512();
+    for (int t = 1; t < 4; ++t) {
+      const __mmask16 r = replaces_mask(taps[t], best);
+      best = _mm512_mask_mov_ps(best, r, taps[t]);
+      k = _mm512_mask_mov_epi32(k, r, _mm512_set1_epi32(t));
+    }
+    _mm512_mask_storeu_ps(y + c, first_n(m), best);
+    if constexpr (K == Argmax::kCode) _mm_mask_storeu_epi8(code + c, first_n(m), _mm512_cvtepi32_epi8(k));
+  }
+}
+
+// Gradient rows 2oh and 2oh+1 of the 2x2 pool: each output's gradient at the tap its code
+// names, zero at the other three.
+void max_pool_2x2_backward_row_avx512(const float* g, const uint8_t* code, float* r0, float* r1, int64_t n) {
+  const __m512i lo_idx = _mm512_load_si512(kPairIndices.lo), hi_idx = _mm512_load_si512(kPairIndices.hi);
+  for (int64_t c = 0; c < n; c += 16) {
+    const int64_t m = std::min<int64_t>(16, n - c);
+    const __m512 v = _mm512_maskz_loadu_ps(first_n(m), g + c);
+    const __m512i k = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(first_n(m), code + c));
+    __m512 tap[4];
+    for (int t = 0; t < 4; ++t) tap[t] = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(k, _mm512_set1_epi32(t)), v);
+    const __mmask16 lo = first_n(2 * m), hi = first_n(2 * m - 16 > 0 ? 2 * m - 16 : 0);
+    _mm512_mask_storeu_ps(r0 + 2 * c, lo, _mm512_permutex2var_ps(tap[0], lo_idx, tap[1]));
+    _mm512_mask_storeu_ps(r0 + 2 * c + 16, hi, _mm512_permutex2var_ps(tap[0], hi_idx, tap[1]));
+    _mm512_mask_storeu_ps(r1 + 2 * c, lo, _mm512_permutex2var_ps(tap[2], lo_idx, tap[3]));
+    _mm512_mask_storeu_ps(r1 + 2 * c + 16, hi, _mm512_permutex2var_ps(tap[2], hi_idx, tap[3]));
+  }
+}
+#endif
+
+template <class T, Argmax K>
+void max_pool_typed(const Tensor& out, const Tensor& indices, const Tensor& in, const Pool2dParams& p) {
+  using C = compute_t<T>;
+  const int64_t H = in.shape()[2], W = in.shape()[3], OH = out.shape()[2], OW = out.shape()[3];
+  uint8_t* codes = K == Argmax::kCode ? static_cast<uint8_t*>(indices.data_ptr()) : nullptr;
+  int64_t* plane_idx = K == Argmax::kPlane ? static_cast<int64_t*>(indices.data_ptr()) : nullptr;
+  const int64_t kh = p.kernel[0], kw = p.kernel[1], sh = p.stride[0], sw = p.stride[1];
+  const int64_t ph = p.padding[0], pw = p.padding[1], dh = p.dilation[0], dw = p.dilation[1];
+  if (kh == 2 && kw == 2 && sh == 2 && sw == 2 && ph == 0 && pw == 0 && dh == 1 && dw == 1) {
+    // The CNNs' 2x2 / stride-2 pool: four loads per output, no window arithmetic.
+    for_each_plane<T>(out, in, [&](const T* x, T* y, int64_t pl) {
+      for (int64_t oh = 0; oh < OH; ++oh) {
+        const int64_t o = (pl * OH + oh) * OW;
+#if defined(__AVX512F__)
+        if constexpr (std::is_same_v<T, float> && K != Argmax::kPlane) {
+          max_pool_2x2_row_avx512<K>(x + 2 * oh * W, x + (2 * oh + 1) * W, y + oh * OW, codes ? codes + o : nullptr, OW);
+          continue;
+        }
+#endif
+        max_pool_2x2_row<T, C, K>(x + 2 * oh * W, x + (2 * oh + 1) * W, y + oh * OW, codes ? codes + o : nullptr,
+                                  plane_idx ? plane_idx + o : nullptr, OW, W, 2 * oh * W);
+      }
+    });
+    return;
+  }
+  // The taps of a window inside the input: [lo, hi) of i with 0 <= start + i * d < size.
+  auto taps = [](int64_t start, int64_t k, int64_t d, int64_t size, int64_t& lo, int64_t& hi) {
+    lo = start >= 0 ? 0 : (-start + d - 1) / d;
+    hi = std::min<int64_t>(k, start < size ? (size - start + d - 1) / d : 0);
+  };
+  for_each_plane<T>(out, in, [&](const T* x, T* y, int64_t pl) {
+    for (int64_t oh = 0; oh < OH; ++oh) {
+      const int64_t h0 = oh * sh - ph;
+      int64_t i0, i1;
+      taps(h0, kh, dh, H, i0, i1);
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        const int64_t w0 = ow * sw - pw, o = (pl * OH + oh) * OW + ow;
+        int64_t j0, j1;
+        taps(w0, kw, dw, W, j0, j1);
+        C best = -std::numeric_limits<C>::infinity();
+        int64_t bi = i0, bj = j0;  // core's checks leave every window at least one tap
+        for (int64_t i = i0; i < i1; ++i)
+          for (int64_t j = j0; j < j1; ++j) {
+            const C v = static_cast<C>(x[(h0 + i * dh) * W + w0 + j * dw]);
+            if ((i == i0 && j == j0) || replaces(v, best)) {
+              best = v;
+              bi = i;
+              bj = j;
+            }
+          }
+        y[oh * OW + ow] = static_cast<T>(best);
+        if constexpr (K == Argmax::kCode) codes[o] = static_cast<uint8_t>(bi * kw + bj);
+        if constexpr (K == Argmax::kPlane) plane_idx[o] = (h0 + bi * dh) * W + w0 + bj * dw;
+      }
+    }
+  });
 }
 
 void max_pool2d_kernel(const Tensor& out, const Tensor& indices, const Tensor& in, const Pool2dParams& p) {
@@ -64,107 +197,74 @@ void max_pool2d_kernel(const Tensor& out, const Tensor& indices, const Tensor& i
     using T = typename decltype(tag)::type;
     if constexpr (!is_float_v<T>) {
       EMBER_FAIL("max_pool2d kernel: dtype ", dtype_name(in.dtype()), " is not supported");
+    } else if (!indices.defined()) {
+      max_pool_typed<T, Argmax::kNone>(out, indices, in, p);
+    } else if (indices.dtype() == kUInt8) {
+      max_pool_typed<T, Argmax::kCode>(out, indices, in, p);
     } else {
-      using C = compute_t<T>;
-      const int64_t H = in.shape()[2], W = in.shape()[3], OH = out.shape()[2], OW = out.shape()[3];
-      int64_t* ind = indices.defined() ? static_cast<int64_t*>(indices.data_ptr()) : nullptr;
-      // The taps of a window that fall inside the input: [lo, hi) of i with
-      // 0 <= start + i * dilation < size (no division in the common dilation-1 case).
-      auto taps = [](int64_t start, int64_t k, int64_t d, int64_t size, int64_t& lo, int64_t& hi) {
-        if (d == 1) {
-          lo = std::max<int64_t>(0, -start);
-          hi = std::min<int64_t>(k, size - start);
-        } else {
-          lo = start >= 0 ? 0 : (-start + d - 1) / d;
-          hi = std::min<int64_t>(k, start < size ? (size - start + d - 1) / d : 0);
-        }
-      };
-      const int64_t kh = p.kernel[0], kw = p.kernel[1], sh = p.stride[0], sw = p.stride[1];
-      const int64_t ph = p.padding[0], pw = p.padding[1], dh = p.dilation[0], dw = p.dilation[1];
-      const bool two_by_two = kh == 2 && kw == 2 && sh == 2 && sw == 2 && ph == 0 && pw == 0 && dh == 1 && dw == 1;
-      if (two_by_two) {
-        // The CNNs' 2x2 / stride-2 pool: four loads per output, no window arithmetic.
-        for_each_plane<T>(out, in, [&](const T* x, T* y, int64_t pl) {
-          std::vector<int64_t> scratch(ind ? 0 : OW);  // indices nobody asked for
-          for (int64_t oh = 0; oh < OH; ++oh) {
-            int64_t* ir = ind ? ind + (pl * OH + oh) * OW : scratch.data();
-            const T *r0 = x + 2 * oh * W, *r1 = r0 + W;
-            if (!max_pool_2x2_row_fast<T, C>(r0, r1, y + oh * OW, ir, OW, W, 2 * oh * W))
-              max_pool_2x2_row_nan<T, C>(r0, r1, y + oh * OW, ir, OW, W, 2 * oh * W);
-          }
-        });
-        return;
-      }
-      for_each_plane<T>(out, in, [&](const T* x, T* y, int64_t pl) {
-        int64_t* plane_ind = ind ? ind + pl * OH * OW : nullptr;
-        for (int64_t oh = 0; oh < OH; ++oh) {
-          const int64_t h0 = oh * sh - ph;
-          int64_t i0, i1;
-          taps(h0, kh, dh, H, i0, i1);
-          for (int64_t ow = 0; ow < OW; ++ow) {
-            const int64_t w0 = ow * sw - pw;
-            int64_t j0, j1;
-            taps(w0, kw, dw, W, j0, j1);
-            if (i0 >= i1 || j0 >= j1) {  // no tap inside the input (core's checks prevent it)
-              y[oh * OW + ow] = static_cast<T>(-std::numeric_limits<C>::infinity());
-              if (plane_ind) plane_ind[oh * OW + ow] = 0;
-              continue;
-            }
-            // Pass 1: the maximum (max instructions, no branches: which tap wins is
-            // unpredictable, and a mispredicted branch per tap made this 4x slower) and
-            // whether a NaN is present. Pass 2: the first tap holding it.
-            C best = -std::numeric_limits<C>::infinity();
-            bool nan = false;
-            for (int64_t i = i0; i < i1; ++i) {
-              const T* row = x + (h0 + i * dh) * W + w0;
-              for (int64_t j = j0; j < j1; ++j) {
-                const C v = static_cast<C>(row[j * dw]);
-                best = v > best ? v : best;
-                nan |= v != v;
-              }
-            }
-            int64_t arg = -1;
-            for (int64_t i = i0; i < i1 && arg < 0; ++i) {
-              const T* row = x + (h0 + i * dh) * W + w0;
-              for (int64_t j = j0; j < j1; ++j) {
-                const C v = static_cast<C>(row[j * dw]);
-                if (nan ? v != v : v == best) {
-                  arg = (h0 + i * dh) * W + w0 + j * dw;
-                  break;
-                }
-              }
-            }
-            if (nan) best = std::numeric_limits<C>::quiet_NaN();
-            y[oh * OW + ow] = static_cast<T>(best);
-            if (plane_ind) plane_ind[oh * OW + ow] = arg;
-          }
-        }
-      });
+      max_pool_typed<T, Argmax::kPlane>(out, indices, in, p);
     }
   });
 }
 
-// grad_input [N, C, H, W] = gradients of the outputs added at their argmax positions;
-// planes go to threads (no two planes share an element).
-void max_pool2d_backward_kernel(const Tensor& gin, const Tensor& gout, const Tensor& indices) {
+// grad_input [N, C, H, W] = each output's gradient added at its maximum's position;
+// planes go to threads (no two planes share an element). With codes of a 2x2 / stride-2
+// pool every input element is written once, with no zeroing pass.
+void max_pool2d_backward_kernel(const Tensor& gin, const Tensor& gout, const Tensor& indices, const Pool2dParams& p) {
   visit_dtype(gin.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (!is_float_v<T>) {
       EMBER_FAIL("max_pool2d_backward kernel: dtype ", dtype_name(gin.dtype()), " is not supported");
     } else {
       using C = compute_t<T>;
-      const int64_t planes = gin.shape()[0] * gin.shape()[1], hw = gin.shape()[2] * gin.shape()[3];
-      const int64_t ohw = gout.shape()[2] * gout.shape()[3];
+      const int64_t planes = gin.shape()[0] * gin.shape()[1], H = gin.shape()[2], W = gin.shape()[3];
+      const int64_t OH = gout.shape()[2], OW = gout.shape()[3], ohw = OH * OW;
       const T* gy = static_cast<const T*>(gout.data_ptr());
-      const int64_t* idx = static_cast<const int64_t*>(indices.data_ptr());
       T* gx = static_cast<T*>(gin.data_ptr());
-      parallel_for(0, planes, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(hw, 1)), [&](int64_t b, int64_t e) {
+      const bool codes = indices.dtype() == kUInt8;
+      const bool two_by_two = codes && p.kernel[0] == 2 && p.kernel[1] == 2 && p.stride[0] == 2 && p.stride[1] == 2 &&
+                              p.padding[0] == 0 && p.padding[1] == 0 && p.dilation[0] == 1 && p.dilation[1] == 1;
+      parallel_for(0, planes, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(H * W, 1)), [&](int64_t b, int64_t e) {
         for (int64_t pl = b; pl < e; ++pl) {
-          T* x = gx + pl * hw;
-          std::fill(x, x + hw, T(0));
+          T* x = gx + pl * H * W;
+          const T* g = gy + pl * ohw;
+          if (two_by_two) {
+            const uint8_t* k = static_cast<const uint8_t*>(indices.data_ptr()) + pl * ohw;
+            for (int64_t oh = 0; oh < OH; ++oh) {
+              T* r0 = x + 2 * oh * W;
+              T* r1 = r0 + W;
+#if defined(__AVX512F__)
+              if constexpr (std::is_same_v<T, float>) {
+                max_pool_2x2_backward_row_avx512(g + oh * OW, k + oh * OW, r0, r1, OW);
+                if (W > 2 * OW) r0[W - 1] = r1[W - 1] = T(0);
+                continue;
+              }
+#endif
+              for (int64_t ow = 0; ow < OW; ++ow) {
+                const T v = g[oh * OW + ow], z = T(0);
+                const uint8_t c = k[oh * OW + ow];
+                r0[2 * ow] = c == 0 ? v : z;
+                r0[2 * ow + 1] = c == 1 ? v : z;
+                r1[2 * ow] = c == 2 ? v : z;
+                r1[2 * ow + 1] = c == 3 ? v : z;
+              }
+              if (W > 2 * OW) r0[W - 1] = r1[W - 1] = T(0);  // an odd last column no window covers
+            }
+            if (H > 2 * OH) std::fill(x + 2 * OH * W, x + H * W, T(0));
+            continue;
+          }
+          std::fill(x, x + H * W, T(0));
           for (int64_t o = 0; o < ohw; ++o) {
-            T& dst = x[idx[pl * ohw + o]];
-            dst = static_cast<T>(static_cast<C>(dst) + static_cast<C>(gy[pl * ohw + o]));
+            int64_t at;
+            if (codes) {
+              const int64_t c = static_cast<const uint8_t*>(indices.data_ptr())[pl * ohw + o];
+              const int64_t oh = o / OW, ow = o % OW, i = c / p.kernel[1], j = c % p.kernel[1];
+              at = (oh * p.stride[0] - p.padding[0] + i * p.dilation[0]) * W + ow * p.stride[1] - p.padding[1] +
+                   j * p.dilation[1];
+            } else {
+              at = static_cast<const int64_t*>(indices.data_ptr())[pl * ohw + o];
+            }
+            x[at] = static_cast<T>(static_cast<C>(x[at]) + static_cast<C>(g[o]));
           }
         }
       });

@@ -26,15 +26,7 @@ struct SumOp {
   static A identity() { return A(0); }
   static A step(A acc, T v) { return acc + static_cast<A>(cast<compute_t<T>>(v)); }
   static A combine(A a, A b) { return a + b; }
-  // Eight lanes break the dependency chain, so the loop runs at load speed.
-  static A run(const T* p, int64_t n, A acc) {
-    A lane[8] = {};
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-      for (int k = 0; k < 8; ++k) lane[k] += static_cast<A>(cast<compute_t<T>>(p[i + k]));
-    for (; i < n; ++i) acc += static_cast<A>(cast<compute_t<T>>(p[i]));
-    return acc + ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
-  }
+  static A run(const T* p, int64_t n, A acc) { return sum_run<A>(p, n, acc); }
 };
 
 // Max/min that propagate NaN: once a NaN is seen the result is NaN.

@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "kernels/cpu/channel_pack.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/loops.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/scratch.h"
 
@@ -268,7 +269,8 @@ void backward_input_typed(const Tensor& gin, const Tensor& gout, const Tensor& w
 // grad_w[o][c] = G^T (sum over tiles of (A dY A^T) . (B^T d B)) G: per chunk
 // dU[k] += Mdy[k]^T V[k], the chunks' sums added at the end.
 template <class T>
-void backward_weight_typed(const Tensor& gw, const Tensor& gout, const Tensor& in, const Conv2dParams& p) {
+void backward_weight_typed(const Tensor& gw, const Tensor& gb, const Tensor& gout, const Tensor& in,
+                           const Conv2dParams& p) {
   const int64_t N = in.shape()[0], C = in.shape()[1], H = in.shape()[2], W = in.shape()[3];
   const int64_t O = gw.shape()[0], G = p.groups, Cg = C / G, Og = O / G;
   const int64_t OH = gout.shape()[2], OW = gout.shape()[3];
@@ -276,7 +278,7 @@ void backward_weight_typed(const Tensor& gw, const Tensor& gout, const Tensor& i
   const T* gy = static_cast<const T*>(gout.data_ptr());
   const Tiling t(H, W, OH, OW, p.padding[0], p.padding[1]);
   const int64_t Cp = round_lanes(Cg), Op = round_lanes(Og), chunks = chunk_count(N, t.tiles);
-  const int64_t usize = G * 36 * Op * Cp;  // dU[g][k][o][c]
+  const int64_t usize = G * 36 * Op * Cp + O;  // dU[g][k][o][c], then the bias gradient
   Scratch<T> dU(chunks * usize);
   parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {
     const bool parallel_gemm = chunks == 1;
@@ -297,9 +299,12 @@ void backward_weight_typed(const Tensor& gw, const Tensor& gout, const Tensor& i
             input_transform(x_packed.data(), t, TileMatrix<T>{Vs.data() + c0_, T_ * Cp, Cp}, (n - n0) * t.tiles);
           }
           for (int64_t o0 = 0; o0 < Og; o0 += kLanes) {
-            pack_channels(gy + ((n * G + g) * Og + o0) * OH * OW, OH * OW, std::min(kLanes, Og - o0), OH, OW, 0, 0,
-                          t.QW, gy_packed.data());
+            const T* planes = gy + ((n * G + g) * Og + o0) * OH * OW;
+            pack_channels(planes, OH * OW, std::min(kLanes, Og - o0), OH, OW, 0, 0, t.QW, gy_packed.data());
             grad_transform(gy_packed.data(), t, TileMatrix<T>{Ms.data() + o0, T_ * Op, Op}, (n - n0) * t.tiles);
+            if (gb.defined())  // the planes are in cache now
+              for (int64_t l = 0; l < std::min(kLanes, Og - o0); ++l)
+                du[usize - O + g * Og + o0 + l] += T(sum_run<double>(planes + l * OH * OW, OH * OW));
           }
         }
         for (int k = 0; k < 36; ++k)
@@ -310,6 +315,7 @@ void backward_weight_typed(const Tensor& gw, const Tensor& gout, const Tensor& i
   });
   for (int64_t ch = 1; ch < chunks; ++ch)
     for (int64_t i = 0; i < usize; ++i) dU[i] += dU[ch * usize + i];
+  if (gb.defined()) std::copy(dU.data() + usize - O, dU.data() + usize, static_cast<T*>(gb.data_ptr()));
   T* out = static_cast<T*>(gw.data_ptr());
   const int64_t plane = Op * Cp;
   for (int64_t g = 0; g < G; ++g)
@@ -347,8 +353,10 @@ void winograd_conv2d_backward_input(const Tensor& gin, const Tensor& gout, const
   by_dtype(gin.dtype(), "conv2d_backward_input", [&](auto v) { backward_input_typed<decltype(v)>(gin, gout, weight, p); });
 }
 
-void winograd_conv2d_backward_weight(const Tensor& gw, const Tensor& gout, const Tensor& in, const Conv2dParams& p) {
-  by_dtype(gw.dtype(), "conv2d_backward_weight", [&](auto v) { backward_weight_typed<decltype(v)>(gw, gout, in, p); });
+void winograd_conv2d_backward_weight(const Tensor& gw, const Tensor& gb, const Tensor& gout, const Tensor& in,
+                                     const Conv2dParams& p) {
+  by_dtype(gw.dtype(), "conv2d_backward_weight",
+           [&](auto v) { backward_weight_typed<decltype(v)>(gw, gb, gout, in, p); });
 }
 
 }  // namespace ember::kernels::cpu

@@ -25,7 +25,7 @@ void winograd_conv2d(const Tensor& out, const Tensor& in, const Tensor& weight, 
                      const Conv2dParams& p);
 void winograd_conv2d_backward_input(const Tensor& grad_input, const Tensor& grad_output, const Tensor& weight,
                                     const Conv2dParams& p);
-void winograd_conv2d_backward_weight(const Tensor& grad_weight, const Tensor& grad_output, const Tensor& input,
-                                     const Conv2dParams& p);
+void winograd_conv2d_backward_weight(const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_output,
+                                     const Tensor& input, const Conv2dParams& p);
 
 }  // namespace ember::kernels::cpu

@@ -441,5 +441,57 @@ TEST(NnOps, MaxPool2dNaNWins) {
   }
 }
 
+// max_pool2d's backward works from one-byte window codes (Note [Max-pool indices]),
+// max_pool2d_with_indices's from int64 plane indices: both must send each gradient to
+// the same element, in every window shape, with ties and NaNs, and odd sizes that leave
+// a row or column no 2x2 window covers.
+TEST(NnOps, MaxPool2dBackwardFromCodesMatchesIndices) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  struct Case {
+    Shape x;
+    Pool2dOptions o;
+  };
+  const Case cases[] = {
+      {{2, 3, 7, 9}, pool({2, 2}, std::nullopt, {0, 0})},          // the 2x2 path, odd H and W
+      {{2, 2, 6, 34}, pool({2, 2}, std::nullopt, {0, 0})},         // a row longer than a vector
+      {{2, 3, 7, 6}, pool({3, 3}, Pair{2, 2}, {1, 1})},            // overlapping windows with padding
+      {{1, 3, 9, 8}, pool({3, 3}, Pair{1, 1}, {1, 1}, {2, 2})},    // dilation
+      {{2, 2, 8, 7}, pool({3, 3}, Pair{2, 2}, {1, 1}, {1, 1}, true)},  // ceil_mode
+  };
+  uint64_t seed = 970;
+  for (const Case& c : cases)
+    for (DType d : {kFloat32, kFloat64}) {
+      SCOPED_TRACE(shape_str(c.x) + " " + std::string(dtype_name(d)));
+      Tensor x = random_tensor(c.x, d, Layout::Contiguous, ++seed, [](double v) { return std::round(2 * v); });
+      std::vector<double> xv = values(x);
+      xv[5] = nan;
+      x = tensor(xv, c.x, {d});
+      Tensor a = x.detach().set_requires_grad(), b = x.detach().set_requires_grad();
+      Tensor ya = max_pool2d(a, c.o);
+      Tensor yb = max_pool2d_with_indices(b, c.o).first;
+      Tensor g = random_tensor(ya.shape(), d, Layout::Contiguous, ++seed);
+      ya.backward(g);
+      yb.backward(g);
+      EXPECT_EQ(values(a.grad()), values(b.grad()));
+    }
+}
+
+TEST(NnOps, MaxPool2dSavesOneBytePerOutputForBackward) {
+  const memory::CachingAllocator& host = memory::host_allocator();
+  auto allocated = [&] { return host.stats().allocated_bytes[memory::kAllPools].current; };
+  Tensor x = randn({8, 16, 32, 32}).set_requires_grad();  // 8 * 16 * 16 * 16 = 32768 outputs
+  const int64_t before = allocated();
+  Tensor y = max_pool2d(x, pool({2, 2}, std::nullopt, {0, 0}));
+  EXPECT_EQ(allocated() - before, 32768 * 4 + 32768);  // the output, and a byte per output
+  const int64_t before_indices = allocated();
+  auto [z, idx] = max_pool2d_with_indices(x, pool({2, 2}, std::nullopt, {0, 0}));
+  EXPECT_EQ(allocated() - before_indices, 32768 * 4 + 32768 * 8);  // PyTorch's int64 indices
+  EXPECT_DTYPE(idx, kInt64);
+  NoGradGuard no_grad;
+  const int64_t before_eval = allocated();
+  Tensor e = max_pool2d(x, pool({2, 2}, std::nullopt, {0, 0}));
+  EXPECT_EQ(allocated() - before_eval, 32768 * 4);  // no gradient: the values alone
+}
+
 }  // namespace
 }  // namespace ember::test
