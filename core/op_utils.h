@@ -43,6 +43,9 @@ inline void check_same_device(const char* op, std::initializer_list<const Tensor
   }
 }
 
+// grad * (out > 0): the gradient through a ReLU whose output is `out` (ops_elementwise.cpp).
+Tensor relu_backward(const Tensor& grad, const Tensor& out);
+
 inline void check_defined(const char* op, const Tensor& t, const char* what = "input") {
   EMBER_CHECK(t.defined(), op, ": ", what, " is an undefined tensor");
 }

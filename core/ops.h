@@ -118,9 +118,14 @@ Tensor var(const Tensor& x, const std::vector<int64_t>& dims = {}, int64_t corre
 // torch.matmul: 1-D @ 1-D is a dot product, 2-D @ 2-D a matrix product, and N-D operands
 // are batches of matrices whose batch dims broadcast.
 Tensor matmul(const Tensor& a, const Tensor& b);
-// x [..., in] @ weight [out, in]^T + bias [out] (bias may be undefined). Its backward
-// computes the weight gradient directly in weight's layout (g^T x), with no transpose copy.
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
+// An activation that an op applies to its output as it writes it (Note [Fused
+// activations] in layers/layers.cpp): the same values as the separate op, one pass over
+// memory less in forward. nn::Sequential passes it for a Linear or Conv2d followed by ReLU.
+enum class Activation { kNone, kReLU };
+// act(x [..., in] @ weight [out, in]^T + bias [out]) (bias may be undefined), floating
+// tensors. Its backward computes the weight gradient directly in weight's layout (g^T x),
+// with no transpose copy.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, Activation act = Activation::kNone);
 
 // ----- along a dim -----
 Tensor softmax(const Tensor& x, int64_t dim);
@@ -140,7 +145,7 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes = -1);
 // weight [out, in / groups, kh, kw]; bias [out] or undefined.
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {},
               std::pair<int64_t, int64_t> stride = {1, 1}, std::pair<int64_t, int64_t> padding = {0, 0},
-              std::pair<int64_t, int64_t> dilation = {1, 1}, int64_t groups = 1);
+              std::pair<int64_t, int64_t> dilation = {1, 1}, int64_t groups = 1, Activation act = Activation::kNone);
 struct Pool2dOptions {
   std::pair<int64_t, int64_t> kernel_size;
   std::optional<std::pair<int64_t, int64_t>> stride;  // default: kernel_size
@@ -150,7 +155,10 @@ struct Pool2dOptions {
   bool count_include_pad = true;  // avg_pool2d only
   int64_t divisor_override = 0;   // avg_pool2d only; 0 = none
 };
-Tensor max_pool2d(const Tensor& input, const Pool2dOptions& options);
+// With Activation::kReLU, relu(max_pool2d(x)), which equals max_pool2d(relu(x)) value for
+// value and gradient for gradient (a ReLU commutes with the max): the ReLU then costs a
+// pass over the pooled output instead of the larger input.
+Tensor max_pool2d(const Tensor& input, const Pool2dOptions& options, Activation act = Activation::kNone);
 // Also returns the int64 index (h * W + w within each plane) of each maximum.
 std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, const Pool2dOptions& options);
 Tensor avg_pool2d(const Tensor& input, const Pool2dOptions& options);

@@ -78,6 +78,10 @@ Tensor logical_and_zero_base(const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
+Tensor detail::relu_backward(const Tensor& grad, const Tensor& out) {
+  return binary(kernels::relu_backward_stub, grad, out, BinaryKind::Arith);
+}
+
 // Backward formulas capture detached tensors: saving an op's own output with its
 // grad_fn would make the node own itself.
 using autograd::record;
@@ -192,9 +196,7 @@ Tensor abs(const Tensor& x) {
 }
 Tensor relu(const Tensor& x) {
   Tensor out = unary_numeric(kernels::relu_stub, x);
-  return record("relu", {x}, out, [o = out.detach()](const Tensor& g) {
-    return Grads{binary(kernels::relu_backward_stub, g, o, BinaryKind::Arith)};
-  });
+  return record("relu", {x}, out, [o = out.detach()](const Tensor& g) { return Grads{detail::relu_backward(g, o)}; });
 }
 Tensor exp(const Tensor& x) {
   Tensor out = unary_float(kernels::exp_stub, x);

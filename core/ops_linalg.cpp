@@ -67,10 +67,11 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   });
 }
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation act) {
   EMBER_OP_SITE("linear");
   detail::check_defined("linear", x);
   detail::check_defined("linear", weight, "weight");
+  detail::check_same_device("linear", {&x, &weight, &bias});
   EMBER_CHECK(weight.dim() == 2, "linear: weight must be [out, in], got ", shape_str(weight.shape()));
   const int64_t out_f = weight.size(0), in_f = weight.size(1);
   EMBER_CHECK(x.dim() >= 1 && x.size(-1) == in_f, "linear: input ", shape_str(x.shape()), " does not end in ", in_f,
@@ -78,14 +79,21 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   if (bias.defined())
     EMBER_CHECK(bias.dim() == 1 && bias.size(0) == out_f, "linear: bias must be [", out_f, "], got ",
                 shape_str(bias.shape()));
-  Tensor y;
-  {
-    NoGradGuard no_grad;
-    y = matmul(x, weight.t());
-    if (bias.defined()) y = add(y, bias);
-  }
+  DType dtype = promote_types(x.dtype(), weight.dtype());
+  if (bias.defined()) dtype = promote_types(dtype, bias.dtype());
+  EMBER_CHECK(is_floating(dtype), "linear: expects floating tensors, got ", dtype_name(dtype));
+  const DType compute = dtype == kFloat16 || dtype == kBFloat16 ? kFloat32 : dtype;
+  Tensor x2 = x.reshape({-1, in_f}).to(compute).contiguous();
+  Tensor out = empty({x2.size(0), out_f}, {compute, x.device()});
+  kernels::linear_stub(x.device(), out, x2, weight.to(compute).contiguous(),
+                       bias.defined() ? bias.to(compute).contiguous() : Tensor(), act == Activation::kReLU);
+  Shape out_shape(x.shape().begin(), x.shape().end() - 1);
+  out_shape.push_back(out_f);
+  Tensor y = out.view(out_shape).to(dtype);
   return autograd::record("linear", {x, weight, bias}, y,
-                          [x = x.detach(), w = weight.detach(), has_bias = bias.defined(), in_f, out_f](const Tensor& g) {
+                          [x = x.detach(), w = weight.detach(), has_bias = bias.defined(), in_f, out_f,
+                           y = act == Activation::kReLU ? y.detach() : Tensor()](const Tensor& g_out) {
+    const Tensor g = y.defined() ? detail::relu_backward(g_out, y) : g_out;
     Tensor g2 = g.reshape({-1, out_f});
     Tensor gx, gw, gb;
     if (autograd::needs_input_grad(0)) gx = matmul(g, w);                            // [..., in]

@@ -79,7 +79,8 @@ Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl(kernels::soft
 Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl(kernels::log_softmax_stub, x, dim); }
 
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, std::pair<int64_t, int64_t> stride,
-              std::pair<int64_t, int64_t> padding, std::pair<int64_t, int64_t> dilation, int64_t groups) {
+              std::pair<int64_t, int64_t> padding, std::pair<int64_t, int64_t> dilation, int64_t groups,
+              Activation act) {
   EMBER_OP_SITE("conv2d");
   detail::check_defined("conv2d", input);
   detail::check_defined("conv2d", weight, "weight");
@@ -118,12 +119,14 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, std
   Tensor bc = bias.defined() ? bias.to(compute).contiguous() : Tensor();
   Tensor out = empty({N, O, OH, OW}, {compute, input.device()});
   kernels::Conv2dParams p{{stride.first, stride.second}, {padding.first, padding.second},
-                          {dilation.first, dilation.second}, groups};
+                          {dilation.first, dilation.second}, groups, act == Activation::kReLU};
   if (out.numel() > 0) kernels::conv2d_stub(input.device(), out, xc, wc, bc, p);
   out = out.to(dtype);
   out = batched ? out : out.squeeze(0);
   return autograd::record("conv2d", {input, weight, bias}, out,
-                          [xc = xc.detach(), wc = wc.detach(), has_bias = bias.defined(), p, batched](const Tensor& g) {
+                          [xc = xc.detach(), wc = wc.detach(), has_bias = bias.defined(), p, batched,
+                           y = p.relu ? out.detach() : Tensor()](const Tensor& g_out) {
+    const Tensor g = y.defined() ? detail::relu_backward(g_out, y) : g_out;
     Tensor gy = (batched ? g : g.unsqueeze(0)).to(xc.dtype()).contiguous();
     Tensor gx, gw, gb;
     if (autograd::needs_input_grad(0)) {
@@ -147,9 +150,11 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, std
 // The gradient of each output goes to the input element its index names.
 // Note [Max-pool indices] (kernels/cpu/pool.cpp): the backward keeps a one-byte code per
 // output unless the caller asked for PyTorch's int64 indices, and none without autograd.
-std::pair<Tensor, Tensor> max_pool2d_impl(const Tensor& input, const Pool2dOptions& options, bool want_indices) {
+std::pair<Tensor, Tensor> max_pool2d_impl(const Tensor& input, const Pool2dOptions& options, bool want_indices,
+                                          Activation act) {
   EMBER_OP_SITE("max_pool2d");
   PoolSetup s = pool_setup("max_pool2d", input, options, true);
+  s.params.relu = act == Activation::kReLU;
   Tensor out = empty(s.out_shape, {s.in.dtype(), s.in.device()});
   const bool grad = autograd::needs_grad({&input});
   const bool codes = !want_indices && s.params.kernel[0] * s.params.kernel[1] <= 256;
@@ -157,7 +162,10 @@ std::pair<Tensor, Tensor> max_pool2d_impl(const Tensor& input, const Pool2dOptio
   if (out.numel() > 0) kernels::max_pool2d_stub(s.in.device(), out, idx, s.in, s.params);
   Tensor o = s.batched ? out : out.squeeze(0);
   autograd::record("max_pool2d", {input}, o,
-                   [in_shape = s.in.shape(), idx, p = s.params, batched = s.batched](const Tensor& g) {
+                   [in_shape = s.in.shape(), idx, p = s.params, batched = s.batched,
+                    y = s.params.relu ? o.detach() : Tensor()](const Tensor& g_out) {
+    // With the ReLU: masked at the pooled size, before the gradient goes to the maxima.
+    const Tensor g = y.defined() ? detail::relu_backward(g_out, y) : g_out;
     Tensor gi = empty(in_shape, {g.dtype(), g.device()});
     kernels::max_pool2d_backward_stub(g.device(), gi, (batched ? g : g.unsqueeze(0)).contiguous(), idx, p);
     return std::vector<Tensor>{batched ? gi : gi.squeeze(0)};
@@ -166,11 +174,11 @@ std::pair<Tensor, Tensor> max_pool2d_impl(const Tensor& input, const Pool2dOptio
 }
 
 std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, const Pool2dOptions& options) {
-  return max_pool2d_impl(input, options, true);
+  return max_pool2d_impl(input, options, true, Activation::kNone);
 }
 
-Tensor max_pool2d(const Tensor& input, const Pool2dOptions& options) {
-  return max_pool2d_impl(input, options, false).first;
+Tensor max_pool2d(const Tensor& input, const Pool2dOptions& options, Activation act) {
+  return max_pool2d_impl(input, options, false, act).first;
 }
 
 Tensor avg_pool2d(const Tensor& input, const Pool2dOptions& options) {

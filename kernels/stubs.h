@@ -29,6 +29,7 @@ struct PhiloxState {  // a draw's position in a counter-based Philox 4x32-10 str
 
 struct Conv2dParams {
   int64_t stride[2], padding[2], dilation[2], groups;
+  bool relu = false;  // forward: max(0, .) applied to the output as it is written
 };
 
 struct Pool2dParams {
@@ -36,6 +37,7 @@ struct Pool2dParams {
   bool ceil_mode;
   bool count_include_pad;    // avg_pool2d
   int64_t divisor_override;  // avg_pool2d; 0 = none
+  bool relu = false;         // max_pool2d: max(0, .) of each output (it commutes with the max)
 };
 
 using ops_sgd = ops::SgdUpdate;
@@ -59,6 +61,8 @@ using MatmulFn = void(const Tensor& out, const Tensor& a, const Tensor& b);
 using SoftmaxFn = void(const Tensor& out, const Tensor& in, int64_t dim);
 using IndexFn = void(const Tensor& out, const Tensor& in, int64_t dim, const Tensor& index);
 using ScatterFn = void(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
+// out [M, N] = relu?(x [M, K] @ w [N, K]^T + bias [N]); all contiguous, bias may be undefined.
+using LinearFn = void(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& bias, bool relu);
 // bias may be undefined.
 using Conv2dFn = void(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias,
                       const Conv2dParams& p);
@@ -130,7 +134,7 @@ class OpStub : public OpStubBase {
   X(clamp, ClampFn) X(where, WhereFn) X(copy, CopyFn) X(fill, FillFn) X(arange, RangeFn)    \
   X(linspace, RangeFn) X(uniform, RandomFn) X(normal, RandomFn) X(randint, RandomFn)        \
   X(sum, ReduceFn) X(amax, ReduceFn) X(amin, ReduceFn) X(max_dim, ReduceIndexFn)            \
-  X(min_dim, ReduceIndexFn) X(matmul, MatmulFn) X(softmax, SoftmaxFn) X(log_softmax, SoftmaxFn) \
+  X(min_dim, ReduceIndexFn) X(matmul, MatmulFn) X(linear, LinearFn) X(softmax, SoftmaxFn) X(log_softmax, SoftmaxFn) \
   X(index_select, IndexFn) X(gather, IndexFn) X(scatter_add, ScatterFn) X(conv2d, Conv2dFn) \
   X(conv2d_backward_input, Conv2dBackwardInputFn) X(conv2d_backward_weight, Conv2dBackwardWeightFn)    \
   X(max_pool2d, MaxPool2dFn) X(avg_pool2d, AvgPool2dFn) X(avg_pool2d_backward, AvgPool2dBackwardFn)   \

@@ -53,7 +53,7 @@ Linear::Linear(int64_t in, int64_t out, bool with_bias) : in_(in), out_(out) {
     uniform_(bias, -b, b);
   }
 }
-Tensor Linear::forward(const Tensor& x) { return functional::linear(x, weight, bias); }
+Tensor Linear::forward(const Tensor& x, Activation act) { return ember::linear(x, weight, bias, act); }
 std::string Linear::name() const {
   return "Linear(in_features=" + std::to_string(in_) + ", out_features=" + std::to_string(out_) +
          ", bias=" + (bias.defined() ? "true" : "false") + ")";
@@ -72,7 +72,9 @@ Conv2d::Conv2d(int64_t in, int64_t out, Pair k, Pair stride, Pair padding, Pair 
     uniform_(bias, -b, b);
   }
 }
-Tensor Conv2d::forward(const Tensor& x) { return conv2d(x, weight, bias, stride_, padding_, dilation_, groups_); }
+Tensor Conv2d::forward(const Tensor& x, Activation act) {
+  return conv2d(x, weight, bias, stride_, padding_, dilation_, groups_, act);
+}
 std::string Conv2d::name() const {
   return "Conv2d(" + std::to_string(in_) + ", " + std::to_string(out_) + ", kernel_size=" + pair_str(kernel_) +
          ", stride=" + pair_str(stride_) + ", padding=" + pair_str(padding_) + ")";
@@ -147,9 +149,43 @@ Sequential::Sequential(std::initializer_list<std::shared_ptr<Module>> modules) {
   for (const auto& m : modules) push_back(m);
 }
 void Sequential::push_back(std::shared_ptr<Module> m) { register_module(std::to_string(children().size()), std::move(m)); }
+// Note [Fused activations]. A ReLU after a Linear or Conv2d costs a pass over their output
+// in forward (read, write) and one in backward (read the gradient and the output, write),
+// each as large as the layer's activations: in the Fashion-MNIST CNN, 12.8 MB per step
+// for the first layer alone. Two fusions remove them, and change no value or gradient:
+// - ReLU, MaxPool2d: max(relu(x)) = relu(max(x)) (a ReLU is monotonic), so the pool takes
+//   the max of the raw input and applies the ReLU to its four times smaller output; its
+//   backward masks the gradient at that size, where the maxima are (a window whose max is
+//   not positive sends a zero gradient either way).
+// - Linear or Conv2d, ReLU (not followed by a pool): the op applies max(0, .) while its
+//   output is in cache, and its backward masks the incoming gradient.
+// What the user sees is one autograd node instead of two.
 Tensor Sequential::forward(const Tensor& x) {
+  const auto& mods = children();
+  auto is_relu = [&](size_t i) { return i < mods.size() && dynamic_cast<ReLU*>(mods[i].second.get()); };
+  auto pool_at = [&](size_t i) { return i < mods.size() ? dynamic_cast<MaxPool2d*>(mods[i].second.get()) : nullptr; };
   Tensor y = x;
-  for (const auto& [n, m] : children()) y = m->forward(y);
+  for (size_t i = 0; i < mods.size(); ++i) {
+    Module* m = mods[i].second.get();
+    if (fuse_ && is_relu(i) && pool_at(i + 1)) {
+      y = pool_at(i + 1)->forward(y, Activation::kReLU);
+      ++i;
+      continue;
+    }
+    if (fuse_ && is_relu(i + 1) && !pool_at(i + 2)) {
+      if (auto* l = dynamic_cast<Linear*>(m)) {
+        y = l->forward(y, Activation::kReLU);
+        ++i;
+        continue;
+      }
+      if (auto* c = dynamic_cast<Conv2d*>(m)) {
+        y = c->forward(y, Activation::kReLU);
+        ++i;
+        continue;
+      }
+    }
+    y = m->forward(y);
+  }
   return y;
 }
 

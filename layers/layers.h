@@ -22,7 +22,9 @@ using Pair = std::pair<int64_t, int64_t>;
 class Linear : public Module {
  public:
   Linear(int64_t in_features, int64_t out_features, bool bias = true);
-  Tensor forward(const Tensor& x) override;
+  Tensor forward(const Tensor& x) override { return forward(x, Activation::kNone); }
+  // With an activation fused into the op (what Sequential does for Linear, ReLU).
+  Tensor forward(const Tensor& x, Activation act);
   std::string name() const override;
   Tensor weight, bias;  // [out, in], [out] or undefined
 
@@ -34,7 +36,9 @@ class Conv2d : public Module {
  public:
   Conv2d(int64_t in_channels, int64_t out_channels, Pair kernel_size, Pair stride = {1, 1}, Pair padding = {0, 0},
          Pair dilation = {1, 1}, int64_t groups = 1, bool bias = true);
-  Tensor forward(const Tensor& x) override;
+  Tensor forward(const Tensor& x) override { return forward(x, Activation::kNone); }
+  // With an activation fused into the op (what Sequential does for Conv2d, ReLU).
+  Tensor forward(const Tensor& x, Activation act);
   std::string name() const override;
   Tensor weight, bias;  // [out, in / groups, kh, kw], [out]
 
@@ -47,6 +51,8 @@ class MaxPool2d : public Module {
  public:
   explicit MaxPool2d(Pool2dOptions options) : options_(std::move(options)) {}
   Tensor forward(const Tensor& x) override { return max_pool2d(x, options_); }
+  // relu(pool(x)): what Sequential runs for ReLU, MaxPool2d.
+  Tensor forward(const Tensor& x, Activation act) { return max_pool2d(x, options_, act); }
   std::string name() const override;
 
  private:
@@ -165,15 +171,23 @@ class Flatten : public Module {
 };
 
 // Applies its children in order; children are named "0", "1", ... as in PyTorch.
+// Runs its modules in order. A ReLU followed by a MaxPool2d runs inside the pool, after
+// the max; otherwise a Linear or Conv2d followed by a ReLU runs as one op with the ReLU
+// fused into it (Note [Fused activations] in layers.cpp): the same results bit for bit,
+// passes over the activations saved. set_fusion(false) runs the modules one by one.
 class Sequential : public Module {
  public:
   Sequential() = default;
   Sequential(std::initializer_list<std::shared_ptr<Module>> modules);
   void push_back(std::shared_ptr<Module> m);
   Tensor forward(const Tensor& x) override;
+  void set_fusion(bool on) { fuse_ = on; }
   std::string name() const override { return "Sequential"; }
   size_t size() const { return children().size(); }
   Module& operator[](size_t i) const { return *children().at(i).second; }
+
+ private:
+  bool fuse_ = true;
 };
 
 // ----- losses: (input, target) -> loss -----

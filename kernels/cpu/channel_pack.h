@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/common/unary_ops.h"
+
 #if defined(__AVX512F__)
 #include <immintrin.h>
 #endif
@@ -78,12 +80,13 @@ void pack_channels(const T* src, int64_t plane, int64_t lanes, int64_t rows, int
     }
 }
 
-// dst[l * plane + r * width + s] = in[(r * pcols + s) * 16 + l] + bias[l] for l < lanes,
-// r < rows, s < width: the inverse of pack_channels. `in` must have 16 readable
-// positions past each row's last (callers allocate a spare row).
+// dst[l * plane + r * width + s] = in[(r * pcols + s) * 16 + l] + bias[l] (bias may be
+// null), then max(0, .) when relu, for l < lanes, r < rows, s < width: the inverse of
+// pack_channels. `in` must have 16 readable positions past each row's last (callers
+// allocate a spare row).
 template <class T>
-void unpack_channels(const T* in, int64_t pcols, int64_t lanes, int64_t rows, int64_t width, const T* bias, T* dst,
-                     int64_t plane) {
+void unpack_channels(const T* in, int64_t pcols, int64_t lanes, int64_t rows, int64_t width, const T* bias, bool relu,
+                     T* dst, int64_t plane) {
 #if defined(__AVX512F__)
   if constexpr (std::is_same_v<T, float>) {
     __m512 v[16];
@@ -94,9 +97,11 @@ void unpack_channels(const T* in, int64_t pcols, int64_t lanes, int64_t rows, in
         const T* src = in + (r * pcols + c) * 16;
         for (int j = 0; j < 16; ++j) v[j] = _mm512_loadu_ps(src + j * 16);
         transpose16(v);
-        for (int64_t l = 0; l < lanes; ++l)
-          _mm512_mask_storeu_ps(dst + l * plane + r * width + c, m,
-                                bias ? _mm512_add_ps(v[l], _mm512_set1_ps(bias[l])) : v[l]);
+        for (int64_t l = 0; l < lanes; ++l) {
+          __m512 o = bias ? _mm512_add_ps(v[l], _mm512_set1_ps(bias[l])) : v[l];
+          if (relu) o = _mm512_max_ps(_mm512_setzero_ps(), o);  // ops::Relu: a NaN (second operand) passes
+          _mm512_mask_storeu_ps(dst + l * plane + r * width + c, m, o);
+        }
       }
     return;
   }
@@ -104,7 +109,10 @@ void unpack_channels(const T* in, int64_t pcols, int64_t lanes, int64_t rows, in
   for (int64_t l = 0; l < lanes; ++l) {
     const T b = bias ? bias[l] : T(0);
     for (int64_t r = 0; r < rows; ++r)
-      for (int64_t s = 0; s < width; ++s) dst[l * plane + r * width + s] = in[(r * pcols + s) * 16 + l] + b;
+      for (int64_t s = 0; s < width; ++s) {
+        const T v = in[(r * pcols + s) * 16 + l] + b;
+        dst[l * plane + r * width + s] = relu ? ops::Relu{}(v) : v;
+      }
   }
 }
 

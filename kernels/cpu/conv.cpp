@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/common/unary_ops.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/loops.h"
@@ -179,6 +180,8 @@ void conv2d_typed(const Tensor& out, const Tensor& in, const Tensor& weight, con
       }
       for (int64_t o = 0; o < Og; ++o) std::fill(yg + o * P, yg + (o + 1) * P, bptr ? bptr[g * Og + o] : T(0));
       gemm<T>(false, false, Og, P, KK, w + g * Og * KK, KK, cols, P, yg, P, true, parallel);
+      if (p.relu)  // while the sample's output is in cache
+        for (int64_t i = 0; i < Og * P; ++i) yg[i] = ops::Relu{}(yg[i]);
     }
   };
   for_each_sample<T>(N, sample);

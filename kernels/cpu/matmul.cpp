@@ -4,6 +4,7 @@
 // products run one per thread; large ones use the threaded GEMM one after another.
 #include <vector>
 
+#include "kernels/common/unary_ops.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/loops.h"
@@ -98,8 +99,37 @@ void matmul_kernel(const Tensor& out, const Tensor& a, const Tensor& b) {
   }
 }
 
+// out [M, N] = relu?(x [M, K] @ w [N, K]^T + bias): the rows start as the bias and the
+// GEMM adds into them (no separate bias pass); the ReLU then runs over row blocks that
+// are still in cache.
+template <class T>
+void linear_float(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& bias, bool relu) {
+  const int64_t M = out.shape()[0], N = out.shape()[1], K = x.shape()[1];
+  T* y = static_cast<T*>(out.data_ptr());
+  const T* b = bias.defined() ? static_cast<const T*>(bias.data_ptr()) : nullptr;
+  if (b)
+    parallel_for(0, M, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(N, 1)), [&](int64_t lo, int64_t hi) {
+      for (int64_t r = lo; r < hi; ++r) std::copy(b, b + N, y + r * N);
+    });
+  gemm<T>(false, true, M, N, K, static_cast<const T*>(x.data_ptr()), K, static_cast<const T*>(w.data_ptr()), K, y, N,
+          b != nullptr, true);
+  if (relu)
+    parallel_for(0, M * N, kGrainSize, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) y[i] = ops::Relu{}(y[i]);
+    });
+}
+
+void linear_kernel(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& bias, bool relu) {
+  if (x.dtype() == DType::Float32) return linear_float<float>(out, x, w, bias, relu);
+  if (x.dtype() == DType::Float64) return linear_float<double>(out, x, w, bias, relu);
+  EMBER_FAIL("linear kernel: dtype ", dtype_name(x.dtype()), " is not supported on the cpu");
+}
+
 }  // namespace
 
-void register_matmul() { matmul_stub.set(DeviceType::CPU, matmul_kernel); }
+void register_matmul() {
+  matmul_stub.set(DeviceType::CPU, matmul_kernel);
+  linear_stub.set(DeviceType::CPU, linear_kernel);
+}
 
 }  // namespace ember::kernels::cpu

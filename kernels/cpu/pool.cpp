@@ -9,6 +9,7 @@
 #include <immintrin.h>
 #endif
 
+#include "kernels/common/unary_ops.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/loops.h"
 
@@ -47,7 +48,7 @@ inline bool replaces(C v, C best) {
 // vectorize the row.
 template <class T, class C, Argmax K>
 void max_pool_2x2_row(const T* r0, const T* r1, T* y, uint8_t* code, int64_t* plane_idx, int64_t n, int64_t W,
-                      int64_t base) {
+                      int64_t base, bool relu) {
   for (int64_t ow = 0; ow < n; ++ow) {
     const C a = static_cast<C>(r0[2 * ow]), b = static_cast<C>(r0[2 * ow + 1]);
     const C c = static_cast<C>(r1[2 * ow]), d = static_cast<C>(r1[2 * ow + 1]);
@@ -62,7 +63,7 @@ void max_pool_2x2_row(const T* r0, const T* r1, T* y, uint8_t* code, int64_t* pl
     t = replaces(d, m);
     m = t ? d : m;
     k = t ? 3 : k;
-    y[ow] = static_cast<T>(m);
+    y[ow] = static_cast<T>(relu ? ops::Relu{}(m) : m);
     if constexpr (K == Argmax::kCode) code[ow] = static_cast<uint8_t>(k);
     if constexpr (K == Argmax::kPlane) plane_idx[ow] = base + 2 * ow + (k & 1) + (k >> 1) * W;
   }
@@ -94,7 +95,7 @@ inline __mmask16 replaces_mask(__m512 x, __m512 m) {
 }
 
 template <Argmax K>
-void max_pool_2x2_row_avx512(const float* r0, const float* r1, float* y, uint8_t* code, int64_t n) {
+void max_pool_2x2_row_avx512(const float* r0, const float* r1, float* y, uint8_t* code, int64_t n, bool relu) {
   const __m512i even = _mm512_load_si512(kPairIndices.even), odd = _mm512_load_si512(kPairIndices.odd);
   for (int64_t c = 0; c < n; c += 16) {
     const int64_t m = std::min<int64_t>(16, n - c);
@@ -110,6 +111,7 @@ void max_pool_2x2_row_avx512(const float* r0, const float* r1, float* y, uint8_t
       best = _mm512_mask_mov_ps(best, r, taps[t]);
       k = _mm512_mask_mov_epi32(k, r, _mm512_set1_epi32(t));
     }
+    if (relu) best = _mm512_max_ps(_mm512_setzero_ps(), best);  // ops::Relu: a NaN (second operand) passes
     _mm512_mask_storeu_ps(y + c, first_n(m), best);
     if constexpr (K == Argmax::kCode) _mm_mask_storeu_epi8(code + c, first_n(m), _mm512_cvtepi32_epi8(k));
   }
@@ -149,12 +151,13 @@ void max_pool_typed(const Tensor& out, const Tensor& indices, const Tensor& in, 
         const int64_t o = (pl * OH + oh) * OW;
 #if defined(__AVX512F__)
         if constexpr (std::is_same_v<T, float> && K != Argmax::kPlane) {
-          max_pool_2x2_row_avx512<K>(x + 2 * oh * W, x + (2 * oh + 1) * W, y + oh * OW, codes ? codes + o : nullptr, OW);
+          max_pool_2x2_row_avx512<K>(x + 2 * oh * W, x + (2 * oh + 1) * W, y + oh * OW, codes ? codes + o : nullptr, OW,
+                                     p.relu);
           continue;
         }
 #endif
         max_pool_2x2_row<T, C, K>(x + 2 * oh * W, x + (2 * oh + 1) * W, y + oh * OW, codes ? codes + o : nullptr,
-                                  plane_idx ? plane_idx + o : nullptr, OW, W, 2 * oh * W);
+                                  plane_idx ? plane_idx + o : nullptr, OW, W, 2 * oh * W, p.relu);
       }
     });
     return;
@@ -184,7 +187,7 @@ void max_pool_typed(const Tensor& out, const Tensor& indices, const Tensor& in, 
               bj = j;
             }
           }
-        y[oh * OW + ow] = static_cast<T>(best);
+        y[oh * OW + ow] = static_cast<T>(p.relu ? ops::Relu{}(best) : best);
         if constexpr (K == Argmax::kCode) codes[o] = static_cast<uint8_t>(bi * kw + bj);
         if constexpr (K == Argmax::kPlane) plane_idx[o] = (h0 + bi * dh) * W + w0 + bj * dw;
       }
