@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/memory.h"
 #include "core/ops.h"
+#include "core/profiler.h"
 #include "core/random.h"
 #include "core/runtime.h"
 #include "core/safetensors.h"

@@ -24,6 +24,11 @@ void set_num_threads(int n) {
   kernels::set_cpu_num_threads(n);
 }
 
+SingleThreadedScope::SingleThreadedScope() : saved_(kernels::cpu_thread_serial()) {
+  kernels::set_cpu_thread_serial(true);
+}
+SingleThreadedScope::~SingleThreadedScope() { kernels::set_cpu_thread_serial(saved_); }
+
 bool cuda_backend_built() { return kernels::cuda_backend_built(); }
 
 std::string default_device_name() { return kernels::cuda_device_count() > 0 ? "cuda" : "cpu"; }

@@ -14,6 +14,20 @@ void init();
 int get_num_threads();
 void set_num_threads(int n);  // throws ember::Error unless n >= 1
 
+// For its lifetime, CPU kernels called on this thread run on this thread alone instead
+// of the shared pool: for background threads (the DataLoader's prefetching) whose small
+// kernels should not queue for the pool behind, or ahead of, the training step's.
+class SingleThreadedScope {
+ public:
+  SingleThreadedScope();
+  ~SingleThreadedScope();
+  SingleThreadedScope(const SingleThreadedScope&) = delete;
+  SingleThreadedScope& operator=(const SingleThreadedScope&) = delete;
+
+ private:
+  bool saved_;
+};
+
 // True when this build contains the CUDA backend (a GPU may still be absent).
 bool cuda_backend_built();
 

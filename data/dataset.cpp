@@ -7,6 +7,7 @@
 #include "core/autograd.h"
 #include "core/error.h"
 #include "core/ops.h"
+#include "core/runtime.h"
 #include "data/idx.h"
 
 namespace ember::data {
@@ -105,7 +106,10 @@ Transform resize(int64_t height, int64_t width) {
 DataLoader::DataLoader(TensorDataset dataset, DataLoaderOptions options)
     : dataset_(std::move(dataset)), opt_(std::move(options)) {
   EMBER_CHECK(opt_.batch_size > 0, "DataLoader: batch_size must be positive, got ", opt_.batch_size);
-  EMBER_CHECK(opt_.prefetch >= 0, "DataLoader: prefetch must be >= 0, got ", opt_.prefetch);
+  EMBER_CHECK(opt_.prefetch >= 0 || opt_.prefetch == DataLoaderOptions::kAutoPrefetch,
+              "DataLoader: prefetch must be >= 0 (or kAutoPrefetch), got ", opt_.prefetch);
+  if (opt_.prefetch == DataLoaderOptions::kAutoPrefetch)
+    opt_.prefetch = static_cast<int>(std::thread::hardware_concurrency()) > get_num_threads() ? 2 : 0;
 }
 
 DataLoader::~DataLoader() { stop_worker(); }
@@ -162,6 +166,7 @@ void DataLoader::start_epoch(int64_t epoch) {
   if (opt_.prefetch == 0) return;
   worker_ = std::thread([this, total = batches_per_epoch()] {
     NoGradGuard no_grad;
+    SingleThreadedScope alone;  // a batch's gather must not wait for the pool, nor hold it
     for (int64_t b = 0; b < total; ++b) {
       {
         std::unique_lock lock(mu_);

@@ -21,5 +21,8 @@ memory::CachingAllocator& cuda_allocator(int index);
 // CPU thread pool size used by the CPU kernels (EMBER_NUM_THREADS, default all cores).
 int cpu_num_threads();
 void set_cpu_num_threads(int n);
+// Whether the calling thread runs CPU kernels on itself alone (kernels/cpu/parallel.h).
+bool cpu_thread_serial();
+void set_cpu_thread_serial(bool on);
 
 }  // namespace ember::kernels

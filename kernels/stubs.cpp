@@ -4,6 +4,8 @@
 
 namespace ember::kernels {
 
+std::atomic<bool> g_profiling{false};
+
 void OpStubBase::missing(DeviceType d) const {
   EMBER_FAIL(name_, ": no kernel is registered for device type ", device_type_name(d));
 }

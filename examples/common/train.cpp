@@ -72,6 +72,7 @@ void add_train_flags(CLI::App& app, TrainConfig& c) {
   app.add_option("--save", c.save, "write a checkpoint here after every epoch");
   app.add_option("--resume", c.resume, "continue from this checkpoint");
   app.add_flag("--json", c.json, "end with one JSON line of results");
+  app.add_flag("--profile", c.profile, "print the time each kernel took in training, as a table");
 }
 
 int train_main(const std::string& model_name, const TrainConfig& c,
@@ -110,6 +111,7 @@ int train_main(const std::string& model_name, const TrainConfig& c,
     double last_loss = 0;
     int64_t samples = 0;
     double train_time = 0;
+    if (c.profile) start_op_profiler();
     for (int64_t e = first_epoch; e < c.epochs; ++e) {
       const auto t0 = Clock::now();
       loader.start_epoch(e);
@@ -136,7 +138,9 @@ int train_main(const std::string& model_name, const TrainConfig& c,
       last_loss = loss_sum / static_cast<double>(std::max<int64_t>(seen, 1));
       epoch_loss.push_back(last_loss);
       // Evaluated after the epoch's clock stopped: epoch_seconds is training alone.
+      if (c.profile) stop_op_profiler();
       epoch_accuracy.push_back(evaluate(*model, test));
+      if (c.profile) start_op_profiler(/*resume=*/true);
       std::printf("epoch %lld/%lld: loss %.4f, train accuracy %.2f%%, test accuracy %.2f%%, %.0f samples/s, %.2f s\n",
                   static_cast<long long>(e + 1), static_cast<long long>(c.epochs), last_loss,
                   100.0 * static_cast<double>(correct) / static_cast<double>(std::max<int64_t>(seen, 1)),
@@ -144,6 +148,7 @@ int train_main(const std::string& model_name, const TrainConfig& c,
       if (!c.save.empty())
         optim::save_checkpoint(c.save, *model, opt.get(), {{"model", model_name}, {"epoch", std::to_string(e + 1)}});
     }
+    if (c.profile) std::printf("%s", format_op_profile(stop_op_profiler(), train_time).c_str());
     const double accuracy = epoch_accuracy.empty() ? evaluate(*model, test) : epoch_accuracy.back();
     std::printf("test accuracy %.2f%%\n", 100.0 * accuracy);
     if (c.json) {

@@ -25,6 +25,7 @@ struct TrainConfig {
   int64_t limit_train = 0;
   std::string save, resume;
   bool json = false;
+  bool profile = false;
 };
 
 void add_train_flags(CLI::App& app, TrainConfig& config);

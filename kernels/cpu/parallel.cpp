@@ -20,6 +20,7 @@ namespace ember::kernels::cpu {
 namespace {
 
 thread_local bool tls_in_parallel = false;
+thread_local bool tls_serial = false;
 
 constexpr int kSpinRounds = 4096;
 
@@ -164,12 +165,14 @@ Pool& pool() {
 
 int num_threads() { return pool().size(); }
 void set_num_threads(int n) { pool().resize(n); }
+bool thread_serial() { return tls_serial; }
+void set_thread_serial(bool on) { tls_serial = on; }
 
 void parallel_for(int64_t begin, int64_t end, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
   if (begin >= end) return;
   int64_t n = end - begin;
   grain = std::max<int64_t>(grain, 1);
-  int threads = tls_in_parallel ? 1 : num_threads();
+  int threads = tls_in_parallel || tls_serial ? 1 : num_threads();
   int64_t chunks = std::min<int64_t>(threads, (n + grain - 1) / grain);
   if (chunks <= 1) {
     fn(begin, end);
@@ -183,4 +186,6 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain, const std::function
 namespace ember::kernels {
 int cpu_num_threads() { return cpu::num_threads(); }
 void set_cpu_num_threads(int n) { cpu::set_num_threads(n); }
+bool cpu_thread_serial() { return cpu::thread_serial(); }
+void set_cpu_thread_serial(bool on) { cpu::set_thread_serial(on); }
 }  // namespace ember::kernels

@@ -19,4 +19,10 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain, const std::function
 int num_threads();
 void set_num_threads(int n);
 
+// While set, parallel_for on the calling thread runs inline: for background threads (the
+// data loader's) whose small kernels would otherwise queue for the pool behind, or
+// ahead of, the training step's.
+bool thread_serial();
+void set_thread_serial(bool on);
+
 }  // namespace ember::kernels::cpu

@@ -183,7 +183,7 @@ TEST(DataLoader, BatchSizesAndDropLast) {
   ASSERT_EQ(bd.size(), 2u);
   for (const Batch& b : bd) EXPECT_EQ(b.target.numel(), 4);
   EXPECT_EMBER_ERROR(DataLoader(numbered(3), {.batch_size = 0}), "batch_size");
-  EXPECT_EMBER_ERROR(DataLoader(numbered(3), {.prefetch = -1}), "prefetch");
+  EXPECT_EMBER_ERROR(DataLoader(numbered(3), {.prefetch = -2}), "prefetch");
 }
 
 TEST(DataLoader, EachSampleOncePerEpochInOrder) {

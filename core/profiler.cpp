@@ -1,0 +1,40 @@
+#include "core/profiler.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "kernels/stubs.h"
+
+namespace ember {
+
+void start_op_profiler(bool resume) {
+  if (!resume)
+    for (const kernels::OpStubBase* s : kernels::all_stubs()) s->reset_profile();
+  kernels::g_profiling = true;
+}
+
+std::vector<OpProfile> stop_op_profiler() {
+  kernels::g_profiling = false;
+  std::vector<OpProfile> out;
+  for (const kernels::OpStubBase* s : kernels::all_stubs())
+    if (s->profiled_calls() > 0) out.push_back({s->name(), s->profiled_calls(), s->profiled_nanoseconds() * 1e-9});
+  std::sort(out.begin(), out.end(), [](const OpProfile& a, const OpProfile& b) { return a.seconds > b.seconds; });
+  return out;
+}
+
+std::string format_op_profile(const std::vector<OpProfile>& profile, double wall_seconds) {
+  std::string s = "| op | calls | seconds | share |\n|---|---|---|---|\n";
+  char line[160];
+  double kernels = 0;
+  for (const OpProfile& p : profile) {
+    kernels += p.seconds;
+    std::snprintf(line, sizeof line, "| %s | %lld | %.3f | %.1f%% |\n", p.op.c_str(), static_cast<long long>(p.calls),
+                  p.seconds, wall_seconds > 0 ? 100 * p.seconds / wall_seconds : 0.0);
+    s += line;
+  }
+  std::snprintf(line, sizeof line, "| (outside kernels: autograd, allocation, framework) | | %.3f | %.1f%% |\n",
+                wall_seconds - kernels, wall_seconds > 0 ? 100 * (wall_seconds - kernels) / wall_seconds : 0.0);
+  return s + line;
+}
+
+}  // namespace ember
