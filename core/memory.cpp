@@ -4,7 +4,9 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
+#include "memory/export.h"
 #include "kernels/backends.h"
 
 namespace ember {
@@ -24,6 +26,14 @@ void reset_peak_memory_stats(Device device) { device_allocator(device).reset_pea
 void empty_cache(Device device) { device_allocator(device).empty_cache(); }
 void set_memory_fraction(double fraction, Device device) { device_allocator(device).set_memory_fraction(fraction); }
 void set_memory_limit(std::size_t bytes, Device device) { device_allocator(device).set_memory_limit(bytes); }
+
+void save_memory_snapshot(const std::string& path, Device device) {
+  const memory::Snapshot snap = device_allocator(device).snapshot();
+  const bool trace = path.size() >= 11 && path.compare(path.size() - 11, 11, ".trace.json") == 0;
+  write_file_atomically(path, trace ? memory::to_chrome_trace(snap) : memory::to_json(snap), "save_memory_snapshot");
+}
+
+void record_memory_history(std::size_t entries, Device device) { device_allocator(device).record_history(entries); }
 
 std::size_t parse_memory_size(const std::string& text, Device device) {
   auto fail = [&] {

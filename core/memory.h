@@ -26,6 +26,14 @@ void empty_cache(Device device = Device::cpu());
 void set_memory_fraction(double fraction, Device device = Device::cpu());
 void set_memory_limit(std::size_t bytes, Device device = Device::cpu());
 
+// The device's allocator snapshot (segments, blocks and the event history; see
+// record_memory_history) written atomically as JSON (memory/export.h), or as a
+// Chrome/Perfetto trace when the path ends in ".trace.json". tools/memviz draws the JSON.
+void save_memory_snapshot(const std::string& path, Device device = Device::cpu());
+// Keeps the last `entries` allocation events of the device (0: stop); also turned on by
+// EMBER_MEMORY_HISTORY=N.
+void record_memory_history(std::size_t entries, Device device = Device::cpu());
+
 // A size as users write it: "1048576" (bytes), "64MiB", "1.5GiB", "512KB", or a share of
 // the device's capacity, "50%". Throws ember::Error naming the text when it is not one.
 std::size_t parse_memory_size(const std::string& text, Device device = Device::cpu());

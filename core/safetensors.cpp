@@ -4,15 +4,13 @@
 // without gaps or overlaps (as the format requires). Errors name the file.
 #include "core/safetensors.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/storage.h"
 
@@ -163,39 +161,13 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   std::string header = j.dump();
   header.append((8 - header.size() % 8) % 8, ' ');  // data starts 8-byte aligned
 
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  EMBER_CHECK(fd >= 0, "save_safetensors: cannot create '", tmp, "': ", std::strerror(errno));
-  auto write_all = [&](const void* p, size_t n) {
-    const char* c = static_cast<const char*>(p);
-    while (n > 0) {
-      ssize_t w = ::write(fd, c, n);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) {
-        const int err = errno;
-        ::close(fd);
-        ::unlink(tmp.c_str());
-        EMBER_FAIL("save_safetensors: cannot write '", tmp, "': ", std::strerror(err));
-      }
-      c += w;
-      n -= static_cast<size_t>(w);
-    }
-  };
+  AtomicFile file(path, "save_safetensors");
   unsigned char len[8];
   for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(uint64_t(header.size()) >> (8 * i));
-  write_all(len, 8);
-  write_all(header.data(), header.size());
-  for (const Tensor& t : contiguous) write_all(t.data_ptr(), static_cast<size_t>(t.numel() * t.element_size()));
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    EMBER_FAIL("save_safetensors: cannot flush '", tmp, "': ", std::strerror(err));
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    EMBER_FAIL("save_safetensors: cannot rename '", tmp, "' to '", path, "': ", std::strerror(err));
-  }
+  file.write(len, 8);
+  file.write(header);
+  for (const Tensor& t : contiguous) file.write(t.data_ptr(), static_cast<size_t>(t.numel() * t.element_size()));
+  file.commit();
 }
 
 }  // namespace ember

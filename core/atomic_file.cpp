@@ -1,0 +1,64 @@
+#include "core/atomic_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace ember {
+
+AtomicFile::AtomicFile(std::string path, std::string what)
+    : path_(std::move(path)), tmp_(path_ + ".tmp." + std::to_string(::getpid())), what_(std::move(what)) {
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  EMBER_CHECK(fd_ >= 0, what_, ": cannot create '", tmp_, "': ", std::strerror(errno));
+}
+
+AtomicFile::~AtomicFile() {
+  if (fd_ >= 0) {
+    ::close(fd_);
+    ::unlink(tmp_.c_str());
+  }
+}
+
+void AtomicFile::fail(const char* doing) {
+  const int err = errno;
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  ::unlink(tmp_.c_str());
+  EMBER_FAIL(what_, ": cannot ", doing, " '", tmp_, "': ", std::strerror(err));
+}
+
+void AtomicFile::write(const void* data, std::size_t n) {
+  EMBER_CHECK(fd_ >= 0, what_, ": write to a file already committed or failed");
+  const char* c = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t w = ::write(fd_, c, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) fail("write");
+    c += w;
+    n -= static_cast<std::size_t>(w);
+  }
+}
+
+void AtomicFile::commit() {
+  EMBER_CHECK(fd_ >= 0, what_, ": commit of a file already committed or failed");
+  if (::fsync(fd_) != 0) fail("flush");
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0 || ::rename(tmp_.c_str(), path_.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp_.c_str());
+    EMBER_FAIL(what_, ": cannot write '", path_, "': ", std::strerror(err));
+  }
+}
+
+void write_file_atomically(const std::string& path, const std::string& contents, const std::string& what) {
+  AtomicFile f(path, what);
+  f.write(contents);
+  f.commit();
+}
+
+}  // namespace ember
