@@ -50,7 +50,10 @@ struct OomReport {
   std::size_t awaiting_streams = 0; // freed, waiting on other streams before reuse
   std::vector<LiveBlock> largest_live;  // the five largest live allocations
   int64_t batch = 0;                // samples in the training step, when one was open
-  int64_t batch_that_fits = 0;      // estimate, when a step was open; 0 when unknown
+  // When a step was open: the largest batch whose step's allocations so far would fit,
+  // an upper bound (the step was not finished); at least `batch` when it ran out too
+  // early to tell. 0 when no step was open.
+  int64_t batch_that_fits = 0;
   OomVerdict verdict = OomVerdict::kCapacity;
   std::string advice;
 

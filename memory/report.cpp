@@ -196,8 +196,9 @@ OomReport CachingAllocator::Impl::oom_report(std::size_t requested, StreamId str
     r.batch = step.batch;
     const std::size_t used = r.allocated + rounded > step.allocated_at_start ? r.allocated + rounded - step.allocated_at_start : 0;
     const std::size_t budget = r.cap > step.allocated_at_start ? r.cap - step.allocated_at_start : 0;
-    if (used > 0) r.batch_that_fits = static_cast<int64_t>(static_cast<double>(step.batch) * static_cast<double>(budget) / static_cast<double>(used));
-    r.batch_that_fits = std::min<int64_t>(r.batch_that_fits, step.batch - 1);
+    if (used > 0)
+      r.batch_that_fits =
+          static_cast<int64_t>(static_cast<double>(step.batch) * static_cast<double>(budget) / static_cast<double>(used));
   }
 
   std::ostringstream advice;
@@ -227,7 +228,7 @@ OomReport CachingAllocator::Impl::oom_report(std::size_t requested, StreamId str
     r.verdict = OomVerdict::kCapacity;
     advice << "live tensors fill the " << (r.cap_set ? "cap" : "device") << " (" << format_bytes(r.allocated)
            << " allocated). ";
-    if (r.batch_that_fits > 0)
+    if (r.batch_that_fits > 0 && r.batch_that_fits < r.batch)
       advice << "This step of " << r.batch << " samples would fit as micro-batches of at most about "
              << r.batch_that_fits << " samples with gradient accumulation (--auto-microbatch does it); ";
     else

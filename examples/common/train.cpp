@@ -1,6 +1,5 @@
 #include "examples/common/train.h"
 
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -17,14 +16,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-// Peak resident memory of the process; the device memory statistics of the caching
-// allocator replace it once that exists.
-int64_t peak_memory_bytes() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<int64_t>(u.ru_maxrss) * 1024;
-}
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const std::string& name, std::vector<Tensor> params, double lr) {
   if (name == "adam") return std::make_unique<optim::Adam>(std::move(params), optim::Adam::Options{.lr = lr});
@@ -159,7 +150,8 @@ int train_main(const std::string& model_name, const TrainConfig& c,
                           {"epoch_test_accuracy", epoch_accuracy},
                           {"epoch_train_loss", epoch_loss},
                           {"train_samples_per_s", train_time > 0 ? static_cast<double>(samples) / train_time : 0.0},
-                          {"peak_memory_bytes", peak_memory_bytes()},
+                          {"peak_memory_bytes", memory_stats(device).at("allocated_bytes.all.peak")},
+                          {"peak_reserved_bytes", memory_stats(device).at("reserved_bytes.all.peak")},
                           {"device", device.str()},
                           {"threads", get_num_threads()},
                           {"seed", c.seed}};
