@@ -398,8 +398,9 @@ Tensor empty(const Shape& shape, TensorOptions options) {
   for (int64_t d : shape)
     EMBER_CHECK(d >= 0, "empty: negative size ", d, " in shape ", shape_str(shape));
   int64_t n = shape_numel(shape);
-  const memory::AllocationSite& site = memory::current_site();
-  const memory::SiteScope with_shape(site.op, shape.data(), static_cast<int>(shape.size()), site.backward);
+  const memory::AllocationSite& site = memory::current_site();  // a tensor made outside any op: "empty"
+  const memory::SiteScope with_shape(site.op ? site.op : "empty", shape.data(), static_cast<int>(shape.size()),
+                                     site.backward);
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = std::make_shared<Storage>(static_cast<size_t>(n * element_size(options.dtype)), options.device);
   impl->shape = shape;

@@ -46,7 +46,9 @@ struct OomReport {
   std::size_t allocated = 0;        // by ember, live
   std::size_t reserved = 0;         // by ember, from the device
   std::size_t reserved_free = 0;    // reserved but unallocated
-  std::size_t largest_free = 0;     // largest free block in ember's cache
+  bool small_pool = false;          // the request's pool: small (up to 1 MiB) or large
+  std::size_t pool_free = 0;        // free in the request's pool (and stream), in all
+  std::size_t largest_free = 0;     // the largest of those blocks
   std::size_t awaiting_streams = 0; // freed, waiting on other streams before reuse
   std::vector<LiveBlock> largest_live;  // the five largest live allocations
   int64_t batch = 0;                // samples in the training step, when one was open

@@ -174,12 +174,17 @@ OomReport CachingAllocator::Impl::oom_report(std::size_t requested, StreamId str
   r.reserved = static_cast<std::size_t>(stats.reserved_bytes[kAllPools].current);
   r.reserved_free = r.reserved - r.allocated;
   r.outside = r.device_total > r.device_free + r.reserved ? r.device_total - r.device_free - r.reserved : 0;
+  const std::size_t rounded = round_size(requested);
+  r.small_pool = rounded <= kSmallSize;
   std::vector<const Block*> live;
   for (const Segment* seg : segments)
     for (const Block* b = seg->head; b; b = b->next) {
       if (b->allocated) live.push_back(b);
       else if (b->pending_events > 0) r.awaiting_streams += b->size;
-      else if (b->stream == stream) r.largest_free = std::max(r.largest_free, b->size);
+      else if (b->stream == stream && seg->pool->small == (rounded <= kSmallSize)) {
+        r.pool_free += b->size;
+        r.largest_free = std::max(r.largest_free, b->size);
+      }
     }
   const std::size_t top = std::min<std::size_t>(5, live.size());
   std::partial_sort(live.begin(), live.begin() + static_cast<std::ptrdiff_t>(top), live.end(),
@@ -187,7 +192,6 @@ OomReport CachingAllocator::Impl::oom_report(std::size_t requested, StreamId str
   for (std::size_t i = 0; i < top; ++i)
     r.largest_live.push_back({live[i]->size, live[i]->site.op_name(), live[i]->site.shape_str()});
 
-  const std::size_t rounded = round_size(requested);
   const std::size_t room = r.cap > r.reserved ? r.cap - r.reserved : 0;  // under the cap, not reserved
   const StepInfo& step = current_step();
   if (step.batch > 0) {
@@ -218,9 +222,11 @@ OomReport CachingAllocator::Impl::oom_report(std::size_t requested, StreamId str
            << format_bytes(r.reserved) << ".";
   } else if (r.reserved_free - r.awaiting_streams + room >= rounded) {
     r.verdict = OomVerdict::kFragmentation;
-    advice << format_bytes(r.reserved_free) << " is reserved but unallocated, yet the largest free block is "
-           << format_bytes(r.largest_free)
-           << ": the free memory is split into pieces. Set EMBER_ALLOC_CONF=max_split_size_mb:"
+    advice << format_bytes(r.reserved_free) << " is reserved but unallocated, enough in all, but in pieces this "
+           << "request cannot use: " << format_bytes(r.pool_free) << " of it is in the "
+           << (r.small_pool ? "small" : "large") << " pool, whose largest free block is " << format_bytes(r.largest_free)
+           << ", and the rest sits in the other pool's segments, held by live tensors. Set "
+              "EMBER_ALLOC_CONF=max_split_size_mb:"
            << std::max<std::size_t>(21, (rounded >> 20) / 2 + 1)
            << " so that large blocks are not cut up for small requests, allocate long-lived tensors first, and "
               "call empty_cache() between phases that use different shapes.";
@@ -252,8 +258,9 @@ std::string OomReport::message() const {
   os << "\n  used outside ember:       " << format_bytes(outside);
   os << "\n  allocated by ember:       " << format_bytes(allocated);
   os << "\n  reserved by ember:        " << format_bytes(reserved);
-  os << "\n  reserved but unallocated: " << format_bytes(reserved_free) << "; largest free block "
-     << format_bytes(largest_free);
+  os << "\n  reserved but unallocated: " << format_bytes(reserved_free) << "; in the request's "
+     << (small_pool ? "small pool (requests up to 1 MiB): " : "large pool: ") << format_bytes(pool_free)
+     << ", largest block " << format_bytes(largest_free);
   os << "\n  waiting on other streams: " << format_bytes(awaiting_streams);
   if (!largest_live.empty()) {
     os << "\n  largest live allocations:";

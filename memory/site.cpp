@@ -32,6 +32,8 @@ SiteScope::SiteScope(const char* op, const int64_t* shape, int ndim, bool backwa
   for (int i = 0; shape && i < std::min(ndim, AllocationSite::kMaxDims); ++i) tls_site.shape[i] = shape[i];
 }
 
+SiteScope::SiteScope(const AllocationSite& site) : saved_(tls_site) { tls_site = site; }
+
 SiteScope::~SiteScope() { tls_site = saved_; }
 
 const AllocationSite& current_site() { return tls_site; }

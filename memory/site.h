@@ -31,6 +31,8 @@ class SiteScope {
  public:
   SiteScope(const char* op, const int64_t* shape, int ndim, bool backward = false);
   explicit SiteScope(const char* op, bool backward = false) : SiteScope(op, nullptr, -1, backward) {}
+  // Another thread's site, as it is (the thread pool's workers take their caller's).
+  explicit SiteScope(const AllocationSite& site);
   ~SiteScope();
   SiteScope(const SiteScope&) = delete;
   SiteScope& operator=(const SiteScope&) = delete;

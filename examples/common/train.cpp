@@ -9,6 +9,7 @@
 
 #include "data/dataset.h"
 #include "optim/checkpoint.h"
+#include "optim/microbatch.h"
 
 namespace ember::examples {
 namespace {
@@ -34,11 +35,12 @@ void progress(int64_t epoch, int64_t epochs, int64_t done, int64_t total, double
   std::fflush(stdout);
 }
 
-double evaluate(nn::Module& model, const data::TensorDataset& test) {
+// In batches of the training's size (or its micro-batches'): evaluation then needs less
+// memory than a step.
+double evaluate(nn::Module& model, const data::TensorDataset& test, int64_t B) {
   NoGradGuard no_grad;
   model.eval();
   int64_t correct = 0;
-  const int64_t B = 1000;
   for (int64_t s = 0; s < test.size(); s += B) {
     const int64_t n = std::min(B, test.size() - s);
     Tensor logits = model(test.data().narrow(0, s, n));
@@ -64,6 +66,14 @@ void add_train_flags(CLI::App& app, TrainConfig& c) {
   app.add_option("--resume", c.resume, "continue from this checkpoint");
   app.add_flag("--json", c.json, "end with one JSON line of results");
   app.add_flag("--profile", c.profile, "print the time each kernel took in training, as a table");
+  app.add_option("--max-memory", c.max_memory,
+                 "memory training may allocate on the device beyond what it starts with (the dataset, on the "
+                 "cpu): bytes, a size such as 64MiB or 2GiB, or a share of the device such as 50%");
+  app.add_flag("--auto-microbatch", c.auto_microbatch,
+               "when a step runs out of memory, redo it in micro-batches (same update) instead of stopping");
+  app.add_option("--memory-snapshot", c.memory_snapshot,
+                 "write the memory of the first 3 training steps here (JSON for ember-memviz; *.trace.json: a "
+                 "Chrome/Perfetto trace)");
 }
 
 int train_main(const std::string& model_name, const TrainConfig& c,
@@ -80,9 +90,13 @@ int train_main(const std::string& model_name, const TrainConfig& c,
     EMBER_CHECK(device.is_cpu(), "--device ", dev, ": the CUDA backend has no kernels yet; use --device cpu");
 
     manual_seed(c.seed);
+    // Each load leaves intermediate copies (bytes, floats, scaled floats) in the cache:
+    // returned at once, before a later tensor can split their segments and pin them.
     data::TensorDataset train = data::load_fashion_mnist(c.data, true);
+    empty_cache(device);
     if (c.limit_train > 0) train = train.head(c.limit_train);
     data::TensorDataset test = data::load_fashion_mnist(c.data, false);
+    empty_cache(device);
 
     std::shared_ptr<nn::Module> model = make_model();
     std::unique_ptr<optim::Optimizer> opt = make_optimizer(c.optimizer, model->parameters(), c.lr);
@@ -97,6 +111,22 @@ int train_main(const std::string& model_name, const TrainConfig& c,
 
     data::DataLoader loader(train, {.batch_size = c.batch_size, .shuffle = true, .seed = c.seed});
     nn::CrossEntropyLoss criterion;
+    memory::CachingAllocator& mem = device_allocator(device);
+    if (!c.max_memory.empty()) {
+      const std::size_t budget = parse_memory_size(c.max_memory, device);
+      mem.empty_cache();
+      mem.set_memory_limit(static_cast<std::size_t>(mem.stats().reserved_bytes[memory::kAllPools].current) + budget);
+    }
+    if (!c.memory_snapshot.empty()) mem.record_history(1 << 20);
+    reset_peak_memory_stats(device);
+    int64_t correct_in_step = 0;  // samples the current attempt classified right
+    optim::MicroBatcher batcher(model->parameters(), device, {.on_attempt = [&] { correct_in_step = 0; }});
+    auto piece_loss = [&](const Tensor& x, const Tensor& y) {
+      Tensor logits = (*model)(x);
+      correct_in_step += sum(eq(argmax(logits.detach(), 1), y)).item<int64_t>();
+      return criterion(logits, y);
+    };
+    int64_t micro_batch = 0, retries = 0;
     const bool tty = isatty(STDOUT_FILENO) && !c.json;
     std::vector<double> epoch_seconds, epoch_accuracy, epoch_loss;
     double last_loss = 0;
@@ -109,16 +139,34 @@ int train_main(const std::string& model_name, const TrainConfig& c,
       double loss_sum = 0;
       int64_t seen = 0, correct = 0, step = 0;
       while (auto batch = loader.next()) {
-        Tensor logits = (*model)(batch->data);
-        Tensor loss = criterion(logits, batch->target);
-        opt->zero_grad();
-        loss.backward();
+        double loss;
+        if (c.auto_microbatch) {
+          const optim::MicroBatchResult r = batcher.backward(batch->data, batch->target, piece_loss);
+          loss = r.loss;
+          retries += r.retries;
+          if (r.micro_batch != micro_batch && r.micro_batch < batch->data.size(0))
+            std::printf("%sout of memory: continuing with micro-batches of %lld samples (batch %lld)\n", tty ? "\n" : "",
+                        static_cast<long long>(r.micro_batch), static_cast<long long>(batch->data.size(0)));
+          micro_batch = r.micro_batch;
+        } else {
+          opt->zero_grad();
+          correct_in_step = 0;
+          Tensor l = piece_loss(batch->data, batch->target);
+          l.backward();
+          loss = l.item<double>();
+        }
         opt->step();
         const int64_t n = batch->data.size(0);
-        loss_sum += loss.item<double>() * static_cast<double>(n);
-        correct += sum(eq(argmax(logits.detach(), 1), batch->target)).item<int64_t>();
+        loss_sum += loss * static_cast<double>(n);
+        correct += correct_in_step;
         seen += n;
-        if (tty && (++step % 20 == 0 || seen == loader.dataset_size()))
+        ++step;
+        if (!c.memory_snapshot.empty() && e == first_epoch && step == 3) {
+          save_memory_snapshot(c.memory_snapshot, device);
+          mem.record_history(0);
+          std::printf("%swrote the memory of the first 3 steps to %s\n", tty ? "\n" : "", c.memory_snapshot.c_str());
+        }
+        if (tty && (step % 20 == 0 || seen == loader.dataset_size()))
           progress(e, c.epochs, step, loader.batches_per_epoch(), loss_sum / static_cast<double>(seen));
       }
       const double secs = seconds_since(t0);
@@ -130,7 +178,7 @@ int train_main(const std::string& model_name, const TrainConfig& c,
       epoch_loss.push_back(last_loss);
       // Evaluated after the epoch's clock stopped: epoch_seconds is training alone.
       if (c.profile) stop_op_profiler();
-      epoch_accuracy.push_back(evaluate(*model, test));
+      epoch_accuracy.push_back(evaluate(*model, test, micro_batch > 0 ? micro_batch : c.batch_size));
       if (c.profile) start_op_profiler(/*resume=*/true);
       std::printf("epoch %lld/%lld: loss %.4f, train accuracy %.2f%%, test accuracy %.2f%%, %.0f samples/s, %.2f s\n",
                   static_cast<long long>(e + 1), static_cast<long long>(c.epochs), last_loss,
@@ -140,7 +188,7 @@ int train_main(const std::string& model_name, const TrainConfig& c,
         optim::save_checkpoint(c.save, *model, opt.get(), {{"model", model_name}, {"epoch", std::to_string(e + 1)}});
     }
     if (c.profile) std::printf("%s", format_op_profile(stop_op_profiler(), train_time).c_str());
-    const double accuracy = epoch_accuracy.empty() ? evaluate(*model, test) : epoch_accuracy.back();
+    const double accuracy = epoch_accuracy.empty() ? evaluate(*model, test, micro_batch > 0 ? micro_batch : c.batch_size) : epoch_accuracy.back();
     std::printf("test accuracy %.2f%%\n", 100.0 * accuracy);
     if (c.json) {
       nlohmann::json j = {{"model", model_name},
@@ -152,6 +200,8 @@ int train_main(const std::string& model_name, const TrainConfig& c,
                           {"train_samples_per_s", train_time > 0 ? static_cast<double>(samples) / train_time : 0.0},
                           {"peak_memory_bytes", memory_stats(device).at("allocated_bytes.all.peak")},
                           {"peak_reserved_bytes", memory_stats(device).at("reserved_bytes.all.peak")},
+                          {"micro_batch", micro_batch},
+                          {"microbatch_retries", retries},
                           {"device", device.str()},
                           {"threads", get_num_threads()},
                           {"seed", c.seed}};

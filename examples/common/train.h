@@ -26,6 +26,9 @@ struct TrainConfig {
   std::string save, resume;
   bool json = false;
   bool profile = false;
+  std::string max_memory;        // budget beyond what training starts with, e.g. 64MiB or 50%
+  bool auto_microbatch = false;  // split steps that run out of memory
+  std::string memory_snapshot;   // snapshot of the first steps' memory, JSON (or .trace.json)
 };
 
 void add_train_flags(CLI::App& app, TrainConfig& config);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kernels/backends.h"
+#include "memory/site.h"
 
 namespace ember::kernels::cpu {
 namespace {
@@ -70,7 +71,7 @@ class Pool {
     uint64_t gen;
     {
       std::lock_guard lock(mu_);
-      job_ = {begin, end, chunks, &fn};
+      job_ = {begin, end, chunks, &fn, memory::current_site()};
       next_ = 0;
       pending_ = chunks;
       error_ = nullptr;
@@ -90,6 +91,7 @@ class Pool {
   struct Job {
     int64_t begin = 0, end = 0, chunks = 0;
     const std::function<void(int64_t, int64_t)>* fn = nullptr;
+    memory::AllocationSite site;  // the caller's: scratch memory a chunk allocates is the caller op's
   };
 
   void stop() {
@@ -116,6 +118,7 @@ class Pool {
         job = job_;
       }
       int64_t n = job.end - job.begin;
+      const memory::SiteScope site(job.site);
       try {
         (*job.fn)(job.begin + n * c / job.chunks, job.begin + n * (c + 1) / job.chunks);
       } catch (...) {

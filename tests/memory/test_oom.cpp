@@ -90,10 +90,27 @@ TEST_F(OomTest, FreeMemoryInPiecesIsFragmentation) {
   EXPECT_EQ(r.reserved_free, 30 * MiB);
   EXPECT_EQ(r.largest_free, 2 * MiB);
   EXPECT_TRUE(contains(r.advice, "max_split_size_mb")) << r.advice;
-  EXPECT_TRUE(contains(r.message(), "reserved but unallocated: 30.00 MiB (31457280 bytes); largest free block 2.00 MiB"))
+  EXPECT_EQ(r.pool_free, 30 * MiB);
+  EXPECT_FALSE(r.small_pool);
+  EXPECT_TRUE(contains(r.message(), "reserved but unallocated: 30.00 MiB (31457280 bytes); in the request's large pool: "
+                                    "30.00 MiB (31457280 bytes), largest block 2.00 MiB"))
       << r.message();
   testing::expect_consistent(a);
   for (int i = 1; i < 30; i += 2) a.free(blocks[i].block);
+}
+
+TEST_F(OomTest, ASmallRequestCannotUseTheLargePoolsFreeBlocks) {
+  CachingAllocator& a = make(64 * MiB);
+  Allocation pin = a.allocate(2 * MiB), big = a.allocate(36 * MiB);  // a 20 MiB segment, and one of 36 MiB
+  ASSERT_EQ(a.stats().reserved_bytes[kAllPools].current, int64_t(56 * MiB));
+  a.free(big.block);  // 36 MiB free and releasable; the 18 MiB beside `pin` is not
+  a.set_memory_limit(20 * MiB);
+  const OomReport r = fail(100 * 1024);  // small pool: needs a 2 MiB segment of its own
+  EXPECT_TRUE(r.small_pool);
+  EXPECT_EQ(r.pool_free, 0u);
+  EXPECT_EQ(r.verdict, OomVerdict::kFragmentation);
+  EXPECT_TRUE(contains(r.advice, "the other pool's segments")) << r.advice;
+  a.free(pin.block);
 }
 
 TEST_F(OomTest, LiveTensorsFillingTheCapIsCapacityWithTheBatchThatFits) {

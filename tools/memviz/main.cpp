@@ -17,7 +17,10 @@ int main(int argc, char** argv) {
   app.add_option("-o,--output", out, "SVG to write")->capture_default_str();
   app.add_option("--top", opt.top_ops, "ops drawn on their own; the rest is 'other'")->capture_default_str();
   app.add_option("--width", opt.width, "plot width in pixels")->capture_default_str();
+  bool no_baseline = false;
+  app.add_flag("--no-baseline", no_baseline, "leave out what was allocated before the history began (a dataset)");
   CLI11_PARSE(app, argc, argv);
+  opt.baseline = !no_baseline;
   try {
     std::ifstream f(in);
     EMBER_CHECK(f, "memviz: cannot read '", in, "'");

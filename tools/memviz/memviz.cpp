@@ -77,7 +77,7 @@ std::string render_memory_svg(const std::string& text, const MemvizOptions& opt)
       if (it != live.end()) {
         events.push_back({e.at("time_ns"), it->second.first, -it->second.second, 0});
         live.erase(it);
-      } else {  // allocated before the history began
+      } else if (opt.baseline) {  // allocated before the history began
         events.push_back({e.at("time_ns"), "(before the history)", -size, 0});
       }
       net_allocated -= size;
@@ -89,7 +89,7 @@ std::string render_memory_svg(const std::string& text, const MemvizOptions& opt)
   }
   const int64_t allocated_now = j["stats"].value("allocated_bytes.all.current", int64_t(0));
   const int64_t reserved_now = j["stats"].value("reserved_bytes.all.current", int64_t(0));
-  const int64_t before = std::max<int64_t>(0, allocated_now - net_allocated);
+  const int64_t before = opt.baseline ? std::max<int64_t>(0, allocated_now - net_allocated) : 0;
   const int64_t reserved_before = std::max<int64_t>(0, reserved_now - net_reserved);
 
   // The ops by their own peak; the largest get a band each.
@@ -119,7 +119,7 @@ std::string render_memory_svg(const std::string& text, const MemvizOptions& opt)
   const int64_t t0 = events.front().t_ns, t1 = std::max(events.back().t_ns, t0 + 1);
   std::vector<int64_t> band_bytes(bands.size(), 0);
   band_bytes[band_of("(before the history)")] = before;
-  int64_t reserved = reserved_before, total = before, top = std::max<int64_t>(reserved_before, before);
+  int64_t reserved = reserved_before, total = before, top = opt.baseline ? std::max(reserved_before, before) : 0;
   int64_t peak_total = before, peak_t = t0;
   std::vector<std::vector<int64_t>> cols(W);
   std::vector<int64_t> col_total(W, -1), col_reserved(W, reserved_before);
@@ -135,7 +135,7 @@ std::string render_memory_svg(const std::string& text, const MemvizOptions& opt)
       cols[c] = band_bytes;
     }
     col_reserved[c] = std::max(col_reserved[c], reserved);
-    top = std::max({top, total, reserved});
+    top = std::max({top, total, opt.baseline ? reserved : 0});
     if (total > peak_total) peak_total = total, peak_t = e.t_ns;
   }
   for (int c = 0; c < W; ++c)  // columns with no event carry the previous one
@@ -145,7 +145,7 @@ std::string render_memory_svg(const std::string& text, const MemvizOptions& opt)
       col_reserved[c] = c ? col_reserved[c - 1] : reserved_before;
     }
 
-  const int left = 80, right = 260, top_m = 40, bottom = 40;
+  const int left = 80, right = 340, top_m = 40, bottom = 40;
   const double ys = top > 0 ? double(H) / double(top) : 1.0;
   auto X = [&](int c) { return left + c; };
   auto Y = [&](double bytes) { return top_m + H - bytes * ys; };
@@ -180,7 +180,8 @@ std::string render_memory_svg(const std::string& text, const MemvizOptions& opt)
     std::snprintf(buf, sizeof buf, "%d,%.1f ", X(c), Y(double(col_reserved[c])));
     line += buf;
   }
-  s += "<polyline fill=\"none\" stroke=\"black\" stroke-dasharray=\"4 3\" points=\"" + line + "\"/>\n";
+  if (opt.baseline)  // reserved memory includes what the baseline left out
+    s += "<polyline fill=\"none\" stroke=\"black\" stroke-dasharray=\"4 3\" points=\"" + line + "\"/>\n";
   // Axes, ticks, the peak, the legend.
   std::snprintf(buf, sizeof buf, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"black\"/>\n", left, top_m + H,
                 left + W, top_m + H);
@@ -208,16 +209,16 @@ std::string render_memory_svg(const std::string& text, const MemvizOptions& opt)
     std::snprintf(buf, sizeof buf, "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"%s\"/>\n", left + W + 16,
                   y - 10, kColors[b % 12]);
     s += buf;
-    const int64_t p = bands[b] == "other" ? 0 : peak[bands[b]];
+    const int64_t p = bands[b] == "other" ? 0 : peak[bands[b]];  // "other": no single peak
     s += "<text x=\"" + std::to_string(left + W + 34) + "\" y=\"" + std::to_string(y) + "\">" + escape(bands[b]) +
          (p > 0 ? " (peak " + mib(double(p)) + ")" : "") + "</text>\n";
   }
   const int ly = top_m + 10 + static_cast<int>(bands.size()) * 20;
-  std::snprintf(buf, sizeof buf,
+  if (opt.baseline) std::snprintf(buf, sizeof buf,
                 "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"black\" stroke-dasharray=\"4 3\"/>"
                 "<text x=\"%d\" y=\"%d\">reserved</text>\n",
                 left + W + 16, ly - 4, left + W + 28, ly - 4, left + W + 34, ly);
-  s += buf;
+  if (opt.baseline) s += buf;
   return s + "</svg>\n";
 }
 

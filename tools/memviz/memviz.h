@@ -9,6 +9,7 @@ namespace ember::tools {
 struct MemvizOptions {
   int width = 1200, height = 520;  // of the plot area, in pixels
   int top_ops = 8;                 // ops drawn on their own; the rest is "other"
+  bool baseline = true;            // draw what was allocated before the history began
 };
 
 // The SVG document for a snapshot's JSON text. Throws ember::Error when the JSON is not a
