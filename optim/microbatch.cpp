@@ -32,6 +32,7 @@ MicroBatchResult MicroBatcher::backward(const Tensor& data, const Tensor& target
   int64_t mb = micro_batch_ > 0 ? std::min(micro_batch_, N) : N;
   for (;;) {
     clear_grads();
+    if (options_.on_attempt) options_.on_attempt();
     std::optional<OutOfMemoryError> failure;
     int64_t proposal = mb;
     double loss_sum = 0;

@@ -38,6 +38,9 @@ struct MicroBatchOptions {
   // Unset: a single process, the proposal stands.
   std::function<int64_t(int64_t proposal)> agree;
   double safety = 0.9;  // share of the estimated fitting size that is tried
+  // Called as each attempt starts, before its first piece: a caller that gathers
+  // per-piece figures (accuracy) in its loss function restarts them here.
+  std::function<void()> on_attempt;
 };
 
 struct MicroBatchResult {

@@ -16,6 +16,7 @@
 #include <optional>
 
 #include "ember.h"
+#include "optim/batch_size.h"
 #include "optim/microbatch.h"
 
 namespace ember {
@@ -141,6 +142,37 @@ TEST(MicroBatch, OneSampleThatDoesNotFitIsAnError) {
                OutOfMemoryError);
   host.set_memory_limit(0);
   for (const Tensor& p : model->parameters()) EXPECT_FALSE(p.grad().defined());  // rolled back
+}
+
+// The batch-size finder: under a cap, the size it returns fits and one more sample does
+// not (as far as its bounded search can tell), and the search leaves nothing behind.
+TEST(BatchSize, FindsTheLargestBatchThatFitsAndLeavesNothingBehind) {
+  auto model = make_mlp();
+  nn::CrossEntropyLoss ce;
+  Generator gen(5);
+  const Tensor data = randn({kBatch, 256}, kFloat32, &gen), target = randint(0, 10, {kBatch}, kInt64, &gen);
+  auto step = [&](int64_t b) { ce((*model)(data.narrow(0, 0, b)), target.narrow(0, 0, b)).backward(); };
+  memory::CachingAllocator& host = memory::host_allocator();
+  step(kBatch);  // warm up, so what a step leaves (nothing) is what the search leaves
+  for (const Tensor& p : model->parameters()) p.set_grad({});
+  host.empty_cache();
+  const int64_t allocated = host.stats().allocated_bytes[memory::kAllPools].current;
+  host.set_memory_limit(static_cast<std::size_t>(host.stats().reserved_bytes[memory::kAllPools].current) + 6 * MiB);
+  const optim::BatchSizeSearch found = optim::find_max_batch(step, model->parameters(), Device::cpu(), kBatch);
+  EXPECT_GT(found.batch, 1);
+  EXPECT_LT(found.batch, kBatch);
+  EXPECT_LE(found.trials, 24);
+  bool next_failed = false;
+  for (const auto& [b, ok] : found.tried) {
+    if (b <= found.batch) EXPECT_TRUE(ok) << b;
+    if (b == found.batch + 1) next_failed = !ok;
+  }
+  EXPECT_TRUE(next_failed) << "the search should end between two neighbouring sizes";
+  EXPECT_EQ(host.stats().allocated_bytes[memory::kAllPools].current, allocated);
+  for (const Tensor& p : model->parameters()) EXPECT_FALSE(p.grad().defined());
+  EXPECT_NO_THROW(step(found.batch));
+  host.set_memory_limit(0);
+  std::printf("largest batch under the cap: %lld after %d trials\n", static_cast<long long>(found.batch), found.trials);
 }
 
 }  // namespace
