@@ -215,6 +215,13 @@ using autograd::AutogradMeta;
 bool grad_enabled() { return autograd::tls_grad_enabled; }
 NoGradGuard::NoGradGuard() : previous_(autograd::tls_grad_enabled) { autograd::tls_grad_enabled = false; }
 NoGradGuard::~NoGradGuard() { autograd::tls_grad_enabled = previous_; }
+EnableGradGuard::EnableGradGuard() : previous_(autograd::tls_grad_enabled) { autograd::tls_grad_enabled = true; }
+EnableGradGuard::~EnableGradGuard() { autograd::tls_grad_enabled = previous_; }
+
+Tensor custom_function(const char* name, const std::vector<Tensor>& inputs, const Tensor& out,
+                       BackwardFunction backward) {
+  return autograd::record(name, inputs, out.detach(), std::move(backward));
+}
 
 bool Tensor::requires_grad() const {
   const AutogradMeta* m = autograd::find_meta(*this);

@@ -29,6 +29,28 @@ class NoGradGuard {
   bool previous_;
 };
 
+// Turns graph recording on for its scope: inside a backward formula (where it is off) to
+// run a forward again and differentiate it, as activation checkpointing does.
+class EnableGradGuard {
+ public:
+  EnableGradGuard();
+  ~EnableGradGuard();
+  EnableGradGuard(const EnableGradGuard&) = delete;
+  EnableGradGuard& operator=(const EnableGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+// A differentiable function written by its caller (PyTorch's autograd.Function): `out`
+// was computed from `inputs` (with graph recording off, or on inputs cut from the
+// graph), and `backward` maps the gradient of `out` to one gradient per input
+// (undefined where there is none). Returns `out` attached to the graph as one node named
+// `name` when grad mode is on and an input requires grad; `out` itself otherwise.
+using BackwardFunction = std::function<std::vector<Tensor>(const Tensor& grad_output)>;
+Tensor custom_function(const char* name, const std::vector<Tensor>& inputs, const Tensor& out,
+                       BackwardFunction backward);
+
 // Compares the analytic gradients of sum(fn(inputs) * w), for a fixed random w, with
 // central finite differences in float64. The inputs must be float64 leaves that require
 // grad. Throws ember::Error naming the input, element, and both values on a mismatch

@@ -4,6 +4,7 @@
 
 #include "core/autograd.h"
 #include "core/error.h"
+#include "core/random.h"
 
 namespace ember::nn {
 namespace {
@@ -143,6 +144,39 @@ std::string Embedding::name() const {
 
 std::string Flatten::name() const {
   return "Flatten(start_dim=" + std::to_string(start_) + ", end_dim=" + std::to_string(end_) + ")";
+}
+
+Checkpoint::Checkpoint(std::shared_ptr<Module> inner) : inner_(register_module("inner", std::move(inner))) {}
+
+Tensor Checkpoint::forward(const Tensor& x) {
+  std::vector<Tensor> inputs{x};
+  for (const Tensor& p : inner_->parameters()) inputs.push_back(p);
+  bool any = false;
+  for (const Tensor& t : inputs) any = any || t.requires_grad();
+  if (!grad_enabled() || !any) return inner_->forward(x);
+  const Generator saved = default_generator();  // the draws the forward makes, for the recompute
+  Tensor y;
+  {
+    NoGradGuard no_grad;
+    y = inner_->forward(x);
+  }
+  return custom_function("checkpoint", inputs, y,
+                         [inner = inner_, x = x.detach(), needs_x = x.requires_grad(), saved,
+                          n = inputs.size()](const Tensor& g) {
+    Generator& gen = default_generator();
+    const Generator after = gen;
+    gen = saved;
+    std::vector<Tensor> grads(n);
+    {
+      EnableGradGuard grad_on;
+      Tensor xi = needs_x ? x.detach().set_requires_grad() : x;
+      Tensor yi = inner->forward(xi);
+      yi.backward(g);  // the parameters' gradients accumulate here
+      if (needs_x) grads[0] = xi.grad();
+    }
+    gen = after;
+    return grads;
+  });
 }
 
 Sequential::Sequential(std::initializer_list<std::shared_ptr<Module>> modules) {

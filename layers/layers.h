@@ -171,6 +171,21 @@ class Flatten : public Module {
 };
 
 // Applies its children in order; children are named "0", "1", ... as in PyTorch.
+// Activation checkpointing: runs `inner` keeping only its input, and in backward runs
+// it again -- with the same random draws, so dropout masks repeat -- to differentiate
+// it. Memory: the activations inside `inner` live only while its backward runs, at the
+// price of a second forward. The parameters of `inner` get their gradients during that
+// backward (their post-accumulate hooks fire from it).
+class Checkpoint : public Module {
+ public:
+  explicit Checkpoint(std::shared_ptr<Module> inner);
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "Checkpoint"; }
+
+ private:
+  std::shared_ptr<Module> inner_;
+};
+
 // Runs its modules in order. A ReLU followed by a MaxPool2d runs inside the pool, after
 // the max; otherwise a Linear or Conv2d followed by a ReLU runs as one op with the ReLU
 // fused into it (Note [Fused activations] in layers.cpp): the same results bit for bit,
