@@ -4,6 +4,7 @@
 #include <initializer_list>
 
 #include "core/error.h"
+#include "core/autocast.h"
 #include "core/ops.h"
 #include "memory/site.h"
 
@@ -41,6 +42,19 @@ inline void check_same_device(const char* op, std::initializer_list<const Tensor
     EMBER_CHECK(t->device() == first->device(), op, ": expected all tensors on one device, got ",
                 first->device().str(), " and ", t->device().str());
   }
+}
+
+// Under an AutocastScope: `t` converted to the autocast dtype when it is a floating
+// tensor of another dtype (the conversion is recorded, so gradients come back in t's
+// dtype); `t` itself otherwise.
+inline Tensor autocast(const Tensor& t) {
+  const std::optional<DType> d = autocast_dtype();
+  return d && t.defined() && is_floating(t.dtype()) && t.dtype() != *d ? t.to(*d) : t;
+}
+inline bool autocast_changes(std::initializer_list<const Tensor*> ts) {
+  for (const Tensor* t : ts)
+    if (autocast(*t).impl_ptr() != t->impl_ptr()) return true;
+  return false;
 }
 
 // grad * (out > 0): the gradient through a ReLU whose output is `out` (ops_elementwise.cpp).

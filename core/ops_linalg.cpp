@@ -11,6 +11,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   EMBER_OP_SITE("matmul");
   detail::check_defined("matmul", a, "first operand");
   detail::check_defined("matmul", b, "second operand");
+  if (detail::autocast_changes({&a, &b})) return matmul(detail::autocast(a), detail::autocast(b));
   detail::check_same_device("matmul", {&a, &b});
   EMBER_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: both operands need at least one dim, got ",
               shape_str(a.shape()), " and ", shape_str(b.shape()));
@@ -72,6 +73,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activat
   detail::check_defined("linear", x);
   detail::check_defined("linear", weight, "weight");
   detail::check_same_device("linear", {&x, &weight, &bias});
+  if (detail::autocast_changes({&x, &weight, &bias}))
+    return linear(detail::autocast(x), detail::autocast(weight), detail::autocast(bias), act);
   EMBER_CHECK(weight.dim() == 2, "linear: weight must be [out, in], got ", shape_str(weight.shape()));
   const int64_t out_f = weight.size(0), in_f = weight.size(1);
   EMBER_CHECK(x.dim() >= 1 && x.size(-1) == in_f, "linear: input ", shape_str(x.shape()), " does not end in ", in_f,

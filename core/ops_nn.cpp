@@ -26,7 +26,6 @@ Tensor softmax_impl(const kernels::OpStub<kernels::SoftmaxFn>& stub, const Tenso
   });
 }
 
-DType compute_dtype(DType t) { return t == kFloat16 || t == kBFloat16 ? kFloat32 : t; }
 
 // floor((size + 2p - d(k - 1) - 1 + (ceil ? s - 1 : 0)) / s) + 1, where with ceil_mode
 // the last window must start inside the input or its left padding.
@@ -85,6 +84,9 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, std
   detail::check_defined("conv2d", input);
   detail::check_defined("conv2d", weight, "weight");
   detail::check_same_device("conv2d", {&input, &weight, &bias});
+  if (detail::autocast_changes({&input, &weight, &bias}))
+    return conv2d(detail::autocast(input), detail::autocast(weight), detail::autocast(bias), stride, padding, dilation,
+                  groups, act);
   EMBER_CHECK(input.dim() == 3 || input.dim() == 4, "conv2d: expects a 3-D [C, H, W] or 4-D [N, C, H, W] input, got ",
               shape_str(input.shape()));
   EMBER_CHECK(weight.dim() == 4, "conv2d: weight must be 4-D [out, in / groups, kh, kw], got ", shape_str(weight.shape()));
@@ -114,7 +116,9 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, std
   DType dtype = promote_types(x.dtype(), weight.dtype());
   if (bias.defined()) dtype = promote_types(dtype, bias.dtype());
   EMBER_CHECK(is_floating(dtype), "conv2d: expects floating tensors, got ", dtype_name(dtype));
-  const DType compute = compute_dtype(dtype);
+  // 16-bit tensors go to the kernels as they are (they compute in float32 inside): no
+  // float32 copy of the input or the output, which would undo bf16's memory savings.
+  const DType compute = dtype;
   Tensor xc = x.to(compute).contiguous(), wc = weight.to(compute).contiguous();
   Tensor bc = bias.defined() ? bias.to(compute).contiguous() : Tensor();
   Tensor out = empty({N, O, OH, OW}, {compute, input.device()});
@@ -123,9 +127,12 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, std
   if (out.numel() > 0) kernels::conv2d_stub(input.device(), out, xc, wc, bc, p);
   out = out.to(dtype);
   out = batched ? out : out.squeeze(0);
+  // The input is saved as it came (a bf16 activation stays bf16) and converted again in
+  // backward; for float32 that is the same tensor.
   return autograd::record("conv2d", {input, weight, bias}, out,
-                          [xc = xc.detach(), wc = wc.detach(), has_bias = bias.defined(), p, batched,
+                          [x = x.detach(), compute, wc = wc.detach(), has_bias = bias.defined(), p, batched,
                            y = p.relu ? out.detach() : Tensor()](const Tensor& g_out) {
+    const Tensor xc = x.to(compute).contiguous();
     const Tensor g = y.defined() ? detail::relu_backward(g_out, y) : g_out;
     Tensor gy = (batched ? g : g.unsqueeze(0)).to(xc.dtype()).contiguous();
     Tensor gx, gw, gb;

@@ -65,7 +65,8 @@ using IndexFn = void(const Tensor& out, const Tensor& in, int64_t dim, const Ten
 using ScatterFn = void(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
 // out [M, N] = relu?(x [M, K] @ w [N, K]^T + bias [N]); all contiguous, bias may be undefined.
 using LinearFn = void(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& bias, bool relu);
-// bias may be undefined.
+// conv2d: all tensors of a call share one floating dtype; 16-bit ones are computed in
+// float32 (and rounded once, when written). bias may be undefined.
 using Conv2dFn = void(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias,
                       const Conv2dParams& p);
 // grad_input [N, C, H, W] (zeroed by the kernel) from grad_output and the weight.

@@ -28,6 +28,12 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
 
 namespace {
 
+// Losses compute in float32 from 16-bit inputs (autocast's outputs): a bf16 log-softmax
+// would round the loss to 3 significant digits.
+Tensor to_float32_if_16bit(const Tensor& t) {
+  return t.defined() && (t.dtype() == kBFloat16 || t.dtype() == kFloat16) ? t.to(kFloat32) : t;
+}
+
 // [C] viewed to broadcast along dim 1 of a tensor with `ndim` dims.
 Tensor along_channels(const Tensor& t, int64_t ndim) {
   Shape s(static_cast<size_t>(ndim), 1);
@@ -144,9 +150,10 @@ void check_class_shapes(const char* op, const Tensor& input, const Tensor& targe
 
 }  // namespace
 
-Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const LossOptions& o) {
+Tensor nll_loss(const Tensor& log_probs_in, const Tensor& target, const LossOptions& o) {
   EMBER_OP_SITE("nll_loss");
-  check_class_shapes("nll_loss", log_probs, target);
+  check_class_shapes("nll_loss", log_probs_in, target);
+  const Tensor log_probs = to_float32_if_16bit(log_probs_in);
   const int64_t C = log_probs.size(1);
   Tensor t = target.to(kInt64);
   Tensor valid = ne(t, Scalar(o.ignore_index));
@@ -166,9 +173,10 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const LossOptions
   return reduce_loss(neg(mul(picked, w)), sum(w), o.reduction);
 }
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& target, const LossOptions& o) {
+Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, const LossOptions& o) {
   EMBER_OP_SITE("cross_entropy");
-  check_class_shapes("cross_entropy", logits, target);
+  check_class_shapes("cross_entropy", logits_in, target);
+  const Tensor logits = to_float32_if_16bit(logits_in);
   EMBER_CHECK(o.label_smoothing >= 0 && o.label_smoothing <= 1, "cross_entropy: label_smoothing must be in [0, 1], got ",
               o.label_smoothing);
   Tensor logp = log_softmax(logits, 1);

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <optional>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <vector>
@@ -37,8 +38,10 @@ void progress(int64_t epoch, int64_t epochs, int64_t done, int64_t total, double
 
 // In batches of the training's size (or its micro-batches'): evaluation then needs less
 // memory than a step.
-double evaluate(nn::Module& model, const data::TensorDataset& test, int64_t B) {
+double evaluate(nn::Module& model, const data::TensorDataset& test, int64_t B, bool bf16) {
   NoGradGuard no_grad;
+  std::optional<AutocastScope> autocast;
+  if (bf16) autocast.emplace(kBFloat16);
   model.eval();
   int64_t correct = 0;
   for (int64_t s = 0; s < test.size(); s += B) {
@@ -71,6 +74,11 @@ void add_train_flags(CLI::App& app, TrainConfig& c) {
                  "cpu): bytes, a size such as 64MiB or 2GiB, or a share of the device such as 50%");
   app.add_flag("--auto-microbatch", c.auto_microbatch,
                "when a step runs out of memory, redo it in micro-batches (same update) instead of stopping");
+  app.add_option("--precision", c.precision,
+                 "fp32, or bf16: matmul/linear/conv2d compute in bf16 and keep bf16 activations; the weights stay "
+                 "float32 (core/autocast.h)")
+      ->check(CLI::IsMember({"fp32", "bf16"}))
+      ->capture_default_str();
   app.add_option("--memory-snapshot", c.memory_snapshot,
                  "write the memory of the first 3 training steps here (JSON for ember-memviz; *.trace.json: a "
                  "Chrome/Perfetto trace)");
@@ -121,7 +129,10 @@ int train_main(const std::string& model_name, const TrainConfig& c,
     reset_peak_memory_stats(device);
     int64_t correct_in_step = 0;  // samples the current attempt classified right
     optim::MicroBatcher batcher(model->parameters(), device, {.on_attempt = [&] { correct_in_step = 0; }});
+    const bool bf16 = c.precision == "bf16";
     auto piece_loss = [&](const Tensor& x, const Tensor& y) {
+      std::optional<AutocastScope> autocast;  // the forward only; backward follows its dtypes
+      if (bf16) autocast.emplace(kBFloat16);
       Tensor logits = (*model)(x);
       correct_in_step += sum(eq(argmax(logits.detach(), 1), y)).item<int64_t>();
       return criterion(logits, y);
@@ -178,7 +189,7 @@ int train_main(const std::string& model_name, const TrainConfig& c,
       epoch_loss.push_back(last_loss);
       // Evaluated after the epoch's clock stopped: epoch_seconds is training alone.
       if (c.profile) stop_op_profiler();
-      epoch_accuracy.push_back(evaluate(*model, test, micro_batch > 0 ? micro_batch : c.batch_size));
+      epoch_accuracy.push_back(evaluate(*model, test, micro_batch > 0 ? micro_batch : c.batch_size, bf16));
       if (c.profile) start_op_profiler(/*resume=*/true);
       std::printf("epoch %lld/%lld: loss %.4f, train accuracy %.2f%%, test accuracy %.2f%%, %.0f samples/s, %.2f s\n",
                   static_cast<long long>(e + 1), static_cast<long long>(c.epochs), last_loss,
@@ -188,7 +199,7 @@ int train_main(const std::string& model_name, const TrainConfig& c,
         optim::save_checkpoint(c.save, *model, opt.get(), {{"model", model_name}, {"epoch", std::to_string(e + 1)}});
     }
     if (c.profile) std::printf("%s", format_op_profile(stop_op_profiler(), train_time).c_str());
-    const double accuracy = epoch_accuracy.empty() ? evaluate(*model, test, micro_batch > 0 ? micro_batch : c.batch_size) : epoch_accuracy.back();
+    const double accuracy = epoch_accuracy.empty() ? evaluate(*model, test, micro_batch > 0 ? micro_batch : c.batch_size, bf16) : epoch_accuracy.back();
     std::printf("test accuracy %.2f%%\n", 100.0 * accuracy);
     if (c.json) {
       nlohmann::json j = {{"model", model_name},
@@ -200,6 +211,7 @@ int train_main(const std::string& model_name, const TrainConfig& c,
                           {"train_samples_per_s", train_time > 0 ? static_cast<double>(samples) / train_time : 0.0},
                           {"peak_memory_bytes", memory_stats(device).at("allocated_bytes.all.peak")},
                           {"peak_reserved_bytes", memory_stats(device).at("reserved_bytes.all.peak")},
+                          {"precision", c.precision},
                           {"micro_batch", micro_batch},
                           {"microbatch_retries", retries},
                           {"device", device.str()},

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "kernels/common/unary_ops.h"
+#include "kernels/cpu/loops.h"
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -50,14 +51,15 @@ inline void transpose16(__m512* r) {
 #endif
 
 // out[((r + r0) * pcols + s + s0) * 16 + l] = src[l * plane + r * width + s] for the
-// `lanes` planes (<= 16) and every r < rows, s < width. The block must hold the image
-// (rows + r0 <= prows, width + s0 <= pcols); elements outside it, and lanes >= `lanes`,
-// are left as they are (callers zero the block once).
-template <class T>
+// `lanes` planes (<= 16) and every r < rows, s < width, converted from the storage type T
+// to the compute type C (float for the 16-bit floats). The block must hold the image
+// (rows + r0 <= prows, width + s0 <= pcols); elements outside it are left as they are
+// (callers zero the block once), lanes >= `lanes` are written zero.
+template <class T, class C>
 void pack_channels(const T* src, int64_t plane, int64_t lanes, int64_t rows, int64_t width, int64_t r0, int64_t s0,
-                   int64_t pcols, T* out) {
+                   int64_t pcols, C* out) {
 #if defined(__AVX512F__)
-  if constexpr (std::is_same_v<T, float>) {
+  if constexpr (std::is_same_v<T, float> && std::is_same_v<C, float>) {
     __m512 v[16];
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t c = 0; c < width; c += 16) {
@@ -73,22 +75,22 @@ void pack_channels(const T* src, int64_t plane, int64_t lanes, int64_t rows, int
   }
 #endif
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t l = 0; l < lanes; ++l) {
+    for (int64_t l = 0; l < 16; ++l) {
       const T* row = src + l * plane + r * width;
-      T* dst = out + ((r + r0) * pcols + s0) * 16 + l;
-      for (int64_t s = 0; s < width; ++s) dst[s * 16] = row[s];
+      C* dst = out + ((r + r0) * pcols + s0) * 16 + l;
+      for (int64_t s = 0; s < width; ++s) dst[s * 16] = l < lanes ? cast<C>(row[s]) : C(0);
     }
 }
 
 // dst[l * plane + r * width + s] = in[(r * pcols + s) * 16 + l] + bias[l] (bias may be
-// null), then max(0, .) when relu, for l < lanes, r < rows, s < width: the inverse of
-// pack_channels. `in` must have 16 readable positions past each row's last (callers
-// allocate a spare row).
-template <class T>
-void unpack_channels(const T* in, int64_t pcols, int64_t lanes, int64_t rows, int64_t width, const T* bias, bool relu,
+// null), then max(0, .) when relu, rounded to the storage type T, for l < lanes, r < rows,
+// s < width: the inverse of pack_channels. `in` must have 16 readable positions past
+// each row's last (callers allocate a spare row).
+template <class C, class T>
+void unpack_channels(const C* in, int64_t pcols, int64_t lanes, int64_t rows, int64_t width, const T* bias, bool relu,
                      T* dst, int64_t plane) {
 #if defined(__AVX512F__)
-  if constexpr (std::is_same_v<T, float>) {
+  if constexpr (std::is_same_v<T, float> && std::is_same_v<C, float>) {
     __m512 v[16];
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t c = 0; c < width; c += 16) {
@@ -107,11 +109,11 @@ void unpack_channels(const T* in, int64_t pcols, int64_t lanes, int64_t rows, in
   }
 #endif
   for (int64_t l = 0; l < lanes; ++l) {
-    const T b = bias ? bias[l] : T(0);
+    const C b = bias ? cast<C>(bias[l]) : C(0);
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t s = 0; s < width; ++s) {
-        const T v = in[(r * pcols + s) * 16 + l] + b;
-        dst[l * plane + r * width + s] = relu ? ops::Relu{}(v) : v;
+        const C v = in[(r * pcols + s) * 16 + l] + b;
+        dst[l * plane + r * width + s] = cast<T>(relu ? ops::Relu{}(v) : v);
       }
   }
 }

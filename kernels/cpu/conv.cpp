@@ -139,125 +139,177 @@ void col2im(const T* col, int64_t C, int64_t H, int64_t W, int64_t kh, int64_t k
       }
 }
 
-// Runs sample(n, parallel, col) for n in [0, N): samples go to threads (with
-// single-threaded GEMMs) when there are at least as many as threads, else they run one
-// after another with threaded GEMMs. `col` is the calling thread's scratch buffer.
-template <class T, class F>
-void for_each_sample(int64_t N, const F& sample) {
-  if (N >= num_threads()) {
-    parallel_for(0, N, 1, [&](int64_t b, int64_t e) {
-      std::vector<T> col;
-      for (int64_t n = b; n < e; ++n) sample(n, false, col);
-    });
+// Scratch of one thread, reused from sample to sample: im2col's columns, and copies in
+// the compute type of a sample's input, output and gradient when tensors are 16-bit.
+template <class C>
+struct SampleScratch {
+  std::vector<C> col, in, out, grad;
+};
+
+// p[0..n) in the compute type C: the data itself when it is stored as C, else a copy.
+template <class C, class T>
+const C* as_compute(const T* p, int64_t n, std::vector<C>& buf) {
+  if constexpr (std::is_same_v<T, C>) {
+    return p;
   } else {
-    std::vector<T> col;
-    for (int64_t n = 0; n < N; ++n) sample(n, true, col);
+    buf.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) buf[i] = cast<C>(p[i]);
+    return buf.data();
   }
 }
 
-template <class T>
+// Runs sample(n, parallel, scratch) for n in [0, N): samples go to threads (with
+// single-threaded GEMMs) when there are at least as many as threads, else they run one
+// after another with threaded GEMMs.
+template <class C, class F>
+void for_each_sample(int64_t N, const F& sample) {
+  if (N >= num_threads()) {
+    parallel_for(0, N, 1, [&](int64_t b, int64_t e) {
+      SampleScratch<C> s;
+      for (int64_t n = b; n < e; ++n) sample(n, false, s);
+    });
+  } else {
+    SampleScratch<C> s;
+    for (int64_t n = 0; n < N; ++n) sample(n, true, s);
+  }
+}
+
+// T: the tensors' type; C: the type of the arithmetic (float for the 16-bit floats).
+template <class T, class C = compute_t<T>>
 void conv2d_typed(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias, const Conv2dParams& p) {
-  const int64_t N = in.shape()[0], C = in.shape()[1], H = in.shape()[2], W = in.shape()[3];
+  const int64_t N = in.shape()[0], Ch = in.shape()[1], H = in.shape()[2], W = in.shape()[3];
   const int64_t O = weight.shape()[0], kh = weight.shape()[2], kw = weight.shape()[3];
   const int64_t OH = out.shape()[2], OW = out.shape()[3], G = p.groups;
-  const int64_t Cg = C / G, Og = O / G, KK = Cg * kh * kw, P = OH * OW;
+  const int64_t Cg = Ch / G, Og = O / G, KK = Cg * kh * kw, P = OH * OW;
   const T* x = static_cast<const T*>(in.data_ptr());
-  const T* w = static_cast<const T*>(weight.data_ptr());
-  const T* bptr = bias.defined() ? static_cast<const T*>(bias.data_ptr()) : nullptr;
+  std::vector<C> wbuf, bbuf;
+  const C* w = as_compute<C>(static_cast<const T*>(weight.data_ptr()), weight.numel(), wbuf);
+  const C* bptr = bias.defined() ? as_compute<C>(static_cast<const T*>(bias.data_ptr()), bias.numel(), bbuf) : nullptr;
   T* y = static_cast<T*>(out.data_ptr());
   const bool direct = kh == 1 && kw == 1 && p.stride[0] == 1 && p.stride[1] == 1 && p.padding[0] == 0 &&
                       p.padding[1] == 0;
 
-  auto sample = [&](int64_t n, bool parallel, std::vector<T>& col) {
+  auto sample = [&](int64_t n, bool parallel, SampleScratch<C>& s) {
     for (int64_t g = 0; g < G; ++g) {
-      const T* xg = x + (n * C + g * Cg) * H * W;
+      const C* xg = as_compute<C>(x + (n * Ch + g * Cg) * H * W, Cg * H * W, s.in);
       T* yg = y + (n * O + g * Og) * P;
-      const T* cols = xg;
-      if (!direct) {
-        col.resize(KK * P);
-        im2col(xg, Cg, H, W, kh, kw, OH, OW, p, col.data());
-        cols = col.data();
+      C* acc;
+      if constexpr (std::is_same_v<T, C>) {
+        acc = yg;
+      } else {
+        s.out.resize(static_cast<size_t>(Og * P));
+        acc = s.out.data();
       }
-      for (int64_t o = 0; o < Og; ++o) std::fill(yg + o * P, yg + (o + 1) * P, bptr ? bptr[g * Og + o] : T(0));
-      gemm<T>(false, false, Og, P, KK, w + g * Og * KK, KK, cols, P, yg, P, true, parallel);
+      const C* cols = xg;
+      if (!direct) {
+        s.col.resize(KK * P);
+        im2col(xg, Cg, H, W, kh, kw, OH, OW, p, s.col.data());
+        cols = s.col.data();
+      }
+      for (int64_t o = 0; o < Og; ++o) std::fill(acc + o * P, acc + (o + 1) * P, bptr ? bptr[g * Og + o] : C(0));
+      gemm<C>(false, false, Og, P, KK, w + g * Og * KK, KK, cols, P, acc, P, true, parallel);
       if (p.relu)  // while the sample's output is in cache
-        for (int64_t i = 0; i < Og * P; ++i) yg[i] = ops::Relu{}(yg[i]);
+        for (int64_t i = 0; i < Og * P; ++i) acc[i] = ops::Relu{}(acc[i]);
+      if constexpr (!std::is_same_v<T, C>)
+        for (int64_t i = 0; i < Og * P; ++i) yg[i] = cast<T>(acc[i]);
     }
   };
-  for_each_sample<T>(N, sample);
+  for_each_sample<C>(N, sample);
+}
+
+template <class F>
+void by_float_dtype(DType dtype, const char* op, const F& f) {
+  switch (dtype) {
+    case DType::Float32: return f(float{});
+    case DType::Float64: return f(double{});
+    case DType::BFloat16: return f(BFloat16{});
+    case DType::Float16: return f(Half{});
+    default: EMBER_FAIL(op, " kernel: dtype ", dtype_name(dtype), " is not supported on the cpu");
+  }
 }
 
 void conv2d_kernel(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias, const Conv2dParams& p) {
   const int64_t G = p.groups;
   if (use_winograd(p, weight.shape()[2], weight.shape()[3], in.shape()[1] / G, weight.shape()[0] / G))
     return winograd_conv2d(out, in, weight, bias, p);
-  if (in.dtype() == DType::Float32) return conv2d_typed<float>(out, in, weight, bias, p);
-  if (in.dtype() == DType::Float64) return conv2d_typed<double>(out, in, weight, bias, p);
-  EMBER_FAIL("conv2d kernel: dtype ", dtype_name(in.dtype()), " is not supported on the cpu");
+  by_float_dtype(in.dtype(), "conv2d", [&](auto v) { conv2d_typed<decltype(v)>(out, in, weight, bias, p); });
 }
 
 // grad_x[n, g] = col2im(W_g^T [KK, Og] @ grad_y[n, g] [Og, P]); samples go to threads.
-template <class T>
+template <class T, class C = compute_t<T>>
 void conv2d_backward_input_typed(const Tensor& gin, const Tensor& gout, const Tensor& weight, const Conv2dParams& p) {
-  const int64_t N = gin.shape()[0], C = gin.shape()[1], H = gin.shape()[2], W = gin.shape()[3];
+  const int64_t N = gin.shape()[0], Ch = gin.shape()[1], H = gin.shape()[2], W = gin.shape()[3];
   const int64_t O = weight.shape()[0], kh = weight.shape()[2], kw = weight.shape()[3];
   const int64_t OH = gout.shape()[2], OW = gout.shape()[3], G = p.groups;
-  const int64_t Cg = C / G, Og = O / G, KK = Cg * kh * kw, P = OH * OW;
-  const T* w = static_cast<const T*>(weight.data_ptr());
+  const int64_t Cg = Ch / G, Og = O / G, KK = Cg * kh * kw, P = OH * OW;
+  std::vector<C> wbuf;
+  const C* w = as_compute<C>(static_cast<const T*>(weight.data_ptr()), weight.numel(), wbuf);
   const T* gy = static_cast<const T*>(gout.data_ptr());
   T* gx = static_cast<T*>(gin.data_ptr());
-  std::fill(gx, gx + gin.numel(), T(0));
-  auto sample = [&](int64_t n, bool parallel, std::vector<T>& col) {
-    col.resize(KK * P);
-    for (int64_t g = 0; g < G; ++g) {
-      gemm<T>(true, false, KK, P, Og, w + g * Og * KK, KK, gy + (n * O + g * Og) * P, P, col.data(), P, false, parallel);
-      col2im(col.data(), Cg, H, W, kh, kw, OH, OW, p, gx + (n * C + g * Cg) * H * W);
+  auto sample = [&](int64_t n, bool parallel, SampleScratch<C>& s) {
+    s.col.resize(KK * P);
+    C* gxn;
+    if constexpr (std::is_same_v<T, C>) {
+      gxn = gx + n * Ch * H * W;
+    } else {
+      s.out.resize(static_cast<size_t>(Ch * H * W));
+      gxn = s.out.data();
     }
+    std::fill(gxn, gxn + Ch * H * W, C(0));
+    const C* gyn = as_compute<C>(gy + n * O * P, O * P, s.grad);
+    for (int64_t g = 0; g < G; ++g) {
+      gemm<C>(true, false, KK, P, Og, w + g * Og * KK, KK, gyn + g * Og * P, P, s.col.data(), P, false, parallel);
+      col2im(s.col.data(), Cg, H, W, kh, kw, OH, OW, p, gxn + g * Cg * H * W);
+    }
+    if constexpr (!std::is_same_v<T, C>)
+      for (int64_t i = 0; i < Ch * H * W; ++i) gx[n * Ch * H * W + i] = cast<T>(gxn[i]);
   };
-  for_each_sample<T>(N, sample);
+  for_each_sample<C>(N, sample);
 }
 
 // grad_W_g [Og, KK] = sum over samples of grad_y[n, g] [Og, P] @ im2col(x[n, g])^T [P, KK],
 // and grad_b[o] = sum of grad_y[n, o] over samples and positions. Each thread sums its
 // share of the samples into its own buffer (weight, then bias); the buffers are added.
-template <class T>
+template <class T, class C = compute_t<T>>
 void conv2d_backward_weight_typed(const Tensor& gw, const Tensor& gb, const Tensor& gout, const Tensor& in,
                                   const Conv2dParams& p) {
-  const int64_t N = in.shape()[0], C = in.shape()[1], H = in.shape()[2], W = in.shape()[3];
+  const int64_t N = in.shape()[0], Ch = in.shape()[1], H = in.shape()[2], W = in.shape()[3];
   const int64_t O = gw.shape()[0], kh = gw.shape()[2], kw = gw.shape()[3];
   const int64_t OH = gout.shape()[2], OW = gout.shape()[3], G = p.groups;
-  const int64_t Cg = C / G, Og = O / G, KK = Cg * kh * kw, P = OH * OW;
+  const int64_t Cg = Ch / G, Og = O / G, KK = Cg * kh * kw, P = OH * OW;
   const T* x = static_cast<const T*>(in.data_ptr());
   const T* gy = static_cast<const T*>(gout.data_ptr());
   const bool direct = kh == 1 && kw == 1 && p.stride[0] == 1 && p.stride[1] == 1 && p.padding[0] == 0 &&
                       p.padding[1] == 0;
   const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(num_threads(), N));
   const int64_t nw = gw.numel();
-  std::vector<std::vector<T>> partial(parts, std::vector<T>(nw + O, T(0)));
+  std::vector<std::vector<C>> partial(parts, std::vector<C>(nw + O, C(0)));
   parallel_for(0, parts, 1, [&](int64_t b, int64_t e) {
-    std::vector<T> col;
+    SampleScratch<C> s;
     for (int64_t t = b; t < e; ++t)
-      for (int64_t n = N * t / parts; n < N * (t + 1) / parts; ++n)
+      for (int64_t n = N * t / parts; n < N * (t + 1) / parts; ++n) {
+        const C* gyn = as_compute<C>(gy + n * O * P, O * P, s.grad);
         for (int64_t g = 0; g < G; ++g) {
-          const T* xg = x + (n * C + g * Cg) * H * W;
-          const T* cols = xg;
+          const C* xg = as_compute<C>(x + (n * Ch + g * Cg) * H * W, Cg * H * W, s.in);
+          const C* cols = xg;
           if (!direct) {
-            col.resize(KK * P);
-            im2col(xg, Cg, H, W, kh, kw, OH, OW, p, col.data());
-            cols = col.data();
+            s.col.resize(KK * P);
+            im2col(xg, Cg, H, W, kh, kw, OH, OW, p, s.col.data());
+            cols = s.col.data();
           }
-          gemm<T>(false, true, Og, KK, P, gy + (n * O + g * Og) * P, P, cols, P, partial[t].data() + g * Og * KK, KK,
-                  true, parts == 1);
+          gemm<C>(false, true, Og, KK, P, gyn + g * Og * P, P, cols, P, partial[t].data() + g * Og * KK, KK, true,
+                  parts == 1);
           if (gb.defined())
-            for (int64_t o = g * Og; o < (g + 1) * Og; ++o) partial[t][nw + o] += T(sum_run<double>(gy + (n * O + o) * P, P));
+            for (int64_t o = g * Og; o < (g + 1) * Og; ++o) partial[t][nw + o] += C(sum_run<double>(gyn + o * P, P));
         }
+      }
   });
   T* out = static_cast<T*>(gw.data_ptr());
   T* bias = gb.defined() ? static_cast<T*>(gb.data_ptr()) : nullptr;
   for (int64_t i = 0; i < nw + (bias ? O : 0); ++i) {
-    T acc = 0;
+    C acc = 0;
     for (int64_t t = 0; t < parts; ++t) acc += partial[t][i];
-    (i < nw ? out[i] : bias[i - nw]) = acc;
+    (i < nw ? out[i] : bias[i - nw]) = cast<T>(acc);
   }
 }
 
@@ -265,9 +317,8 @@ void conv2d_backward_input_kernel(const Tensor& gin, const Tensor& gout, const T
   const int64_t G = p.groups;
   if (use_winograd(p, weight.shape()[2], weight.shape()[3], weight.shape()[0] / G, gin.shape()[1] / G))
     return winograd_conv2d_backward_input(gin, gout, weight, p);
-  if (gin.dtype() == DType::Float32) return conv2d_backward_input_typed<float>(gin, gout, weight, p);
-  if (gin.dtype() == DType::Float64) return conv2d_backward_input_typed<double>(gin, gout, weight, p);
-  EMBER_FAIL("conv2d_backward_input kernel: dtype ", dtype_name(gin.dtype()), " is not supported on the cpu");
+  by_float_dtype(gin.dtype(), "conv2d_backward_input",
+                 [&](auto v) { conv2d_backward_input_typed<decltype(v)>(gin, gout, weight, p); });
 }
 
 void conv2d_backward_weight_kernel(const Tensor& gw, const Tensor& gb, const Tensor& gout, const Tensor& in,
@@ -275,9 +326,8 @@ void conv2d_backward_weight_kernel(const Tensor& gw, const Tensor& gb, const Ten
   const int64_t G = p.groups;
   if (use_winograd(p, gw.shape()[2], gw.shape()[3], in.shape()[1] / G, gw.shape()[0] / G))
     return winograd_conv2d_backward_weight(gw, gb, gout, in, p);
-  if (gw.dtype() == DType::Float32) return conv2d_backward_weight_typed<float>(gw, gb, gout, in, p);
-  if (gw.dtype() == DType::Float64) return conv2d_backward_weight_typed<double>(gw, gb, gout, in, p);
-  EMBER_FAIL("conv2d_backward_weight kernel: dtype ", dtype_name(gw.dtype()), " is not supported on the cpu");
+  by_float_dtype(gw.dtype(), "conv2d_backward_weight",
+                 [&](auto v) { conv2d_backward_weight_typed<decltype(v)>(gw, gb, gout, in, p); });
 }
 
 }  // namespace

@@ -216,28 +216,32 @@ int64_t chunk_count(int64_t N, int64_t tiles) {
 }
 
 // Transformed filters U[g][k][i][o] (i < Ip inputs, o < Op outputs, zero-padded) of the
-// convolution from `ins` to `outs` channels per group; filter (o, i) of group g is the
-// 3x3 at w + g * gstride + o * ostride + i * istride, elements (r, s) at r * rs + s * ss.
-template <class T>
+// convolution from `ins` to `outs` channels per group, in the compute type C; filter (o, i)
+// of group g is the 3x3 at w + g * gstride + o * ostride + i * istride, elements (r, s) at
+// r * rs + s * ss.
+template <class T, class C>
 void transform_filters(const T* w, int64_t G, int64_t outs, int64_t ins, int64_t gstride, int64_t ostride,
-                       int64_t istride, int rs, int ss, T* U) {
+                       int64_t istride, int rs, int ss, C* U) {
   const int64_t Ip = round_lanes(ins), Op = round_lanes(outs), plane = Ip * Op;
-  std::fill(U, U + G * 36 * plane, T(0));
+  std::fill(U, U + G * 36 * plane, C(0));
   for (int64_t g = 0; g < G; ++g)
     for (int64_t o = 0; o < outs; ++o)
       for (int64_t i = 0; i < ins; ++i) {
         const T* f = w + g * gstride + o * ostride + i * istride;
-        T tmp[6][3];
-        for (int c = 0; c < 3; ++c) g6(f + c * ss, rs, &tmp[0][c], 3);  // G f: columns
-        T* u = U + g * 36 * plane + i * Op + o;                          // element k at u[k * plane]
+        C f3[3][3], tmp[6][3];
+        for (int r = 0; r < 3; ++r)
+          for (int c = 0; c < 3; ++c) f3[r][c] = cast<C>(f[r * rs + c * ss]);
+        for (int c = 0; c < 3; ++c) g6(&f3[0][c], 3, &tmp[0][c], 3);  // G f: columns
+        C* u = U + g * 36 * plane + i * Op + o;                        // element k at u[k * plane]
         for (int r = 0; r < 6; ++r) g6(tmp[r], 1, u + 6 * r * plane, static_cast<int>(plane));  // (G f) G^T: rows
       }
 }
 
 // y[n, g*outs + o] = sum over i of conv3x3(x[n, g*ins + i], filter (o, i)) + bias[g*outs + o],
-// with the filters transformed by transform_filters, then max(0, .) when relu.
-template <class T>
-void winograd_conv_typed(const T* x, int64_t N, int64_t G, int64_t ins, int64_t H, int64_t W, const T* U,
+// with the filters transformed by transform_filters, then max(0, .) when relu. T is the
+// tensors' type; the transforms and products run in C (float for the 16-bit floats).
+template <class T, class C = compute_t<T>>
+void winograd_conv_typed(const T* x, int64_t N, int64_t G, int64_t ins, int64_t H, int64_t W, const C* U,
                          int64_t outs, const T* bias, bool relu, int64_t ph, int64_t pw, T* y, int64_t OH, int64_t OW) {
   const Tiling t(H, W, OH, OW, ph, pw);
   const int64_t Ip = round_lanes(ins), Op = round_lanes(outs), chunks = chunk_count(N, t.tiles);
@@ -246,22 +250,22 @@ void winograd_conv_typed(const T* x, int64_t N, int64_t G, int64_t ins, int64_t 
     for (int64_t ch = c0; ch < c1; ++ch) {
       const int64_t n0 = N * ch / chunks, n1 = N * (ch + 1) / chunks, T_ = (n1 - n0) * t.tiles;
       if (T_ == 0) continue;
-      Scratch<T> Vs(36 * T_ * Ip), Ms(36 * T_ * Op);
-      Scratch<T> in_packed(t.PH * t.PW * kLanes), out_packed((t.QH * t.QW + kLanes) * kLanes);
-      std::fill(in_packed.data(), in_packed.data() + t.PH * t.PW * kLanes, T(0));  // the border stays zero
+      Scratch<C> Vs(36 * T_ * Ip), Ms(36 * T_ * Op);
+      Scratch<C> in_packed(t.PH * t.PW * kLanes), out_packed((t.QH * t.QW + kLanes) * kLanes);
+      std::fill(in_packed.data(), in_packed.data() + t.PH * t.PW * kLanes, C(0));  // the border stays zero
       for (int64_t g = 0; g < G; ++g) {
         for (int64_t n = n0; n < n1; ++n)
           for (int64_t i0 = 0; i0 < ins; i0 += kLanes) {
             pack_channels(x + ((n * G + g) * ins + i0) * H * W, H * W, std::min(kLanes, ins - i0), H, W, ph, pw, t.PW,
                           in_packed.data());
-            input_transform(in_packed.data(), t, TileMatrix<T>{Vs.data() + i0, Ip, 36 * Ip}, (n - n0) * t.tiles);
+            input_transform(in_packed.data(), t, TileMatrix<C>{Vs.data() + i0, Ip, 36 * Ip}, (n - n0) * t.tiles);
           }
         for (int k = 0; k < 36; ++k)
-          gemm<T>(false, false, T_, Op, Ip, Vs.data() + k * Ip, 36 * Ip, U + (g * 36 + k) * Ip * Op, Op,
+          gemm<C>(false, false, T_, Op, Ip, Vs.data() + k * Ip, 36 * Ip, U + (g * 36 + k) * Ip * Op, Op,
                   Ms.data() + k * Op, 36 * Op, false, parallel_gemm);
         for (int64_t n = n0; n < n1; ++n)
           for (int64_t o0 = 0; o0 < outs; o0 += kLanes) {
-            output_transform(TileMatrix<T>{Ms.data() + o0, Op, 36 * Op}, (n - n0) * t.tiles, t, out_packed.data());
+            output_transform(TileMatrix<C>{Ms.data() + o0, Op, 36 * Op}, (n - n0) * t.tiles, t, out_packed.data());
             unpack_channels(out_packed.data(), t.QW, std::min(kLanes, outs - o0), OH, OW,
                             bias ? bias + g * outs + o0 : nullptr, relu, y + ((n * G + g) * outs + o0) * OH * OW,
                             OH * OW);
@@ -276,7 +280,7 @@ void forward_typed(const Tensor& out, const Tensor& in, const Tensor& weight, co
                    const Conv2dParams& p) {
   const int64_t N = in.shape()[0], C = in.shape()[1], H = in.shape()[2], W = in.shape()[3];
   const int64_t O = weight.shape()[0], G = p.groups, Cg = C / G, Og = O / G;
-  Scratch<T> U(G * 36 * round_lanes(Cg) * round_lanes(Og));
+  Scratch<compute_t<T>> U(G * 36 * round_lanes(Cg) * round_lanes(Og));
   // filter (o, c) of group g: w[g*Og + o][c], rows 3 apart.
   transform_filters(static_cast<const T*>(weight.data_ptr()), G, Og, Cg, Og * Cg * 9, Cg * 9, 9, 3, 1, U.data());
   winograd_conv_typed<T>(static_cast<const T*>(in.data_ptr()), N, G, Cg, H, W, U.data(), Og,
@@ -290,7 +294,7 @@ template <class T>
 void backward_input_typed(const Tensor& gin, const Tensor& gout, const Tensor& weight, const Conv2dParams& p) {
   const int64_t N = gin.shape()[0], C = gin.shape()[1], H = gin.shape()[2], W = gin.shape()[3];
   const int64_t O = weight.shape()[0], G = p.groups, Cg = C / G, Og = O / G;
-  Scratch<T> U(G * 36 * round_lanes(Og) * round_lanes(Cg));
+  Scratch<compute_t<T>> U(G * 36 * round_lanes(Og) * round_lanes(Cg));  // per group: [36][Og (inputs)][Cg (outputs)]
   // filter (c, o) of group g: w[g*Og + o][c] read from its last element backwards.
   transform_filters(static_cast<const T*>(weight.data_ptr()) + 8, G, Cg, Og, Og * Cg * 9, 9, Cg * 9, -3, -1,
                     U.data());
@@ -303,6 +307,7 @@ void backward_input_typed(const Tensor& gin, const Tensor& gout, const Tensor& w
 template <class T>
 void backward_weight_typed(const Tensor& gw, const Tensor& gb, const Tensor& gout, const Tensor& in,
                            const Conv2dParams& p) {
+  using C_ = compute_t<T>;  // the transforms' and products' type
   const int64_t N = in.shape()[0], C = in.shape()[1], H = in.shape()[2], W = in.shape()[3];
   const int64_t O = gw.shape()[0], G = p.groups, Cg = C / G, Og = O / G;
   const int64_t OH = gout.shape()[2], OW = gout.shape()[3];
@@ -311,53 +316,60 @@ void backward_weight_typed(const Tensor& gw, const Tensor& gb, const Tensor& gou
   const Tiling t(H, W, OH, OW, p.padding[0], p.padding[1]);
   const int64_t Cp = round_lanes(Cg), Op = round_lanes(Og), chunks = chunk_count(N, t.tiles);
   const int64_t usize = G * 36 * Op * Cp + O;  // dU[g][k][o][c], then the bias gradient
-  Scratch<T> dU(chunks * usize);
-  parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {
-    const bool parallel_gemm = chunks == 1;
-    for (int64_t ch = c0; ch < c1; ++ch) {
-      T* du = dU.data() + ch * usize;
-      std::fill(du, du + usize, T(0));
-      const int64_t n0 = N * ch / chunks, n1 = N * (ch + 1) / chunks, T_ = (n1 - n0) * t.tiles;
-      if (T_ == 0) continue;
-      Scratch<T> Vs(36 * T_ * Cp), Ms(36 * T_ * Op);
-      Scratch<T> x_packed(t.PH * t.PW * kLanes), gy_packed(t.QH * t.QW * kLanes);
-      std::fill(x_packed.data(), x_packed.data() + t.PH * t.PW * kLanes, T(0));  // the borders stay zero
-      std::fill(gy_packed.data(), gy_packed.data() + t.QH * t.QW * kLanes, T(0));
-      for (int64_t g = 0; g < G; ++g) {
-        for (int64_t n = n0; n < n1; ++n) {
-          for (int64_t c0_ = 0; c0_ < Cg; c0_ += kLanes) {
-            pack_channels(x + ((n * G + g) * Cg + c0_) * H * W, H * W, std::min(kLanes, Cg - c0_), H, W, t.ph, t.pw,
-                          t.PW, x_packed.data());
-            input_transform(x_packed.data(), t, TileMatrix<T>{Vs.data() + c0_, Cp, 36 * Cp}, (n - n0) * t.tiles);
+  // One dU per task of the pool (not per chunk): a task sums its chunks into its own.
+  const int64_t parts = std::min<int64_t>(num_threads(), chunks);
+  Scratch<C_> dU(parts * usize);
+  parallel_for(0, parts, 1, [&](int64_t p0, int64_t p1) {
+    const bool parallel_gemm = parts == 1;
+    for (int64_t part = p0; part < p1; ++part) {
+      C_* du = dU.data() + part * usize;
+      std::fill(du, du + usize, C_(0));
+      for (int64_t ch = chunks * part / parts; ch < chunks * (part + 1) / parts; ++ch) {
+        const int64_t n0 = N * ch / chunks, n1 = N * (ch + 1) / chunks, T_ = (n1 - n0) * t.tiles;
+        if (T_ == 0) continue;
+        Scratch<C_> Vs(36 * T_ * Cp), Ms(36 * T_ * Op);
+        Scratch<C_> x_packed(t.PH * t.PW * kLanes), gy_packed(t.QH * t.QW * kLanes);
+        std::fill(x_packed.data(), x_packed.data() + t.PH * t.PW * kLanes, C_(0));  // the borders stay zero
+        std::fill(gy_packed.data(), gy_packed.data() + t.QH * t.QW * kLanes, C_(0));
+        for (int64_t g = 0; g < G; ++g) {
+          for (int64_t n = n0; n < n1; ++n) {
+            for (int64_t c0_ = 0; c0_ < Cg; c0_ += kLanes) {
+              pack_channels(x + ((n * G + g) * Cg + c0_) * H * W, H * W, std::min(kLanes, Cg - c0_), H, W, t.ph, t.pw,
+                            t.PW, x_packed.data());
+              input_transform(x_packed.data(), t, TileMatrix<C_>{Vs.data() + c0_, Cp, 36 * Cp}, (n - n0) * t.tiles);
+            }
+            for (int64_t o0 = 0; o0 < Og; o0 += kLanes) {
+              const T* planes = gy + ((n * G + g) * Og + o0) * OH * OW;
+              pack_channels(planes, OH * OW, std::min(kLanes, Og - o0), OH, OW, 0, 0, t.QW, gy_packed.data());
+              grad_transform(gy_packed.data(), t, TileMatrix<C_>{Ms.data() + o0, Op, 36 * Op}, (n - n0) * t.tiles);
+              if (gb.defined())  // the planes are in cache now
+                for (int64_t l = 0; l < std::min(kLanes, Og - o0); ++l)
+                  du[usize - O + g * Og + o0 + l] += C_(sum_run<double>(planes + l * OH * OW, OH * OW));
+            }
           }
-          for (int64_t o0 = 0; o0 < Og; o0 += kLanes) {
-            const T* planes = gy + ((n * G + g) * Og + o0) * OH * OW;
-            pack_channels(planes, OH * OW, std::min(kLanes, Og - o0), OH, OW, 0, 0, t.QW, gy_packed.data());
-            grad_transform(gy_packed.data(), t, TileMatrix<T>{Ms.data() + o0, Op, 36 * Op}, (n - n0) * t.tiles);
-            if (gb.defined())  // the planes are in cache now
-              for (int64_t l = 0; l < std::min(kLanes, Og - o0); ++l)
-                du[usize - O + g * Og + o0 + l] += T(sum_run<double>(planes + l * OH * OW, OH * OW));
-          }
+          for (int k = 0; k < 36; ++k)
+            gemm<C_>(true, false, Op, Cp, T_, Ms.data() + k * Op, 36 * Op, Vs.data() + k * Cp, 36 * Cp,
+                     du + (g * 36 + k) * Op * Cp, Cp, true, parallel_gemm);
         }
-        for (int k = 0; k < 36; ++k)
-          gemm<T>(true, false, Op, Cp, T_, Ms.data() + k * Op, 36 * Op, Vs.data() + k * Cp, 36 * Cp,
-                  du + (g * 36 + k) * Op * Cp, Cp, true, parallel_gemm);
       }
     }
   });
-  for (int64_t ch = 1; ch < chunks; ++ch)
-    for (int64_t i = 0; i < usize; ++i) dU[i] += dU[ch * usize + i];
-  if (gb.defined()) std::copy(dU.data() + usize - O, dU.data() + usize, static_cast<T*>(gb.data_ptr()));
+  for (int64_t part = 1; part < parts; ++part)
+    for (int64_t i = 0; i < usize; ++i) dU[i] += dU[part * usize + i];
+  if (gb.defined())
+    for (int64_t o = 0; o < O; ++o) static_cast<T*>(gb.data_ptr())[o] = cast<T>(dU[usize - O + o]);
   T* out = static_cast<T*>(gw.data_ptr());
   const int64_t plane = Op * Cp;
   for (int64_t g = 0; g < G; ++g)
     for (int64_t o = 0; o < Og; ++o)
       for (int64_t c = 0; c < Cg; ++c) {
-        const T* u = dU.data() + g * 36 * plane + o * Cp + c;  // element k at u[k * plane]
-        T tmp[6][3];                                          // u G: rows
+        const C_* u = dU.data() + g * 36 * plane + o * Cp + c;  // element k at u[k * plane]
+        C_ tmp[6][3], g3[3][3];                                 // u G: rows
         for (int r = 0; r < 6; ++r) gt3(u + 6 * r * plane, static_cast<int>(plane), tmp[r], 1);
+        for (int s = 0; s < 3; ++s) gt3(&tmp[0][s], 3, &g3[0][s], 3);  // G^T (u G): columns
         T* dst = out + ((g * Og + o) * Cg + c) * 9;
-        for (int s = 0; s < 3; ++s) gt3(&tmp[0][s], 3, dst + s, 3);  // G^T (u G): columns
+        for (int r = 0; r < 3; ++r)
+          for (int s = 0; s < 3; ++s) dst[r * 3 + s] = cast<T>(g3[r][s]);
       }
 }
 
@@ -365,6 +377,8 @@ template <class F>
 void by_dtype(DType dtype, const char* op, const F& f) {
   if (dtype == DType::Float32) return f(float{});
   if (dtype == DType::Float64) return f(double{});
+  if (dtype == DType::BFloat16) return f(BFloat16{});
+  if (dtype == DType::Float16) return f(Half{});
   EMBER_FAIL(op, " (winograd): dtype ", dtype_name(dtype), " is not supported on the cpu");
 }
 

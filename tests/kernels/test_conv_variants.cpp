@@ -3,6 +3,9 @@
 // divisible by the 4x4 tile, more tiles than the 16 the transforms run at once, padding
 // 0, 1 and 2, groups, odd channel counts.
 //
+// 16-bit tensors (bf16, fp16) go through the same kernels, converted per image to float32
+// and rounded once when written.
+//
 // Tolerances. im2col sums at most 9 C products per value, so each value is within
 // 1e-5 S of the truth in float32, S being the sum of the |products| that make it up.
 // Winograd mixes the whole 6x6 input patch into each value through transforms with
@@ -80,7 +83,7 @@ TEST(ConvVariants, EveryVariantMatchesFloat64References) {
   uint64_t seed = 4100;
   for (const ConvCase& p : kCases) {
     for (ConvVariant v : {ConvVariant::Im2col, ConvVariant::Winograd, ConvVariant::Auto}) {
-      for (DType d : {kFloat32, kFloat64}) {
+      for (DType d : {kFloat32, kFloat64, kBFloat16, kFloat16}) {
         SCOPED_TRACE(describe(p) + " " + std::string(dtype_name(d)) + " variant " + std::to_string(static_cast<int>(v)));
         Tensor x = random_tensor({p.n, p.c, p.h, p.w}, d, Layout::Contiguous, ++seed);
         Tensor w = random_tensor({p.o, p.c / p.groups, p.kh, p.kw}, d, Layout::Contiguous, ++seed);
@@ -91,8 +94,10 @@ TEST(ConvVariants, EveryVariantMatchesFloat64References) {
         const GradRef ref = grad_reference(p, x, w, b, gy);
 
         VariantScope scope(v);
-        const double r = d == kFloat64 ? 1e-12 : 1e-5;
-        const bool normwise = v != ConvVariant::Im2col;
+        // 16-bit tensors compute in float32 and round each result once: half an ulp of
+        // the result (2^-9 for bf16, 2^-12 for fp16), bounded normwise.
+        const double r = d == kFloat64 ? 1e-12 : d == kFloat32 ? 1e-5 : d == kBFloat16 ? 4e-3 : 5e-4;
+        const bool normwise = v != ConvVariant::Im2col || d == kBFloat16 || d == kFloat16;
         Tensor xg = x.detach().set_requires_grad(), wg = w.detach().set_requires_grad();
         Tensor bg = p.bias ? b.detach().set_requires_grad() : Tensor();
         Tensor y = conv2d(xg, wg, bg, p.stride, p.padding, p.dilation, p.groups);
