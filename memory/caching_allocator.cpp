@@ -444,7 +444,7 @@ void CachingAllocator::set_pressure_threshold(double fraction) {
 void CachingAllocator::record_history(std::size_t entries) {
   std::lock_guard lock(impl_->mu);
   impl_->history.clear();
-  impl_->history.reserve(entries);
+  impl_->history.shrink_to_fit();  // the ring grows as events come, up to `entries`
   impl_->history_capacity = entries;
   impl_->history_next = 0;
 }

@@ -80,8 +80,11 @@ void add_train_flags(CLI::App& app, TrainConfig& c) {
       ->check(CLI::IsMember({"fp32", "bf16"}))
       ->capture_default_str();
   app.add_option("--memory-snapshot", c.memory_snapshot,
-                 "write the memory of the first 3 training steps here (JSON for ember-memviz; *.trace.json: a "
+                 "write the memory of the first training steps here (JSON for ember-memviz; *.trace.json: a "
                  "Chrome/Perfetto trace)");
+  app.add_option("--memory-snapshot-steps", c.memory_snapshot_steps,
+                 "the steps --memory-snapshot covers (0: the whole run, written at the end)")
+      ->capture_default_str();
 }
 
 int train_main(const std::string& model_name, const TrainConfig& c,
@@ -138,6 +141,9 @@ int train_main(const std::string& model_name, const TrainConfig& c,
       return criterion(logits, y);
     };
     int64_t micro_batch = 0, retries = 0;
+    // Raw allocations (new segments) during training steps after the first: in steady
+    // state the cache serves every step, and this stays 0.
+    int64_t raw_allocs_after_first = 0, first_step_done = 0;
     const bool tty = isatty(STDOUT_FILENO) && !c.json;
     std::vector<double> epoch_seconds, epoch_accuracy, epoch_loss;
     double last_loss = 0;
@@ -150,6 +156,7 @@ int train_main(const std::string& model_name, const TrainConfig& c,
       double loss_sum = 0;
       int64_t seen = 0, correct = 0, step = 0;
       while (auto batch = loader.next()) {
+        const int64_t raw_before = mem.stats().num_device_alloc;
         double loss;
         if (c.auto_microbatch) {
           const optim::MicroBatchResult r = batcher.backward(batch->data, batch->target, piece_loss);
@@ -172,10 +179,12 @@ int train_main(const std::string& model_name, const TrainConfig& c,
         correct += correct_in_step;
         seen += n;
         ++step;
-        if (!c.memory_snapshot.empty() && e == first_epoch && step == 3) {
+        if (first_step_done++) raw_allocs_after_first += mem.stats().num_device_alloc - raw_before;
+        if (!c.memory_snapshot.empty() && e == first_epoch && step == c.memory_snapshot_steps) {
           save_memory_snapshot(c.memory_snapshot, device);
           mem.record_history(0);
-          std::printf("%swrote the memory of the first 3 steps to %s\n", tty ? "\n" : "", c.memory_snapshot.c_str());
+          std::printf("%swrote the memory of the first %lld steps to %s\n", tty ? "\n" : "",
+                      static_cast<long long>(step), c.memory_snapshot.c_str());
         }
         if (tty && (step % 20 == 0 || seen == loader.dataset_size()))
           progress(e, c.epochs, step, loader.batches_per_epoch(), loss_sum / static_cast<double>(seen));
@@ -199,6 +208,11 @@ int train_main(const std::string& model_name, const TrainConfig& c,
         optim::save_checkpoint(c.save, *model, opt.get(), {{"model", model_name}, {"epoch", std::to_string(e + 1)}});
     }
     if (c.profile) std::printf("%s", format_op_profile(stop_op_profiler(), train_time).c_str());
+    if (!c.memory_snapshot.empty() && c.memory_snapshot_steps == 0) {
+      save_memory_snapshot(c.memory_snapshot, device);
+      mem.record_history(0);
+      std::printf("wrote the memory of the whole run to %s\n", c.memory_snapshot.c_str());
+    }
     const double accuracy = epoch_accuracy.empty() ? evaluate(*model, test, micro_batch > 0 ? micro_batch : c.batch_size, bf16) : epoch_accuracy.back();
     std::printf("test accuracy %.2f%%\n", 100.0 * accuracy);
     if (c.json) {
@@ -212,6 +226,7 @@ int train_main(const std::string& model_name, const TrainConfig& c,
                           {"peak_memory_bytes", memory_stats(device).at("allocated_bytes.all.peak")},
                           {"peak_reserved_bytes", memory_stats(device).at("reserved_bytes.all.peak")},
                           {"precision", c.precision},
+                          {"raw_allocs_after_first_step", raw_allocs_after_first},
                           {"micro_batch", micro_batch},
                           {"microbatch_retries", retries},
                           {"device", device.str()},

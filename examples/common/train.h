@@ -29,6 +29,7 @@ struct TrainConfig {
   std::string max_memory;        // budget beyond what training starts with, e.g. 64MiB or 50%
   bool auto_microbatch = false;  // split steps that run out of memory
   std::string memory_snapshot;   // snapshot of the first steps' memory, JSON (or .trace.json)
+  int64_t memory_snapshot_steps = 3;  // the steps it covers; 0: the whole run
   std::string precision = "fp32";  // fp32, or bf16: bf16 compute with float32 weights
 };
 
