@@ -1,7 +1,8 @@
-// ember: the umbrella header (tensors, ops, autograd, layers, optimizers). Light on purpose: no Eigen, CUDA, Boost or JSON headers,
+// ember: the umbrella header (tensors, ops, autograd, memory, layers, optimizers, checkpoints). Light on purpose: no Eigen, CUDA, Boost or JSON headers,
 // so a model file that includes it compiles in about two seconds.
 #pragma once
 
+#include "core/autocast.h"
 #include "core/autograd.h"
 #include "core/device.h"
 #include "core/dtype.h"
@@ -18,5 +19,6 @@
 #include "layers/functional.h"
 #include "layers/layers.h"
 #include "layers/module.h"
+#include "optim/checkpoint.h"
 #include "optim/lr_scheduler.h"
 #include "optim/optimizer.h"

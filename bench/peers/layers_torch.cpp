@@ -1,0 +1,63 @@
+// libtorch's twin of bench/bench_layers.cpp: the Fashion-MNIST CNN's ops at batch 128,
+// forward (no autograd) and backward (of the op alone), median milliseconds of 7 runs of
+// 20 calls each, printed as "op pass ms" lines for bench/peers/compare_layers.py.
+// Usage: ember_peer_layers_torch THREADS
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <vector>
+
+namespace {
+
+double median_ms(const std::function<void()>& f) {
+  for (int i = 0; i < 5; ++i) f();
+  std::vector<double> runs;
+  for (int r = 0; r < 7; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < 20; ++i) f();
+    runs.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / 20);
+  }
+  std::sort(runs.begin(), runs.end());
+  return runs[runs.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  torch::set_num_threads(argc > 1 ? std::atoi(argv[1]) : 1);
+  torch::manual_seed(7);
+  struct Case {
+    const char* name;
+    std::vector<torch::Tensor> in;
+    std::function<torch::Tensor(const std::vector<torch::Tensor>&)> op;
+  };
+  auto rg = [](std::vector<int64_t> s, bool grad) { return torch::randn(s, torch::requires_grad(grad)); };
+  std::vector<Case> cases = {
+      {"conv1", {rg({128, 1, 28, 28}, false), rg({32, 1, 3, 3}, true), rg({32}, true)},
+       [](const auto& t) { return torch::conv2d(t[0], t[1], t[2], 1, 1); }},
+      {"conv2", {rg({128, 32, 14, 14}, true), rg({64, 32, 3, 3}, true), rg({64}, true)},
+       [](const auto& t) { return torch::conv2d(t[0], t[1], t[2], 1, 1); }},
+      {"relu1", {rg({128, 32, 28, 28}, true)}, [](const auto& t) { return torch::relu(t[0]); }},
+      {"pool1", {rg({128, 32, 28, 28}, true)}, [](const auto& t) { return torch::max_pool2d(t[0], 2); }},
+      {"fc1", {rg({128, 3136}, true), rg({128, 3136}, true), rg({128}, true)},
+       [](const auto& t) { return torch::linear(t[0], t[1], t[2]); }},
+  };
+  for (const Case& c : cases) {
+    {
+      torch::NoGradGuard no_grad;
+      std::printf("%s fwd %.3f\n", c.name, median_ms([&] { c.op(c.in); }));
+    }
+    torch::Tensor y = c.op(c.in);
+    torch::Tensor g = torch::randn_like(y);
+    std::printf("%s bwd %.3f\n", c.name, median_ms([&] {
+                  y.backward(g, /*retain_graph=*/true);
+                  for (const auto& t : c.in)
+                    if (t.requires_grad()) t.mutable_grad() = torch::Tensor();
+                }));
+  }
+  return 0;
+}
