@@ -8,7 +8,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build-gpu}
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || echo "nvidia-smi: not available"
-"$root/scripts/build.sh" "$build" -DCMAKE_CUDA_ARCHITECTURES=native -DEMBER_BUILD_BENCH=OFF || exit 1
+"$root/scripts/build.sh" "$build" -DCMAKE_CUDA_ARCHITECTURES=native || exit 1
 
 "$build/examples/ember_hello" --device cpu | tail -n 1
 status=0
@@ -19,4 +19,8 @@ printf '\n| check | result |\n|---|---|\n'
 printf '| CUDA devices seen by ember | %s |\n' "$("$build/examples/ember_hello" --device cpu | sed -n 's/.*CUDA backend built, \([0-9]*\) CUDA.*/\1/p')"
 printf '| ctest (all labels) | %s |\n' "${summary:-see $build/gpu-check.log}"
 printf '| ctest tests skipped | %s |\n' "$skipped"
+gpu_summary=$(ctest --test-dir "$build" -L gpu 2>&1 | grep -E "tests passed|tests failed" | tail -n 1)
+printf '| ctest label gpu | %s |\n' "${gpu_summary:-none}"
+# The caching allocator on the GPU beside cudaMalloc (its table follows).
+"$build/bench/ember_bench_allocator" | sed -n '/cuda:0/,$p'
 exit $status

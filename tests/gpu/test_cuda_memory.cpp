@@ -1,0 +1,63 @@
+// The caching allocator over a real GPU (label `gpu`; skipped where there is none): cached
+// pairs make no cudaMalloc, statistics and the driver's free memory agree, a cap raises an
+// OutOfMemoryError that explains itself, and empty_cache gives the memory back.
+#include <gtest/gtest.h>
+
+#include "ember.h"
+#include "kernels/backends.h"
+
+namespace ember {
+namespace {
+
+constexpr std::size_t MiB = 1024 * 1024;
+
+memory::CachingAllocator* gpu_allocator() {
+  if (!kernels::cuda_backend_built() || kernels::cuda_device_count() == 0) return nullptr;
+  return &kernels::cuda_allocator(0);
+}
+
+#define REQUIRE_GPU(a)                                              \
+  memory::CachingAllocator* a = gpu_allocator();                    \
+  if (!a) GTEST_SKIP() << "no CUDA device (or a CPU-only build)"
+
+TEST(CudaMemory, CachedPairsMakeNoRawAllocations) {
+  REQUIRE_GPU(a);
+  a->empty_cache();
+  const int64_t raw = a->stats().num_device_alloc;
+  for (int i = 0; i < 1000; ++i) a->free(a->allocate(3 * MiB).block);
+  EXPECT_EQ(a->stats().num_device_alloc - raw, 1);
+  EXPECT_EQ(a->device_name(), "cuda:0");
+}
+
+TEST(CudaMemory, EmptyCacheReturnsMemoryToTheDriver) {
+  REQUIRE_GPU(a);
+  a->empty_cache();
+  const std::size_t free0 = a->source().info().free_bytes;
+  memory::Allocation x = a->allocate(256 * MiB);
+  EXPECT_LE(a->source().info().free_bytes + 256 * MiB, free0 + 2 * MiB);  // the driver sees it taken
+  a->free(x.block);
+  EXPECT_LE(a->source().info().free_bytes + 256 * MiB, free0 + 2 * MiB);  // cached, still reserved
+  a->empty_cache();
+  EXPECT_GE(a->source().info().free_bytes + 2 * MiB, free0);
+}
+
+TEST(CudaMemory, ACapOnAGpuRaisesAnExplainedOom) {
+  REQUIRE_GPU(a);
+  a->empty_cache();
+  a->set_memory_limit(static_cast<std::size_t>(a->stats().reserved_bytes[memory::kAllPools].current) + 64 * MiB);
+  memory::Allocation hold = a->allocate(48 * MiB);
+  try {
+    a->allocate(32 * MiB);
+    ADD_FAILURE() << "32 MiB fit beside 48 MiB under a 64 MiB cap";
+  } catch (const OutOfMemoryError& e) {
+    EXPECT_EQ(e.report().device, "cuda:0");
+    EXPECT_EQ(e.report().verdict, memory::OomVerdict::kCapacity);
+    EXPECT_GT(e.report().device_total, 0u);
+  }
+  a->free(hold.block);
+  a->set_memory_limit(0);
+  a->empty_cache();
+}
+
+}  // namespace
+}  // namespace ember
