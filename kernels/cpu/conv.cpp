@@ -11,8 +11,6 @@
 #include "kernels/cpu/conv.h"
 
 #include <atomic>
-#include <cstdio>
-#include <cstdlib>
 #include <vector>
 
 #include "core/error.h"
@@ -20,6 +18,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/loops.h"
+#include "kernels/cpu/variant.h"
 #include "kernels/cpu/winograd.h"
 
 namespace ember::kernels::cpu {
@@ -27,19 +26,7 @@ namespace {
 
 constexpr int64_t kWinogradMinChannels = 16;
 
-// Read once at load time, where an exception cannot be caught: a bad value is reported
-// on stderr and ignored.
-ConvVariant initial_variant() {
-  const char* env = std::getenv("EMBER_CONV");
-  if (!env) return ConvVariant::Auto;
-  try {
-    return parse_conv_variant(env);
-  } catch (const Error& e) {
-    std::fprintf(stderr, "ember: ignoring EMBER_CONV: %s\n", e.what());
-    return ConvVariant::Auto;
-  }
-}
-std::atomic<ConvVariant> g_variant{initial_variant()};
+std::atomic<ConvVariant> g_variant{variant_from_env("EMBER_CONV", ConvVariant::Auto, parse_conv_variant)};
 
 // Whether this convolution runs on the Winograd path; cin and cout are the channels per
 // group of the convolution as computed (the backward of the input swaps them).

@@ -15,28 +15,15 @@
 
 #include <Eigen/Core>
 #include <atomic>
-#include <cstdio>
-#include <cstdlib>
 
 #include "core/error.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu/variant.h"
 
 namespace ember::kernels::cpu {
 namespace {
 
-// Read once at load time, where an exception cannot be caught: a bad value is reported
-// on stderr and ignored.
-GemmVariant initial_variant() {
-  const char* env = std::getenv("EMBER_GEMM");
-  if (!env) return GemmVariant::Auto;
-  try {
-    return parse_gemm_variant(env);
-  } catch (const Error& e) {
-    std::fprintf(stderr, "ember: ignoring EMBER_GEMM: %s\n", e.what());
-    return GemmVariant::Auto;
-  }
-}
-std::atomic<GemmVariant> g_variant{initial_variant()};
+std::atomic<GemmVariant> g_variant{variant_from_env("EMBER_GEMM", GemmVariant::Auto, parse_gemm_variant)};
 
 // Products of at least this many multiply-adds go to OpenBLAS under Auto.
 constexpr double kOpenBlasMinFlops = 64.0 * 64 * 64;
