@@ -17,6 +17,9 @@ bool cuda_backend_built();
 int cuda_device_count();
 // The caching allocator of CUDA device `index`; throws ember::Error in a CPU-only build.
 memory::CachingAllocator& cuda_allocator(int index);
+// The caching allocator of page-locked host memory (cudaHostAlloc), for fast and
+// asynchronous host-device copies; throws ember::Error in a CPU-only build.
+memory::CachingAllocator& pinned_allocator();
 
 // CPU thread pool size used by the CPU kernels (EMBER_NUM_THREADS, default all cores).
 int cpu_num_threads();

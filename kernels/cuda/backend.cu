@@ -40,6 +40,11 @@ memory::CachingAllocator& cuda_allocator(int index) {
   return *allocators[index];
 }
 
+memory::CachingAllocator& pinned_allocator() {
+  static auto* instance = new memory::CachingAllocator(memory::make_pinned_source());  // lives for the process
+  return *instance;
+}
+
 void register_cuda_kernels() {}
 
 }  // namespace ember::kernels

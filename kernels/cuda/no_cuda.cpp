@@ -10,6 +10,9 @@ int cuda_device_count() { return 0; }
 memory::CachingAllocator& cuda_allocator(int index) {
   EMBER_FAIL("cuda_allocator: this build of ember has no CUDA backend (configure with -DEMBER_CUDA=ON)");
 }
+memory::CachingAllocator& pinned_allocator() {
+  EMBER_FAIL("pinned_allocator: this build of ember has no CUDA backend (configure with -DEMBER_CUDA=ON)");
+}
 void register_cuda_kernels() {}
 
 }  // namespace ember::kernels

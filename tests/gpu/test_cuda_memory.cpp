@@ -59,5 +59,17 @@ TEST(CudaMemory, ACapOnAGpuRaisesAnExplainedOom) {
   a->empty_cache();
 }
 
+TEST(CudaMemory, PinnedHostMemoryIsCachedToo) {
+  REQUIRE_GPU(a);
+  memory::CachingAllocator& pinned = kernels::pinned_allocator();
+  EXPECT_EQ(pinned.device_name(), "pinned");
+  memory::Allocation x = pinned.allocate(MiB);
+  static_cast<char*>(x.ptr)[MiB - 1] = 7;  // host memory: writable from the CPU
+  const int64_t raw = pinned.stats().num_device_alloc;
+  pinned.free(x.block);
+  pinned.free(pinned.allocate(MiB).block);
+  EXPECT_EQ(pinned.stats().num_device_alloc, raw);
+}
+
 }  // namespace
 }  // namespace ember
