@@ -27,8 +27,10 @@ void empty_cache(Device device) { device_allocator(device).empty_cache(); }
 void set_memory_fraction(double fraction, Device device) { device_allocator(device).set_memory_fraction(fraction); }
 void set_memory_limit(std::size_t bytes, Device device) { device_allocator(device).set_memory_limit(bytes); }
 
+memory::Snapshot memory_snapshot(Device device) { return device_allocator(device).snapshot(); }
+
 void save_memory_snapshot(const std::string& path, Device device) {
-  const memory::Snapshot snap = device_allocator(device).snapshot();
+  const memory::Snapshot snap = memory_snapshot(device);
   const bool trace = path.size() >= 11 && path.compare(path.size() - 11, 11, ".trace.json") == 0;
   write_file_atomically(path, trace ? memory::to_chrome_trace(snap) : memory::to_json(snap), "save_memory_snapshot");
 }

@@ -26,8 +26,9 @@ void empty_cache(Device device = Device::cpu());
 void set_memory_fraction(double fraction, Device device = Device::cpu());
 void set_memory_limit(std::size_t bytes, Device device = Device::cpu());
 
-// The device's allocator snapshot (segments, blocks and the event history; see
-// record_memory_history) written atomically as JSON (memory/export.h), or as a
+// The device's segments and their blocks, and its event history (see record_memory_history).
+memory::Snapshot memory_snapshot(Device device = Device::cpu());
+// That snapshot written atomically as JSON (memory/export.h), or as a
 // Chrome/Perfetto trace when the path ends in ".trace.json". tools/memviz draws the JSON.
 void save_memory_snapshot(const std::string& path, Device device = Device::cpu());
 // Keeps the last `entries` allocation events of the device (0: stop); also turned on by

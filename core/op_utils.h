@@ -47,13 +47,15 @@ inline void check_same_device(const char* op, std::initializer_list<const Tensor
 // Under an AutocastScope: `t` converted to the autocast dtype when it is a floating
 // tensor of another dtype (the conversion is recorded, so gradients come back in t's
 // dtype); `t` itself otherwise.
-inline Tensor autocast(const Tensor& t) {
+inline bool needs_autocast(const Tensor& t) {
   const std::optional<DType> d = autocast_dtype();
-  return d && t.defined() && is_floating(t.dtype()) && t.dtype() != *d ? t.to(*d) : t;
+  return d && t.defined() && is_floating(t.dtype()) && t.dtype() != *d;
 }
+inline Tensor autocast(const Tensor& t) { return needs_autocast(t) ? t.to(*autocast_dtype()) : t; }
+// Whether autocast would convert any of `ts`; it converts nothing itself.
 inline bool autocast_changes(std::initializer_list<const Tensor*> ts) {
   for (const Tensor* t : ts)
-    if (autocast(*t).impl_ptr() != t->impl_ptr()) return true;
+    if (needs_autocast(*t)) return true;
   return false;
 }
 

@@ -148,7 +148,7 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}
               std::pair<int64_t, int64_t> dilation = {1, 1}, int64_t groups = 1, Activation act = Activation::kNone);
 struct Pool2dOptions {
   std::pair<int64_t, int64_t> kernel_size;
-  std::optional<std::pair<int64_t, int64_t>> stride;  // default: kernel_size
+  std::optional<std::pair<int64_t, int64_t>> stride{};  // default: kernel_size
   std::pair<int64_t, int64_t> padding{0, 0};
   std::pair<int64_t, int64_t> dilation{1, 1};  // max_pool2d only
   bool ceil_mode = false;

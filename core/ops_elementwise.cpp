@@ -32,7 +32,6 @@ Tensor binary(const OpStub<BinaryFn>& stub, const Tensor& a, const Tensor& b, DT
 }
 
 Tensor binary(const OpStub<BinaryFn>& stub, const Tensor& a, const Tensor& b, BinaryKind kind) {
-  EMBER_OP_SITE(stub.name());
   return binary(stub, a, b, detail::result_type(a, b), kind);
 }
 

@@ -26,7 +26,6 @@ Tensor softmax_impl(const kernels::OpStub<kernels::SoftmaxFn>& stub, const Tenso
   });
 }
 
-
 // floor((size + 2p - d(k - 1) - 1 + (ceil ? s - 1 : 0)) / s) + 1, where with ceil_mode
 // the last window must start inside the input or its left padding.
 int64_t pooled_size(int64_t size, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode) {

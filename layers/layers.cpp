@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/autocast.h"
 #include "core/autograd.h"
 #include "core/error.h"
 #include "core/random.h"
@@ -154,14 +155,16 @@ Tensor Checkpoint::forward(const Tensor& x) {
   bool any = false;
   for (const Tensor& t : inputs) any = any || t.requires_grad();
   if (!grad_enabled() || !any) return inner_->forward(x);
-  const Generator saved = default_generator();  // the draws the forward makes, for the recompute
+  // The recompute repeats the forward's random draws and its autocast dtype.
+  const Generator saved = default_generator();
+  const std::optional<DType> autocast = autocast_dtype();
   Tensor y;
   {
     NoGradGuard no_grad;
     y = inner_->forward(x);
   }
   return custom_function("checkpoint", inputs, y,
-                         [inner = inner_, x = x.detach(), needs_x = x.requires_grad(), saved,
+                         [inner = inner_, x = x.detach(), needs_x = x.requires_grad(), saved, autocast,
                           n = inputs.size()](const Tensor& g) {
     Generator& gen = default_generator();
     const Generator after = gen;
@@ -169,6 +172,8 @@ Tensor Checkpoint::forward(const Tensor& x) {
     std::vector<Tensor> grads(n);
     {
       EnableGradGuard grad_on;
+      std::optional<AutocastScope> autocast_on;
+      if (autocast) autocast_on.emplace(*autocast);
       Tensor xi = needs_x ? x.detach().set_requires_grad() : x;
       Tensor yi = inner->forward(xi);
       yi.backward(g);  // the parameters' gradients accumulate here

@@ -2,7 +2,6 @@
 // caching_allocator.h). Summaries, snapshots and OOM reports are in report.cpp.
 #include <algorithm>
 #include <bit>
-#include <cstdlib>
 
 #include "memory/caching_allocator_impl.h"
 
@@ -293,7 +292,7 @@ CachingAllocator::CachingAllocator(std::unique_ptr<Source> source, AllocatorConf
   impl_->device_total = source->info().total_bytes;
   impl_->source = std::move(source);
   impl_->config = config;
-  if (const char* env = std::getenv("EMBER_MEMORY_HISTORY")) record_history(std::strtoull(env, nullptr, 10));
+  if (const std::size_t entries = count_from_env("EMBER_MEMORY_HISTORY")) record_history(entries);
 }
 
 CachingAllocator::~CachingAllocator() {
@@ -464,9 +463,8 @@ Source& CachingAllocator::source() { return *impl_->source; }
 
 CachingAllocator& host_allocator() {
   static CachingAllocator* instance = [] {
-    std::size_t capacity = 0;
-    if (const char* env = std::getenv("EMBER_HOST_MEMORY_LIMIT")) capacity = std::strtoull(env, nullptr, 10);
-    return new CachingAllocator(make_host_source(capacity));  // lives as long as the process
+    // Lives as long as the process.
+    return new CachingAllocator(make_host_source(count_from_env("EMBER_HOST_MEMORY_LIMIT")));
   }();
   return *instance;
 }

@@ -70,6 +70,14 @@ AllocatorConfig AllocatorConfig::from_env() {
   return env ? parse(env) : AllocatorConfig{};
 }
 
+std::size_t count_from_env(const char* var, std::size_t fallback) {
+  const char* env = std::getenv(var);
+  if (!env) return fallback;
+  std::size_t n = 0;
+  EMBER_CHECK(parse_number(trim(env), n), var, "='", env, "': expected a whole number");
+  return n;
+}
+
 std::string AllocatorConfig::str() const {
   const AllocatorConfig d;
   std::ostringstream os;

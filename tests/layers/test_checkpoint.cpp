@@ -1,5 +1,5 @@
-// nn::Checkpoint: the same gradients as the plain model, bit for bit (dropout included,
-// its masks drawn again identically), for far less memory on a deep MLP.
+// nn::Checkpoint: the same gradients as the plain model, bit for bit (dropout's masks are
+// drawn again identically, autocast's dtype is kept), for far less memory on a deep MLP.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -69,6 +69,25 @@ TEST(Checkpoint, DropoutMasksAreDrawnAgainIdentically) {
   const uint64_t offset = default_generator().offset();
   sum(y).backward();
   EXPECT_EQ(default_generator().offset(), offset);
+}
+
+TEST(Checkpoint, TheRecomputeRunsUnderTheForwardsAutocast) {
+  const Tensor x = randn({32, 16});
+  auto plain = deep_mlp(2, 16, false), ckpt = deep_mlp(2, 16, true);
+  Tensor xa = x.detach().set_requires_grad(), xb = x.detach().set_requires_grad();
+  Tensor ya, yb;
+  {
+    AutocastScope bf16(kBFloat16);  // the forward only: backward runs after the scope closed
+    ya = (*plain)(xa);
+    yb = (*ckpt)(xb);
+  }
+  EXPECT_DTYPE(yb, kBFloat16);
+  sum(ya).backward();
+  sum(yb).backward();
+  const std::vector<Tensor> pa = plain->parameters(), pb = ckpt->parameters();
+  ASSERT_EQ(pa.size(), pb.size());
+  for (size_t i = 0; i < pa.size(); ++i) EXPECT_EQ(values(pa[i].grad()), values(pb[i].grad())) << "parameter " << i;
+  EXPECT_EQ(values(xa.grad()), values(xb.grad()));
 }
 
 TEST(Checkpoint, ParametersGetGradientsWhenTheInputNeedsNone) {

@@ -60,5 +60,22 @@ TEST(AllocConfig, FromEnvironment) {
   EXPECT_EQ(AllocatorConfig::from_env().max_split_size, AllocatorConfig{}.max_split_size);
 }
 
+TEST(AllocConfig, CountsFromTheEnvironmentAreWholeNumbers) {
+  unsetenv("EMBER_TEST_COUNT");
+  EXPECT_EQ(count_from_env("EMBER_TEST_COUNT", 7), 7u);
+  setenv("EMBER_TEST_COUNT", " 4096 ", 1);
+  EXPECT_EQ(count_from_env("EMBER_TEST_COUNT"), 4096u);
+  for (const char* bad : {"64MiB", "lots", "-1", ""}) {
+    setenv("EMBER_TEST_COUNT", bad, 1);
+    try {
+      count_from_env("EMBER_TEST_COUNT");
+      ADD_FAILURE() << "'" << bad << "' was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("EMBER_TEST_COUNT='") + bad + "'"), std::string::npos) << e.what();
+    }
+  }
+  unsetenv("EMBER_TEST_COUNT");
+}
+
 }  // namespace
 }  // namespace ember::memory
