@@ -1,0 +1,612 @@
+// The emulator's scheduler: blocks spread over a few OS threads, and inside a block one
+// fiber per CUDA thread, switched with Boost.Context's fcontext (a switch is a few
+// nanoseconds of saved registers; ucontext would make a system call per switch).
+//
+// A fiber runs until it reaches a barrier or a warp collective, or returns. The last
+// thread to arrive releases the others. When no fiber can run and some have not finished,
+// the block is deadlocked: that is reported as an ember::Error naming the kernel, the block
+// and what each thread waits on, never as a hang.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <boost/context/detail/fcontext.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/emu/emu.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#define EMBER_EMU_ASAN 1
+#else
+#define EMBER_EMU_ASAN 0
+#endif
+
+namespace ember::emu {
+
+namespace ctx = boost::context::detail;
+
+DeviceProperties& device_properties() {
+  static DeviceProperties props;
+  return props;
+}
+
+namespace detail {
+namespace {
+
+// Instrumented code needs deeper stacks.
+constexpr size_t kStackBytes = EMBER_EMU_ASAN ? 256 * 1024 : 64 * 1024;
+constexpr size_t kCanaryBytes = 64;
+constexpr unsigned char kCanary = 0xA5;
+
+enum class State : uint8_t { kRunnable, kAtBarrier, kAtWarp, kDone };
+
+struct Fiber {
+  ctx::fcontext_t context = nullptr;
+  uint3 index{};
+  State state = State::kRunnable;
+  uint64_t result = 0;  // of the warp collective it waited on
+};
+
+// A warp collective that some lanes have reached. Lanes named by `mask` must all arrive.
+struct PendingWarpOp {
+  WarpOp op;
+  unsigned mask;    // as the lanes passed it
+  unsigned needed;  // mask & lanes that exist in this (possibly partial) warp
+  unsigned arrived = 0;
+  int width;
+  std::source_location site;
+  uint64_t value[32];
+  int param[32];
+};
+
+const char* op_name(WarpOp op) {
+  switch (op) {
+    case WarpOp::kSync: return "__syncwarp";
+    case WarpOp::kShflIdx: return "__shfl_sync";
+    case WarpOp::kShflUp: return "__shfl_up_sync";
+    case WarpOp::kShflDown: return "__shfl_down_sync";
+    case WarpOp::kShflXor: return "__shfl_xor_sync";
+    case WarpOp::kBallot: return "__ballot_sync";
+    case WarpOp::kAny: return "__any_sync";
+    case WarpOp::kAll: return "__all_sync";
+  }
+  return "?";
+}
+
+std::string where(const std::source_location& s) {
+  std::string file = s.file_name();
+  if (auto slash = file.rfind('/'); slash != std::string::npos) file = file.substr(slash + 1);
+  return file + ":" + std::to_string(s.line());
+}
+
+std::string str3(const uint3& v) {
+  return "(" + std::to_string(v.x) + "," + std::to_string(v.y) + "," + std::to_string(v.z) + ")";
+}
+
+struct Launch {
+  const char* kernel;
+  dim3 grid, block;
+  size_t shared_bytes;
+  Invoke invoke;
+  const void* closure;
+};
+
+// Thrown out of a block's scheduler (never across a fiber switch).
+struct BlockFailure {
+  std::string message;
+};
+
+// One OS thread's machinery: its fiber stacks (kept between blocks and launches) and the
+// state of the block it is running.
+class Worker {
+ public:
+  ~Worker() {
+    if (stacks_ != nullptr) munmap(stacks_, stacks_bytes_);
+  }
+
+  void run_block(const Launch& launch, uint3 block_index);
+
+  // Called on a fiber.
+  void syncthreads(const std::source_location& site);
+  uint64_t warp_collective(WarpOp op, unsigned mask, uint64_t value, int param, int width,
+                           const std::source_location& site);
+  unsigned active_mask() const;
+  void* dynamic_shared() { return shared_.get(); }
+
+ private:
+  static void fiber_main(ctx::transfer_t t);
+  void ensure_stacks(unsigned count);
+  char* stack_top(unsigned i) const { return stacks_ + (i + 1) * slot_bytes(); }
+  static size_t slot_bytes() { return kStackBytes + page_bytes(); }
+  static size_t page_bytes() {
+    static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    return page;
+  }
+
+  void resume(unsigned i);
+  void yield();            // from a fiber, back to the scheduler
+  [[noreturn]] void fail(std::string message);  // from a fiber: abandon the block
+  std::string block_name() const { return "kernel " + std::string(launch_->kernel) + ", block " + str3(block_index_); }
+  std::string deadlock_report() const;
+  void check_canary() const;
+
+  // Fiber stacks, each below a guard page so an overflow faults instead of corrupting.
+  char* stacks_ = nullptr;
+  size_t stacks_bytes_ = 0;
+  unsigned stack_count_ = 0;
+
+  const Launch* launch_ = nullptr;
+  uint3 block_index_{};
+  std::vector<Fiber> fibers_;
+  unsigned threads_ = 0;
+  unsigned current_ = 0;
+  unsigned running_ = 0;  // fibers not yet done
+  ctx::fcontext_t scheduler_ = nullptr;
+  bool failed_ = false;
+  std::string failure_;
+
+  unsigned barrier_arrived_ = 0;
+  std::source_location barrier_site_;
+  std::vector<std::vector<PendingWarpOp>> warp_ops_;  // by warp
+
+  std::unique_ptr<unsigned char[]> shared_;
+  size_t shared_capacity_ = 0;
+
+#if EMBER_EMU_ASAN
+  void* fake_stack_ = nullptr;
+  const void* scheduler_stack_bottom_ = nullptr;
+  size_t scheduler_stack_size_ = 0;
+#endif
+};
+
+thread_local Worker* current_worker = nullptr;
+
+Worker& worker() {
+  EMBER_CHECK(current_worker != nullptr, "CUDA emulator: a device function was called outside a kernel launch");
+  return *current_worker;
+}
+
+void Worker::ensure_stacks(unsigned count) {
+  if (count <= stack_count_) return;
+  if (stacks_ != nullptr) munmap(stacks_, stacks_bytes_);
+  stacks_bytes_ = slot_bytes() * count;
+  void* mem = mmap(nullptr, stacks_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  EMBER_CHECK(mem != MAP_FAILED, "CUDA emulator: cannot map ", stacks_bytes_ >> 20, " MiB of fiber stacks");
+  stacks_ = static_cast<char*>(mem);
+  stack_count_ = count;
+  for (unsigned i = 0; i < count; ++i) mprotect(stacks_ + i * slot_bytes(), page_bytes(), PROT_NONE);
+}
+
+void Worker::fiber_main(ctx::transfer_t t) {
+  auto* self = static_cast<Worker*>(t.data);
+  self->scheduler_ = t.fctx;
+#if EMBER_EMU_ASAN
+  __sanitizer_finish_switch_fiber(nullptr, &self->scheduler_stack_bottom_, &self->scheduler_stack_size_);
+#endif
+  try {
+    self->launch_->invoke(self->launch_->closure);
+  } catch (const std::exception& e) {
+    self->failed_ = true;
+    self->failure_ = self->block_name() + ", thread " + str3(self->fibers_[self->current_].index) +
+                     ": exception: " + e.what();
+  }
+  Fiber& me = self->fibers_[self->current_];
+  me.state = State::kDone;
+  --self->running_;
+#if EMBER_EMU_ASAN
+  __sanitizer_start_switch_fiber(nullptr, self->scheduler_stack_bottom_, self->scheduler_stack_size_);
+#endif
+  ctx::jump_fcontext(self->scheduler_, nullptr);  // never resumed
+  __builtin_unreachable();
+}
+
+void Worker::resume(unsigned i) {
+  current_ = i;
+  Fiber& f = fibers_[i];
+  thread_idx = f.index;
+#if EMBER_EMU_ASAN
+  __sanitizer_start_switch_fiber(&fake_stack_, stack_top(i) - kStackBytes, kStackBytes);
+#endif
+  ctx::transfer_t t = ctx::jump_fcontext(f.context, this);
+#if EMBER_EMU_ASAN
+  __sanitizer_finish_switch_fiber(fake_stack_, nullptr, nullptr);
+#endif
+  f.context = t.fctx;
+}
+
+void Worker::yield() {
+#if EMBER_EMU_ASAN
+  void* fake = nullptr;
+  __sanitizer_start_switch_fiber(&fake, scheduler_stack_bottom_, scheduler_stack_size_);
+#endif
+  ctx::transfer_t t = ctx::jump_fcontext(scheduler_, nullptr);
+  scheduler_ = t.fctx;
+#if EMBER_EMU_ASAN
+  __sanitizer_finish_switch_fiber(fake, &scheduler_stack_bottom_, &scheduler_stack_size_);
+#endif
+  // Back on this fiber: the scheduler set thread_idx before switching.
+}
+
+void Worker::fail(std::string message) {
+  failed_ = true;
+  failure_ = block_name() + ": " + std::move(message);
+  // Abandon this fiber: its stack is reused by the next block. Kernel code holds no
+  // resources whose destructors matter.
+#if EMBER_EMU_ASAN
+  __sanitizer_start_switch_fiber(nullptr, scheduler_stack_bottom_, scheduler_stack_size_);
+#endif
+  ctx::jump_fcontext(scheduler_, nullptr);
+  __builtin_unreachable();
+}
+
+void Worker::run_block(const Launch& launch, uint3 block_index) {
+  launch_ = &launch;
+  block_index_ = block_index;
+  threads_ = launch.block.x * launch.block.y * launch.block.z;
+  ensure_stacks(threads_);
+  fibers_.assign(threads_, Fiber{});
+  for (unsigned i = 0; i < threads_; ++i) {
+    fibers_[i].index = uint3{i % launch.block.x, (i / launch.block.x) % launch.block.y,
+                             i / (launch.block.x * launch.block.y)};
+    fibers_[i].context = ctx::make_fcontext(stack_top(i), kStackBytes, &Worker::fiber_main);
+  }
+  warp_ops_.assign((threads_ + 31) / 32, {});
+  barrier_arrived_ = 0;
+  running_ = threads_;
+  failed_ = false;
+
+  // Dynamic shared memory starts as NaN bytes, with a canary after it.
+  if (shared_capacity_ < launch.shared_bytes + kCanaryBytes) {
+    shared_capacity_ = launch.shared_bytes + kCanaryBytes;
+    shared_.reset(new (std::align_val_t(16)) unsigned char[shared_capacity_]);
+  }
+  std::memset(shared_.get(), 0xFF, launch.shared_bytes);
+  std::memset(shared_.get() + launch.shared_bytes, kCanary, kCanaryBytes);
+#if EMBER_EMU_ASAN
+  ASAN_POISON_MEMORY_REGION(shared_.get() + launch.shared_bytes, kCanaryBytes);
+#endif
+
+  block_idx = block_index;
+  block_dim = launch.block;
+  grid_dim = launch.grid;
+  current_worker = this;
+  while (running_ > 0 && !failed_) {
+    bool ran = false;
+    for (unsigned i = 0; i < threads_ && !failed_; ++i) {
+      if (fibers_[i].state != State::kRunnable) continue;
+      ran = true;
+      resume(i);
+    }
+    if (!ran && !failed_) {
+      failed_ = true;
+      failure_ = block_name() + ": deadlock: " + deadlock_report();
+    }
+  }
+  current_worker = nullptr;
+#if EMBER_EMU_ASAN
+  ASAN_UNPOISON_MEMORY_REGION(shared_.get() + launch.shared_bytes, kCanaryBytes);
+#endif
+  if (failed_) throw BlockFailure{failure_};
+  check_canary();
+}
+
+void Worker::check_canary() const {
+  const unsigned char* canary = shared_.get() + launch_->shared_bytes;
+  for (size_t i = 0; i < kCanaryBytes; ++i)
+    if (canary[i] != kCanary)
+      throw BlockFailure{block_name() + ": wrote past the end of its " + std::to_string(launch_->shared_bytes) +
+                         " bytes of dynamic shared memory (byte " + std::to_string(launch_->shared_bytes + i) + ")"};
+}
+
+std::string Worker::deadlock_report() const {
+  unsigned at_barrier = 0, done = 0;
+  for (const Fiber& f : fibers_) {
+    at_barrier += f.state == State::kAtBarrier;
+    done += f.state == State::kDone;
+  }
+  std::string out;
+  if (at_barrier > 0)
+    out += std::to_string(at_barrier) + " of " + std::to_string(threads_) + " threads wait at __syncthreads() (" +
+           where(barrier_site_) + "); ";
+  for (size_t w = 0; w < warp_ops_.size(); ++w)
+    for (const PendingWarpOp& op : warp_ops_[w]) {
+      unsigned missing = op.needed & ~op.arrived;
+      out += "warp " + std::to_string(w) + ": " + std::to_string(std::popcount(op.arrived)) + " lanes wait at " +
+             op_name(op.op) + " (" + where(op.site) + ") for lanes";
+      for (int lane = 0; lane < 32; ++lane)
+        if (missing >> lane & 1u) out += " " + std::to_string(lane);
+      out += "; ";
+    }
+  out += std::to_string(done) + " threads have returned";
+  return out;
+}
+
+void Worker::syncthreads(const std::source_location& site) {
+  if (barrier_arrived_ == 0) {
+    barrier_site_ = site;
+  } else if (site.line() != barrier_site_.line() || std::strcmp(site.file_name(), barrier_site_.file_name()) != 0) {
+    fail("divergent __syncthreads(): thread " + str3(fibers_[current_].index) + " waits at " + where(site) +
+         " while others wait at " + where(barrier_site_));
+  }
+  if (++barrier_arrived_ == threads_) {
+    barrier_arrived_ = 0;
+    for (Fiber& f : fibers_)
+      if (f.state == State::kAtBarrier) f.state = State::kRunnable;
+    return;
+  }
+  fibers_[current_].state = State::kAtBarrier;
+  yield();
+}
+
+unsigned Worker::active_mask() const {
+  const unsigned warp = current_ / 32, first = warp * 32;
+  unsigned mask = 0;
+  for (unsigned lane = 0; lane < 32 && first + lane < threads_; ++lane)
+    if (fibers_[first + lane].state != State::kDone) mask |= 1u << lane;
+  return mask;
+}
+
+uint64_t Worker::warp_collective(WarpOp op, unsigned mask, uint64_t value, int param, int width,
+                                 const std::source_location& site) {
+  const unsigned warp = current_ / 32, lane = current_ % 32, first = warp * 32;
+  const unsigned lanes = std::min(32u, threads_ - first);
+  const unsigned exists = lanes == 32 ? 0xffffffffu : (1u << lanes) - 1;
+  if (!(mask >> lane & 1u))
+    fail(std::string(op_name(op)) + " at " + where(site) + ": lane " + std::to_string(lane) +
+         " is not in its own mask");
+  if (width < 1 || width > 32 || (width & (width - 1)) != 0)
+    fail(std::string(op_name(op)) + " at " + where(site) + ": width " + std::to_string(width) +
+         " is not a power of two in [1, 32]");
+
+  auto& pending = warp_ops_[warp];
+  PendingWarpOp* slot = nullptr;
+  for (PendingWarpOp& p : pending) {
+    if (p.mask == mask) {
+      slot = &p;
+    } else if ((p.needed & mask) != 0) {
+      fail("lanes of warp " + std::to_string(warp) + " passed overlapping masks to warp collectives (" +
+           op_name(p.op) + " at " + where(p.site) + ", " + op_name(op) + " at " + where(site) + ")");
+    }
+  }
+  if (slot == nullptr) {
+    pending.push_back(PendingWarpOp{op, mask, mask & exists, 0, width, site, {}, {}});
+    slot = &pending.back();
+    for (unsigned l = 0; l < lanes; ++l)
+      if ((slot->needed >> l & 1u) && fibers_[first + l].state == State::kDone)
+        fail(std::string(op_name(op)) + " at " + where(site) + ": its mask names lane " + std::to_string(l) +
+             ", which has returned");
+  } else if (slot->op != op || slot->width != width) {
+    fail("lanes of warp " + std::to_string(warp) + " disagree: " + op_name(slot->op) + " at " + where(slot->site) +
+         " against " + op_name(op) + " at " + where(site));
+  }
+  slot->value[lane] = value;
+  slot->param[lane] = param;
+  slot->arrived |= 1u << lane;
+
+  if (slot->arrived != slot->needed) {
+    fibers_[current_].state = State::kAtWarp;
+    yield();
+    return fibers_[current_].result;
+  }
+
+  // Everyone is here: compute each lane's result, release the others.
+  const PendingWarpOp done = *slot;
+  pending.erase(pending.begin() + (slot - pending.data()));
+  uint64_t ballot = 0;
+  for (unsigned l = 0; l < 32; ++l)
+    if ((done.needed >> l & 1u) && done.value[l] != 0) ballot |= 1u << l;
+  // A read from a lane that is not taking part is undefined on the GPU; here it reads
+  // all-one bits (NaN for floats) so that a result that depends on it shows.
+  constexpr uint64_t kUndefined = ~uint64_t{0};
+  for (unsigned l = 0; l < 32; ++l) {
+    if (!(done.needed >> l & 1u)) continue;
+    uint64_t r = 0;
+    const int w = done.width, base = static_cast<int>(l) & ~(w - 1);
+    int src = -1;
+    switch (done.op) {
+      case WarpOp::kSync: break;
+      case WarpOp::kBallot: r = ballot; break;
+      case WarpOp::kAny: r = ballot != 0; break;
+      case WarpOp::kAll: r = ballot == done.needed; break;
+      case WarpOp::kShflIdx: src = base + (done.param[l] & (w - 1)); break;
+      case WarpOp::kShflUp:
+        src = static_cast<int>(l) - done.param[l];
+        if (src < base) src = static_cast<int>(l);
+        break;
+      case WarpOp::kShflDown:
+        src = static_cast<int>(l) + done.param[l];
+        if (src >= base + w) src = static_cast<int>(l);
+        break;
+      case WarpOp::kShflXor:
+        src = static_cast<int>(l) ^ done.param[l];
+        if (src >= base + w) src = static_cast<int>(l);
+        break;
+    }
+    if (src >= 0) r = (src < 32 && (done.needed >> src & 1u)) ? done.value[src] : kUndefined;
+    Fiber& f = fibers_[first + l];
+    f.result = r;
+    if (l != lane) f.state = State::kRunnable;
+  }
+  return fibers_[current_].result;
+}
+
+// --- The pool of OS threads that run blocks ----------------------------------------------
+
+int default_worker_threads() {
+  if (const char* env = std::getenv("EMBER_EMU_THREADS")) {
+    char* end = nullptr;
+    long n = std::strtol(env, &end, 10);
+    EMBER_CHECK(end != env && *end == '\0' && n >= 1 && n <= 256,
+                "EMBER_EMU_THREADS must be a number of threads in [1, 256], not '", env, "'");
+    return static_cast<int>(n);
+  }
+  return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
+}
+
+std::atomic<int> worker_threads{0};
+
+Worker& this_thread_worker() {
+  thread_local Worker w;
+  return w;
+}
+
+// OS threads that stay between launches (each keeps its Worker and fiber stacks). A job
+// is run by the caller and by `helpers` of them; run() returns when all are done.
+class Pool {
+ public:
+  ~Pool() {
+    {
+      std::lock_guard lock(mu_);
+      quit_ = true;
+    }
+    wake_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+  void run(int helpers, const std::function<void()>& job) {
+    std::unique_lock lock(mu_);
+    while (static_cast<int>(threads_.size()) < helpers) threads_.emplace_back([this, i = threads_.size()] { loop(i); });
+    job_ = &job;
+    wanted_ = helpers;
+    busy_ = helpers;
+    ++generation_;
+    lock.unlock();
+    wake_.notify_all();
+    job();
+    lock.lock();
+    done_.wait(lock, [&] { return busy_ == 0; });
+    job_ = nullptr;
+  }
+
+ private:
+  void loop(size_t index) {
+    uint64_t seen = 0;
+    std::unique_lock lock(mu_);
+    for (;;) {
+      wake_.wait(lock, [&] { return quit_ || generation_ != seen; });
+      if (quit_) return;
+      seen = generation_;
+      if (static_cast<int>(index) >= wanted_) continue;
+      const std::function<void()>* job = job_;
+      lock.unlock();
+      (*job)();
+      lock.lock();
+      if (--busy_ == 0) done_.notify_all();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable wake_, done_;
+  std::vector<std::thread> threads_;
+  const std::function<void()>* job_ = nullptr;
+  uint64_t generation_ = 0;
+  int wanted_ = 0, busy_ = 0;
+  bool quit_ = false;
+};
+
+// Runs the blocks of one launch: the calling thread and up to threads - 1 pool threads
+// take blocks from a shared counter. The first failure stops the others.
+void run_grid(const Launch& launch) {
+  const uint64_t blocks = uint64_t(launch.grid.x) * launch.grid.y * launch.grid.z;
+  std::atomic<uint64_t> next{0};
+  std::mutex mu;
+  std::string error;
+  std::atomic<bool> stop{false};
+  const std::function<void()> work = [&] {
+    Worker& w = this_thread_worker();
+    for (uint64_t b; !stop.load(std::memory_order_relaxed) && (b = next.fetch_add(1)) < blocks;) {
+      uint3 idx{static_cast<unsigned>(b % launch.grid.x), static_cast<unsigned>(b / launch.grid.x % launch.grid.y),
+                static_cast<unsigned>(b / (uint64_t(launch.grid.x) * launch.grid.y))};
+      try {
+        w.run_block(launch, idx);
+      } catch (const BlockFailure& f) {
+        std::lock_guard lock(mu);
+        if (!stop.exchange(true)) error = f.message;
+      } catch (const std::exception& e) {
+        std::lock_guard lock(mu);
+        if (!stop.exchange(true)) error = std::string(launch.kernel) + ": " + e.what();
+      }
+    }
+  };
+  int threads = worker_threads.load();
+  if (threads == 0) threads = default_worker_threads();
+  const int helpers = static_cast<int>(std::min<uint64_t>(threads, blocks)) - 1;
+  if (helpers <= 0) {
+    work();
+  } else {
+    // One launch at a time uses the pool; launches from several host threads queue here.
+    static std::mutex pool_mu;
+    static Pool pool;
+    std::lock_guard lock(pool_mu);
+    pool.run(helpers, work);
+  }
+  if (!error.empty()) throw Error("CUDA emulator: " + error);
+}
+
+std::mutex optin_mu;
+std::map<const void*, size_t>& dynamic_shared_optin() {
+  static std::map<const void*, size_t> m;
+  return m;
+}
+
+}  // namespace
+
+void* dynamic_shared() { return worker().dynamic_shared(); }
+void syncthreads(const std::source_location& site) { worker().syncthreads(site); }
+uint64_t warp_collective(WarpOp op, unsigned mask, uint64_t value, int param, int width,
+                         const std::source_location& site) {
+  return worker().warp_collective(op, mask, value, param, width, site);
+}
+unsigned active_mask() { return worker().active_mask(); }
+
+void allow_dynamic_shared(const void* kernel_id, size_t bytes) {
+  const DeviceProperties& p = device_properties();
+  EMBER_CHECK(bytes <= p.max_dynamic_shared_optin, "CUDA emulator: a kernel may opt in to at most ",
+              p.max_dynamic_shared_optin, " bytes of dynamic shared memory, not ", bytes);
+  std::lock_guard lock(optin_mu);
+  dynamic_shared_optin()[kernel_id] = bytes;
+}
+
+void launch(const char* kernel, const void* kernel_id, dim3 grid, dim3 block, size_t shared_bytes, Invoke invoke,
+            const void* closure) {
+  const DeviceProperties& p = device_properties();
+  const uint64_t threads = uint64_t(block.x) * block.y * block.z;
+  EMBER_CHECK(block.x >= 1 && block.y >= 1 && block.z >= 1 && grid.x >= 1 && grid.y >= 1 && grid.z >= 1,
+              "CUDA emulator: ", kernel, ": empty launch (grid ", grid.x, "x", grid.y, "x", grid.z, ", block ", block.x,
+              "x", block.y, "x", block.z, "); the GPU rejects it as an invalid configuration");
+  EMBER_CHECK(block.x <= 1024 && block.y <= 1024 && block.z <= 64 && threads <= uint64_t(p.max_threads_per_block),
+              "CUDA emulator: ", kernel, ": a block of ", block.x, "x", block.y, "x", block.z, " = ", threads,
+              " threads exceeds the device's limits (", p.max_threads_per_block,
+              " threads; 1024, 1024, 64 per dimension)");
+  EMBER_CHECK(grid.x <= 2147483647u && grid.y <= 65535 && grid.z <= 65535, "CUDA emulator: ", kernel, ": grid ",
+              grid.x, "x", grid.y, "x", grid.z, " exceeds the device's limits (2^31-1 x 65535 x 65535)");
+  size_t limit = p.max_static_shared;
+  {
+    std::lock_guard lock(optin_mu);
+    if (auto it = dynamic_shared_optin().find(kernel_id); it != dynamic_shared_optin().end()) limit = it->second;
+  }
+  EMBER_CHECK(shared_bytes <= limit, "CUDA emulator: ", kernel, ": ", shared_bytes,
+              " bytes of dynamic shared memory requested, above the ", limit,
+              "-byte limit (kernels opt in to more with allow_dynamic_shared)");
+  run_grid(Launch{kernel, grid, block, shared_bytes, invoke, closure});
+}
+
+}  // namespace detail
+
+void set_worker_threads(int n) {
+  EMBER_CHECK(n >= 0 && n <= 256, "CUDA emulator: worker threads must be in [0, 256] (0: default), not ", n);
+  detail::worker_threads = n;
+}
+
+}  // namespace ember::emu
