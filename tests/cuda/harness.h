@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <type_traits>
@@ -80,21 +81,23 @@ class DeviceArray {
 
   void upload(const std::vector<T>& values) {
     EMBER_CHECK(values.size() == n_, "DeviceArray::upload: ", values.size(), " values for ", n_, " elements");
+    std::unique_ptr<T[]> staged(new T[n_]);  // std::vector<bool> has no data()
+    std::copy(values.begin(), values.end(), staged.get());
 #if defined(__CUDACC__)
-    cudaMemcpy(data(), values.data(), n_ * sizeof(T), cudaMemcpyHostToDevice);
+    cudaMemcpy(data(), staged.get(), n_ * sizeof(T), cudaMemcpyHostToDevice);
 #else
-    if (n_ > 0) std::memcpy(static_cast<void*>(data()), values.data(), n_ * sizeof(T));
+    if (n_ > 0) std::memcpy(static_cast<void*>(data()), staged.get(), n_ * sizeof(T));
 #endif
   }
   std::vector<T> host() const {
     synchronize();
-    std::vector<T> out(n_);
+    std::unique_ptr<T[]> staged(new T[n_]);
 #if defined(__CUDACC__)
-    cudaMemcpy(out.data(), data(), n_ * sizeof(T), cudaMemcpyDeviceToHost);
+    cudaMemcpy(staged.get(), data(), n_ * sizeof(T), cudaMemcpyDeviceToHost);
 #else
-    if (n_ > 0) std::memcpy(static_cast<void*>(out.data()), data(), n_ * sizeof(T));
+    if (n_ > 0) std::memcpy(static_cast<void*>(staged.get()), data(), n_ * sizeof(T));
 #endif
-    return out;
+    return std::vector<T>(staged.get(), staged.get() + n_);
   }
 
  private:

@@ -1,0 +1,332 @@
+// Elementwise kernels: unary and binary math (the kernels/common functors), dtype casts,
+// fill, arange and linspace. All are memory-bound; each says what it moves per element.
+//
+// One machinery serves them all. map1 / map2 take an output and one or two inputs, each
+// with a Layout (sizes and element strides over the output's shape; stride 0 broadcasts).
+// make_indexer merges the dims that are contiguous for every operand; when one dim
+// remains with unit strides the contiguous kernel runs 16-byte vector loads and stores,
+// after a scalar head that brings the pointers to a 16-byte boundary and with a scalar
+// tail. Everything else (broadcasts, permuted or sliced views) takes the strided kernel.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <initializer_list>
+#include <tuple>
+#include <utility>
+#include <type_traits>
+
+#include "kernels/common/binary_ops.h"
+#include "kernels/common/unary_ops.h"
+#include "kernels/cuda/launch.h"
+
+namespace ember::kernels::cuda {
+
+// ---- Element types ------------------------------------------------------------------------
+
+template <class T>
+inline constexpr bool kIsHalf = std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>;
+// The type math runs in: float for the 16-bit floats (as on the CPU backend), else T.
+template <class T>
+using compute_t = std::conditional_t<kIsHalf<T>, float, T>;
+
+// One value converted as the CPU backend converts it: 16-bit floats through float (so
+// double -> bf16 rounds twice, as kernels/cpu/loops.h's cast does), bool as "nonzero".
+template <class To, class From>
+__host__ __device__ __forceinline__ To convert(From v) {
+  if constexpr (std::is_same_v<To, From>) {
+    return v;
+  } else if constexpr (kIsHalf<From>) {
+    return convert<To>(static_cast<float>(v));
+  } else if constexpr (std::is_same_v<To, bool>) {
+    return v != From(0);
+  } else if constexpr (kIsHalf<To>) {
+    return To(static_cast<float>(v));
+  } else {
+    return static_cast<To>(v);
+  }
+}
+
+// ---- Layouts and the indexer ---------------------------------------------------------------
+
+inline constexpr int kMaxDims = 8;
+
+// A tensor's sizes and strides in elements (not bytes).
+struct Layout {
+  int ndim = 0;
+  int64_t sizes[kMaxDims] = {};
+  int64_t strides[kMaxDims] = {};
+};
+
+inline Layout make_layout(std::initializer_list<int64_t> sizes, std::initializer_list<int64_t> strides) {
+  EMBER_CHECK(sizes.size() == strides.size() && sizes.size() <= size_t(kMaxDims), "make_layout: ", sizes.size(),
+              " sizes and ", strides.size(), " strides (at most ", kMaxDims, " dims)");
+  Layout l;
+  l.ndim = static_cast<int>(sizes.size());
+  std::copy(sizes.begin(), sizes.end(), l.sizes);
+  std::copy(strides.begin(), strides.end(), l.strides);
+  return l;
+}
+inline Layout contiguous_layout(int64_t n) { return make_layout({n}, {1}); }
+inline int64_t numel(const Layout& l) {
+  int64_t n = 1;
+  for (int d = 0; d < l.ndim; ++d) n *= l.sizes[d];
+  return n;
+}
+
+// Maps a linear index over the (coalesced) shape to each operand's element offset.
+template <int N>
+struct Indexer {
+  int ndim = 0;
+  int64_t sizes[kMaxDims] = {};
+  int64_t strides[N][kMaxDims] = {};
+
+  __host__ __device__ __forceinline__ void offsets(int64_t i, int64_t (&off)[N]) const {
+    for (int k = 0; k < N; ++k) off[k] = 0;
+    for (int d = ndim - 1; d >= 0; --d) {
+      const int64_t idx = i % sizes[d];
+      i /= sizes[d];
+      for (int k = 0; k < N; ++k) off[k] += idx * strides[k][d];
+    }
+  }
+  bool contiguous() const {
+    if (ndim > 1) return false;
+    for (int k = 0; k < N; ++k)
+      if (ndim == 1 && strides[k][0] != 1) return false;
+    return true;
+  }
+};
+
+// Operands' layouts over one shape (the first's), with size-1 dims dropped and adjacent
+// dims merged where every operand steps through them as through one dim.
+template <int N>
+Indexer<N> make_indexer(const Layout* const (&layouts)[N]) {
+  const Layout& shape = *layouts[0];
+  for (int k = 1; k < N; ++k) {
+    EMBER_CHECK(layouts[k]->ndim == shape.ndim, "elementwise: operand ", k, " has ", layouts[k]->ndim,
+                " dims, the output ", shape.ndim);
+    for (int d = 0; d < shape.ndim; ++d)
+      EMBER_CHECK(layouts[k]->sizes[d] == shape.sizes[d], "elementwise: operand ", k, " has size ",
+                  layouts[k]->sizes[d], " in dim ", d, " where the output has ", shape.sizes[d]);
+  }
+  Indexer<N> ix;
+  for (int d = 0; d < shape.ndim; ++d) {
+    if (shape.sizes[d] == 1) continue;
+    const int last = ix.ndim - 1;
+    bool merge = last >= 0;
+    for (int k = 0; k < N && merge; ++k) merge = ix.strides[k][last] == layouts[k]->strides[d] * shape.sizes[d];
+    if (merge) {
+      ix.sizes[last] *= shape.sizes[d];
+      for (int k = 0; k < N; ++k) ix.strides[k][last] = layouts[k]->strides[d];
+    } else {
+      ix.sizes[ix.ndim] = shape.sizes[d];
+      for (int k = 0; k < N; ++k) ix.strides[k][ix.ndim] = layouts[k]->strides[d];
+      ++ix.ndim;
+    }
+  }
+  return ix;
+}
+
+// ---- Vector packs ----------------------------------------------------------------------------
+
+template <class T, int V>
+struct alignas(sizeof(T) * V) Pack {
+  T v[V];
+};
+
+// Elements per pack for a set of element types: 16 bytes of the widest one.
+template <class... Ts>
+inline constexpr int kPackElems = 16 / std::max({sizeof(Ts)...});
+
+template <int V, class T>
+bool aligned_to_pack(const T* p) {
+  return reinterpret_cast<uintptr_t>(p) % (sizeof(T) * V) == 0;
+}
+// Elements before `out` reaches a pack boundary; -1 when the inputs do not reach theirs
+// at the same element (then only the scalar path is correct).
+template <int V, class R, class... Ts>
+int64_t pack_head(int64_t n, const R* out, const Ts*... in) {
+  const uintptr_t bytes = sizeof(R) * V, mis = reinterpret_cast<uintptr_t>(out) % bytes;
+  if (mis % sizeof(R) != 0) return -1;
+  const int64_t head = std::min<int64_t>(n, int64_t((bytes - mis) % bytes / sizeof(R)));
+  const bool ok = (aligned_to_pack<V>(in + head) && ...);
+  return ok ? head : -1;
+}
+
+// ---- The kernels -----------------------------------------------------------------------------
+
+template <size_t I, class P0, class... P>
+__host__ __device__ __forceinline__ auto nth(P0 p0, P... p) {
+  if constexpr (I == 0) return p0;
+  else return nth<I - 1>(p...);
+}
+template <size_t I, class... Ts>
+using nth_t = std::tuple_element_t<I, std::tuple<Ts...>>;
+
+// The inputs' parameter types are not deducible (type_identity_t), so that
+// map_contiguous_kernel<V, F, R, Ts...> names exactly one function for launch<>; and
+// they carry no __restrict__, which GCC keeps in a pack's function type.
+
+// out[i] = f(in[i]...) over contiguous operands (0, 1 or 2 inputs). Memory-bound: moves
+// the operands' bytes once (add of f32: 12 B/element; a cast f32 -> bf16: 6 B/element).
+// Elements [head, head + packs * V) go as V-element packs, the rest one by one.
+template <int V, class F, class R, class... Ts>
+__global__ void __launch_bounds__(kBlockThreads)
+    map_contiguous_kernel(F f, int64_t n, int64_t head, R* __restrict__ out,
+                          std::type_identity_t<const Ts*>... in) {
+  static_assert(sizeof...(Ts) <= 2, "map kernels take up to two inputs");
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x, tid = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t packs = V > 1 ? (n - head) / V : 0;
+  auto* out_packs = reinterpret_cast<Pack<R, V>*>(out + head);
+  for (int64_t p = tid; p < packs; p += stride) {
+    Pack<R, V> r;
+    if constexpr (sizeof...(Ts) == 0) {
+#pragma unroll
+      for (int j = 0; j < V; ++j) r.v[j] = f();
+    } else if constexpr (sizeof...(Ts) == 1) {
+      const auto a = reinterpret_cast<const Pack<nth_t<0, Ts...>, V>*>(nth<0>(in...) + head)[p];
+#pragma unroll
+      for (int j = 0; j < V; ++j) r.v[j] = f(a.v[j]);
+    } else {
+      const auto a = reinterpret_cast<const Pack<nth_t<0, Ts...>, V>*>(nth<0>(in...) + head)[p];
+      const auto b = reinterpret_cast<const Pack<nth_t<1, Ts...>, V>*>(nth<1>(in...) + head)[p];
+#pragma unroll
+      for (int j = 0; j < V; ++j) r.v[j] = f(a.v[j], b.v[j]);
+    }
+    out_packs[p] = r;
+  }
+  // The scalar head and tail: at most 2 V - 2 elements (all of them when V == 1).
+  const int64_t rest = n - packs * V;
+  for (int64_t k = tid; k < rest; k += stride) {
+    const int64_t i = k < head ? k : head + packs * V + (k - head);
+    out[i] = f(in[i]...);
+  }
+}
+
+template <class F, class R, class... Ts, size_t... I>
+__device__ __forceinline__ void map_strided_element(const F& f, const int64_t* off, R* out, std::index_sequence<I...>,
+                                                    const Ts*... in) {
+  out[off[0]] = f(in[off[I + 1]]...);
+}
+
+// The same over any strides (broadcasts, slices, permutations). Memory-bound as above,
+// with one 64-bit division per dim and element on top.
+template <class F, class R, class... Ts>
+__global__ void __launch_bounds__(kBlockThreads)
+    map_strided_kernel(F f, int64_t n, Indexer<1 + sizeof...(Ts)> ix, R* out, std::type_identity_t<const Ts*>... in) {
+  constexpr int N = 1 + sizeof...(Ts);
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    int64_t off[N];
+    ix.offsets(i, off);
+    map_strided_element(f, off, out, std::index_sequence_for<Ts...>{}, in...);
+  }
+}
+
+// Launch configuration of both map kernels: a grid-stride loop over n items (packs or
+// elements), kBlockThreads per block, 8 blocks per SM at most.
+inline LaunchConfig map_config(int64_t items) {
+  return LaunchConfig{dim3(grid_stride_blocks(items, kBlockThreads)), dim3(kBlockThreads), 0};
+}
+
+// out = f(in...) elementwise over out's layout; inputs share its sizes (stride 0 to
+// broadcast). Each input is a {pointer, layout} pair; f takes their element types and
+// returns R.
+template <class R, class F, class... Ts>
+void map(cudaStream_t stream, F f, R* out, const Layout& out_layout, const std::pair<const Ts*, Layout>&... in) {
+  constexpr int N = 1 + sizeof...(Ts);
+  const Layout* const layouts[N] = {&out_layout, &in.second...};
+  const Indexer<N> ix = make_indexer<N>(layouts);
+  const int64_t n = numel(out_layout);
+  if (n == 0) return;
+  if (ix.contiguous()) {
+    // Contiguous operands may still start at different offsets of their own: the
+    // indexer's base is each pointer itself.
+    constexpr int V = kPackElems<R, Ts...>;
+    const int64_t head = pack_head<V>(n, out, in.first...);
+    if (head >= 0)
+      launch<map_contiguous_kernel<V, F, R, Ts...>>(map_config((n - head) / V + 1), stream, f, n, head, out, in.first...);
+    else
+      launch<map_contiguous_kernel<1, F, R, Ts...>>(map_config(n), stream, f, n, int64_t{0}, out, in.first...);
+    return;
+  }
+  launch<map_strided_kernel<F, R, Ts...>>(map_config(n), stream, f, n, ix, out, in.first...);
+}
+
+// ---- The ops -----------------------------------------------------------------------------
+
+// Applies Op in T's compute type and converts to R.
+template <class Op, class R, class T>
+struct UnaryMath {
+  Op op;
+  __host__ __device__ __forceinline__ R operator()(T x) const { return convert<R>(op(convert<compute_t<T>>(x))); }
+};
+template <class Op, class R, class T>
+struct BinaryMath {
+  Op op;
+  __host__ __device__ __forceinline__ R operator()(T a, T b) const {
+    return convert<R>(op(convert<compute_t<T>>(a), convert<compute_t<T>>(b)));
+  }
+};
+template <class To, class From>
+struct Convert {
+  __host__ __device__ __forceinline__ To operator()(From x) const { return convert<To>(x); }
+};
+template <class T>
+struct Constant {
+  T value;
+  __host__ __device__ __forceinline__ T operator()() const { return value; }
+};
+
+// out = op(in), e.g. unary<ops::Exp>(...). f32 exp: 8 B/element.
+template <class Op, class T>
+void unary(const T* in, const Layout& in_layout, T* out, const Layout& out_layout, Op op = {},
+           cudaStream_t stream = {}) {
+  map<T>(stream, UnaryMath<Op, T, T>{op}, out, out_layout, std::pair{in, in_layout});
+}
+
+// out = op(a, b); R is bool for comparisons. f32 add: 12 B/element (4 when b broadcasts).
+template <class Op, class R, class T>
+void binary(const T* a, const Layout& a_layout, const T* b, const Layout& b_layout, R* out, const Layout& out_layout,
+            Op op = {}, cudaStream_t stream = {}) {
+  map<R>(stream, BinaryMath<Op, R, T>{op}, out, out_layout, std::pair{a, a_layout}, std::pair{b, b_layout});
+}
+
+// out = (To) in, any strides on either side (the copy kernel). sizeof(From) + sizeof(To)
+// bytes per element.
+template <class To, class From>
+void cast(const From* in, const Layout& in_layout, To* out, const Layout& out_layout, cudaStream_t stream = {}) {
+  map<To>(stream, Convert<To, From>{}, out, out_layout, std::pair{in, in_layout});
+}
+
+// out[...] = value, out may be strided. sizeof(T) bytes per element (writes only).
+template <class T>
+void fill(T* out, const Layout& out_layout, T value, cudaStream_t stream = {}) {
+  map<T>(stream, Constant<T>{value}, out, out_layout);
+}
+
+// out[i] = start + i * step, computed in double and converted (as on the CPU backend).
+// Writes sizeof(T) bytes per element.
+template <class T>
+__global__ void __launch_bounds__(kBlockThreads) arange_kernel(T* out, int64_t n, double start, double step) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = convert<T>(start + step * double(i));
+}
+template <class T>
+void arange(T* out, int64_t n, double start, double step, cudaStream_t stream = {}) {
+  launch<arange_kernel<T>>(map_config(n), stream, out, n, start, step);
+}
+
+// linspace: symmetric from both ends, as PyTorch, so the last value is exactly `end`.
+template <class T>
+__global__ void __launch_bounds__(kBlockThreads) linspace_kernel(T* out, int64_t n, double start, double end) {
+  const double step = n > 1 ? (end - start) / double(n - 1) : 0.0;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = convert<T>(i < n / 2 ? start + step * double(i) : end - step * double(n - 1 - i));
+}
+template <class T>
+void linspace(T* out, int64_t n, double start, double end, cudaStream_t stream = {}) {
+  launch<linspace_kernel<T>>(map_config(n), stream, out, n, start, end);
+}
+
+}  // namespace ember::kernels::cuda

@@ -1,0 +1,124 @@
+// Philox 4x32-10 draws: uniform, normal and dropout. Element i of a draw at block offset
+// `offset` takes lane i % k of counter block offset + i / k (k = 4 for 32-bit values, 2 for
+// doubles), exactly as kernels/cpu/creation.cpp does, so a CUDA draw is bit for bit the
+// CPU backend's for the same seed and offset (kernels/common/philox.h).
+//
+// Each thread computes whole Philox blocks (10 rounds of 2 32x32->64 multiplies: ~40 integer
+// instructions per block) and writes their k values. On a GPU that is cheap next to the
+// memory: a float draw writes 4 B per element, dropout reads and writes 2 x 4 B plus a
+// 1-byte mask.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/common/philox.h"
+#include "kernels/cuda/elementwise.cuh"
+
+namespace ember::kernels::cuda {
+
+template <class T>
+inline constexpr int kPhiloxValues = std::is_same_v<T, double> ? 2 : 4;
+
+// The thread's Philox blocks, grid-stride; f(block_values, first_element, count) writes them.
+template <class T, class F>
+__device__ __forceinline__ void for_each_philox_block(int64_t n, uint64_t seed, uint64_t offset, const F& f) {
+  constexpr int k = kPhiloxValues<T>;
+  const int64_t blocks = (n + k - 1) / k;
+  for (int64_t b = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; b < blocks; b += int64_t(gridDim.x) * blockDim.x) {
+    const Philox4 r = philox_block(seed, offset + uint64_t(b));
+    const int64_t first = b * k;
+    f(r, first, int(n - first < k ? n - first : k));
+  }
+}
+
+inline LaunchConfig philox_config(int64_t n, int values_per_block) {
+  return map_config((n + values_per_block - 1) / values_per_block);
+}
+
+// out[i] uniform in [lo, hi): in float for 32-bit types (24 random bits), double for double.
+template <class T>
+__global__ void __launch_bounds__(kBlockThreads)
+    uniform_kernel(T* out, int64_t n, uint64_t seed, uint64_t offset, double lo, double hi) {
+  for_each_philox_block<T>(n, seed, offset, [&](const Philox4& r, int64_t first, int count) {
+    for (int lane = 0; lane < count; ++lane) {
+      if constexpr (std::is_same_v<T, double>) {
+        out[first + lane] = lo + (hi - lo) * uniform_double(r.v[2 * lane], r.v[2 * lane + 1]);
+      } else {
+        out[first + lane] = convert<T>(float(lo) + float(hi - lo) * uniform_float(r.v[lane]));
+      }
+    }
+  });
+}
+template <class T>
+void uniform(T* out, int64_t n, uint64_t seed, uint64_t offset, double lo, double hi, cudaStream_t stream = {}) {
+  launch<uniform_kernel<T>>(philox_config(n, kPhiloxValues<T>), stream, out, n, seed, offset, lo, hi);
+}
+
+// Box-Muller on u1 in (0, 1] and u2 in [0, 1), in the CPU backend's order of operations.
+template <class C>
+__host__ __device__ __forceinline__ C box_muller(C u1, C u2, bool use_sin) {
+  using std::cos;
+  using std::log;
+  using std::sin;
+  using std::sqrt;
+  const C r = sqrt(C(-2) * log(u1));
+  const C theta = C(6.283185307179586476925) * u2;
+  return use_sin ? r * sin(theta) : r * cos(theta);
+}
+
+// out[i] normal(mean, stddev): a float block gives 4 values (lanes 0-1 and 2-3 pair up),
+// a double block 2. Transcendentals make it ~20 flops per value, still memory-bound.
+// The GPU's sqrt/log/sin/cos are correctly rounded or within 1-2 ulp of glibc's, so
+// normals agree with the CPU backend's to a few ulp, not bit for bit (the uniforms they
+// come from are bit-identical).
+template <class T>
+__global__ void __launch_bounds__(kBlockThreads)
+    normal_kernel(T* out, int64_t n, uint64_t seed, uint64_t offset, double mean, double stddev) {
+  for_each_philox_block<T>(n, seed, offset, [&](const Philox4& r, int64_t first, int count) {
+    for (int lane = 0; lane < count; ++lane) {
+      if constexpr (std::is_same_v<T, double>) {
+        const double u1 = 1.0 - uniform_double(r.v[0], r.v[1]), u2 = uniform_double(r.v[2], r.v[3]);
+        out[first + lane] = mean + stddev * box_muller(u1, u2, lane == 1);
+      } else {
+        const int pair = lane / 2 * 2;
+        const float u1 = 1.0f - uniform_float(r.v[pair]), u2 = uniform_float(r.v[pair + 1]);
+        out[first + lane] = convert<T>(float(mean) + float(stddev) * box_muller(u1, u2, lane % 2 == 1));
+      }
+    }
+  });
+}
+template <class T>
+void normal(T* out, int64_t n, uint64_t seed, uint64_t offset, double mean, double stddev, cudaStream_t stream = {}) {
+  launch<normal_kernel<T>>(philox_config(n, kPhiloxValues<T>), stream, out, n, seed, offset, mean, stddev);
+}
+
+// Dropout in one pass: keep[i] = uniform[i] >= p, out[i] = x[i] * (keep ? 1 / (1 - p) : 0),
+// with the uniform draw of the CPU backend (in T's precision, as layers/functional.cpp
+// draws `rand(x.shape(), x.dtype())`) and its float arithmetic, so masks and outputs are
+// bit-identical. `keep` (1 byte per element, may be null) is what backward multiplies by.
+// Memory: 2 sizeof(T) + 1 bytes per element.
+template <class T>
+__global__ void __launch_bounds__(kBlockThreads) dropout_kernel(const T* x, T* out, uint8_t* keep, int64_t n, double p,
+                                                               uint64_t seed, uint64_t offset) {
+  using C = compute_t<T>;
+  const C threshold = C(p), scale = C(1.0 / (1.0 - p));
+  for_each_philox_block<T>(n, seed, offset, [&](const Philox4& r, int64_t first, int count) {
+    for (int lane = 0; lane < count; ++lane) {
+      C u;
+      if constexpr (std::is_same_v<T, double>) u = uniform_double(r.v[2 * lane], r.v[2 * lane + 1]);
+      else u = C(convert<T>(uniform_float(r.v[lane])));  // rand() rounds its draw to T
+      const bool k = u >= threshold;
+      out[first + lane] = convert<T>(convert<C>(x[first + lane]) * convert<C>(convert<T>(k ? scale : C(0))));
+      if (keep != nullptr) keep[first + lane] = k;
+    }
+  });
+}
+template <class T>
+void dropout(const T* x, T* out, uint8_t* keep, int64_t n, double p, uint64_t seed, uint64_t offset,
+             cudaStream_t stream = {}) {
+  EMBER_CHECK(p >= 0 && p < 1, "dropout: p must be in [0, 1), got ", p);
+  launch<dropout_kernel<T>>(philox_config(n, kPhiloxValues<T>), stream, x, out, keep, n, p, seed, offset);
+}
+
+}  // namespace ember::kernels::cuda
