@@ -138,7 +138,13 @@ class Worker {
 
   void resume(unsigned i);
   void yield();            // from a fiber, back to the scheduler
-  [[noreturn]] void fail(std::string message);  // from a fiber: abandon the block
+  // From a fiber: record why the block fails, then abandon it. Two statements, so that
+  // the message's temporaries are destroyed before the fiber's stack is left for good.
+  void record_failure(const std::string& message) {
+    failed_ = true;
+    failure_ = block_name() + ": " + message;
+  }
+  [[noreturn]] void abandon();
   std::string block_name() const { return "kernel " + std::string(launch_->kernel) + ", block " + str3(block_index_); }
   std::string deadlock_report() const;
   void check_canary() const;
@@ -162,7 +168,10 @@ class Worker {
   std::source_location barrier_site_;
   std::vector<std::vector<PendingWarpOp>> warp_ops_;  // by warp
 
-  std::unique_ptr<unsigned char[]> shared_;
+  struct AlignedDelete {
+    void operator()(unsigned char* p) const { ::operator delete[](p, std::align_val_t(16)); }
+  };
+  std::unique_ptr<unsigned char[], AlignedDelete> shared_;
   size_t shared_capacity_ = 0;
 
 #if EMBER_EMU_ASAN
@@ -240,9 +249,7 @@ void Worker::yield() {
   // Back on this fiber: the scheduler set thread_idx before switching.
 }
 
-void Worker::fail(std::string message) {
-  failed_ = true;
-  failure_ = block_name() + ": " + std::move(message);
+void Worker::abandon() {
   // Abandon this fiber: its stack is reused by the next block. Kernel code holds no
   // resources whose destructors matter.
 #if EMBER_EMU_ASAN
@@ -299,7 +306,14 @@ void Worker::run_block(const Launch& launch, uint3 block_index) {
 #if EMBER_EMU_ASAN
   ASAN_UNPOISON_MEMORY_REGION(shared_.get() + launch.shared_bytes, kCanaryBytes);
 #endif
-  if (failed_) throw BlockFailure{failure_};
+  if (failed_) {
+#if EMBER_EMU_ASAN
+    // The abandoned fibers' frames stay poisoned in ASan's shadow; the next block reuses
+    // their stacks.
+    ASAN_UNPOISON_MEMORY_REGION(stacks_, stacks_bytes_);
+#endif
+    throw BlockFailure{failure_};
+  }
   check_canary();
 }
 
@@ -338,8 +352,9 @@ void Worker::syncthreads(const std::source_location& site) {
   if (barrier_arrived_ == 0) {
     barrier_site_ = site;
   } else if (site.line() != barrier_site_.line() || std::strcmp(site.file_name(), barrier_site_.file_name()) != 0) {
-    fail("divergent __syncthreads(): thread " + str3(fibers_[current_].index) + " waits at " + where(site) +
-         " while others wait at " + where(barrier_site_));
+    record_failure("divergent __syncthreads(): thread " + str3(fibers_[current_].index) + " waits at " +
+                   where(site) + " while others wait at " + where(barrier_site_));
+    abandon();
   }
   if (++barrier_arrived_ == threads_) {
     barrier_arrived_ = 0;
@@ -364,12 +379,16 @@ uint64_t Worker::warp_collective(WarpOp op, unsigned mask, uint64_t value, int p
   const unsigned warp = current_ / 32, lane = current_ % 32, first = warp * 32;
   const unsigned lanes = std::min(32u, threads_ - first);
   const unsigned exists = lanes == 32 ? 0xffffffffu : (1u << lanes) - 1;
-  if (!(mask >> lane & 1u))
-    fail(std::string(op_name(op)) + " at " + where(site) + ": lane " + std::to_string(lane) +
-         " is not in its own mask");
-  if (width < 1 || width > 32 || (width & (width - 1)) != 0)
-    fail(std::string(op_name(op)) + " at " + where(site) + ": width " + std::to_string(width) +
-         " is not a power of two in [1, 32]");
+  if (!(mask >> lane & 1u)) {
+    record_failure(std::string(op_name(op)) + " at " + where(site) + ": lane " + std::to_string(lane) +
+                   " is not in its own mask");
+    abandon();
+  }
+  if (width < 1 || width > 32 || (width & (width - 1)) != 0) {
+    record_failure(std::string(op_name(op)) + " at " + where(site) + ": width " + std::to_string(width) +
+                   " is not a power of two in [1, 32]");
+    abandon();
+  }
 
   auto& pending = warp_ops_[warp];
   PendingWarpOp* slot = nullptr;
@@ -377,20 +396,24 @@ uint64_t Worker::warp_collective(WarpOp op, unsigned mask, uint64_t value, int p
     if (p.mask == mask) {
       slot = &p;
     } else if ((p.needed & mask) != 0) {
-      fail("lanes of warp " + std::to_string(warp) + " passed overlapping masks to warp collectives (" +
-           op_name(p.op) + " at " + where(p.site) + ", " + op_name(op) + " at " + where(site) + ")");
+      record_failure("lanes of warp " + std::to_string(warp) + " passed overlapping masks to warp collectives (" +
+                     op_name(p.op) + " at " + where(p.site) + ", " + op_name(op) + " at " + where(site) + ")");
+      abandon();
     }
   }
   if (slot == nullptr) {
     pending.push_back(PendingWarpOp{op, mask, mask & exists, 0, width, site, {}, {}});
     slot = &pending.back();
     for (unsigned l = 0; l < lanes; ++l)
-      if ((slot->needed >> l & 1u) && fibers_[first + l].state == State::kDone)
-        fail(std::string(op_name(op)) + " at " + where(site) + ": its mask names lane " + std::to_string(l) +
-             ", which has returned");
+      if ((slot->needed >> l & 1u) && fibers_[first + l].state == State::kDone) {
+        record_failure(std::string(op_name(op)) + " at " + where(site) + ": its mask names lane " +
+                       std::to_string(l) + ", which has returned");
+        abandon();
+      }
   } else if (slot->op != op || slot->width != width) {
-    fail("lanes of warp " + std::to_string(warp) + " disagree: " + op_name(slot->op) + " at " + where(slot->site) +
-         " against " + op_name(op) + " at " + where(site));
+    record_failure("lanes of warp " + std::to_string(warp) + " disagree: " + op_name(slot->op) + " at " +
+                   where(slot->site) + " against " + op_name(op) + " at " + where(site));
+    abandon();
   }
   slot->value[lane] = value;
   slot->param[lane] = param;
