@@ -53,7 +53,7 @@ struct ScaledCopyOp {
     const bool vec = vec_aligned<Shape::kVec>(src) && vec_aligned<Shape::kVec>(dst);
     BucketCompute<T> x[Shape::kElems];
     load_tile<Shape>(src, n, base, vec, x);
-#pragma unroll
+    EMBER_UNROLL
     for (int e = 0; e < Shape::kElems; ++e) x[e] *= scale;
     store_tile<Shape>(dst, n, base, vec, x);
   }
@@ -90,8 +90,8 @@ void check_bucket(const char* what, std::span<const BucketSlot<T>> slots, const 
 // flat[offset_i + j] = tensor_i[j] * scale for every slot i, in ceil(slots / 119)
 // launches. Elements of flat outside the slots are left as they are.
 template <class T>
-void bucket_flatten(std::type_identity_t<std::span<const BucketSlot<T>>> slots, T* flat, int64_t flat_numel, double scale,
-                    cudaStream_t stream) {
+void bucket_flatten(std::type_identity_t<std::span<const BucketSlot<T>>> slots, T* flat, int64_t flat_numel,
+                    double scale, cudaStream_t stream) {
   static_assert(detail::kBucketType<T>, "bucket_flatten: float, double, __nv_bfloat16 or __half");
   detail::check_bucket("bucket_flatten", slots, flat, flat_numel, /*disjoint_in_flat=*/true);
   multi_tensor_apply(
@@ -106,8 +106,8 @@ void bucket_flatten(std::type_identity_t<std::span<const BucketSlot<T>>> slots, 
 
 // tensor_i[j] = flat[offset_i + j] * scale for every slot i, in ceil(slots / 119) launches.
 template <class T>
-void bucket_unflatten(const T* flat, int64_t flat_numel, std::type_identity_t<std::span<const BucketSlot<T>>> slots, double scale,
-                      cudaStream_t stream) {
+void bucket_unflatten(const T* flat, int64_t flat_numel, std::type_identity_t<std::span<const BucketSlot<T>>> slots,
+                      double scale, cudaStream_t stream) {
   static_assert(detail::kBucketType<T>, "bucket_unflatten: float, double, __nv_bfloat16 or __half");
   detail::check_bucket("bucket_unflatten", slots, flat, flat_numel, /*disjoint_in_flat=*/false);
   multi_tensor_apply(

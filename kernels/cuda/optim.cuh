@@ -46,8 +46,9 @@ struct AdamTensor {
 namespace detail {
 
 template <class P, class S>
-constexpr bool kOptimTypes = (std::is_same_v<P, S> && (std::is_same_v<S, float> || std::is_same_v<S, double>)) ||
-                             ((std::is_same_v<P, __nv_bfloat16> || std::is_same_v<P, __half>) && std::is_same_v<S, float>);
+constexpr bool kOptimTypes =
+    (std::is_same_v<P, S> && (std::is_same_v<S, float> || std::is_same_v<S, double>)) ||
+    ((std::is_same_v<P, __nv_bfloat16> || std::is_same_v<P, __half>) && std::is_same_v<S, float>);
 
 // SGD: p -= lr * d, d from g + wd * p and the momentum buffer (ops::SgdUpdate).
 // Bytes per element, float32: momentum reads p, g, buf and writes p, buf (20 B); on the
@@ -69,7 +70,7 @@ struct SgdOp {
     load_tile<Shape>(p, n, base, vec, pv);
     load_tile<Shape>(g, n, base, vec, gv);
     if (buf && !u.first_step) load_tile<Shape>(buf, n, base, vec, bv);  // the first step overwrites it
-#pragma unroll
+    EMBER_UNROLL
     for (int e = 0; e < Shape::kElems; ++e) u(pv[e], gv[e], bv[e]);
     store_tile<Shape>(p, n, base, vec, pv);
     if (buf) store_tile<Shape>(buf, n, base, vec, bv);
@@ -97,7 +98,7 @@ struct AdamOp {
     load_tile<Shape>(g, n, base, vec, gv);
     load_tile<Shape>(m, n, base, vec, mv);
     load_tile<Shape>(v, n, base, vec, vv);
-#pragma unroll
+    EMBER_UNROLL
     for (int e = 0; e < Shape::kElems; ++e) step(pv[e], gv[e], mv[e], vv[e]);
     store_tile<Shape>(p, n, base, vec, pv);
     store_tile<Shape>(m, n, base, vec, mv);
@@ -124,7 +125,8 @@ static_assert(TensorListMeta<3>::kMaxTensors == 95 && TensorListMeta<4>::kMaxTen
 // place, in ceil(tensors / 95) launches (one for up to 95 non-empty tensors). Pointers
 // may have any alignment (16-byte aligned ones are read as vectors).
 template <class P, class S = P>
-void sgd_update(std::type_identity_t<std::span<const SgdTensor<P, S>>> tensors, const ops::SgdUpdate& u, cudaStream_t stream) {
+void sgd_update(std::type_identity_t<std::span<const SgdTensor<P, S>>> tensors, const ops::SgdUpdate& u,
+                cudaStream_t stream) {
   static_assert(detail::kOptimTypes<P, S>, "sgd_update: (float, float), (double, double) or (16-bit, float)");
   const bool momentum = u.momentum != 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
@@ -143,7 +145,8 @@ void sgd_update(std::type_identity_t<std::span<const SgdTensor<P, S>>> tensors, 
 // One Adam or AdamW step (u: ops::AdamUpdate, as core's adam_step_ builds it, with the
 // step's bias corrections) of every tensor, in place, in ceil(tensors / 79) launches.
 template <class P, class S = P>
-void adam_update(std::type_identity_t<std::span<const AdamTensor<P, S>>> tensors, const ops::AdamUpdate& u, cudaStream_t stream) {
+void adam_update(std::type_identity_t<std::span<const AdamTensor<P, S>>> tensors, const ops::AdamUpdate& u,
+                 cudaStream_t stream) {
   static_assert(detail::kOptimTypes<P, S>, "adam_update: (float, float), (double, double) or (16-bit, float)");
   for (size_t i = 0; i < tensors.size(); ++i) {
     const AdamTensor<P, S>& t = tensors[i];

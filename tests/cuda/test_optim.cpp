@@ -345,11 +345,12 @@ TEST(CudaOptim, BadArgumentsAreErrors) {
   EXPECT_THROW(sgd_update<float>(std::vector<S>{{p.data(), g.data(), b.data(), -1}}, plain, nullptr), Error);
   EXPECT_NO_THROW(sgd_update<float>(std::vector<S>{{p.data(), g.data(), nullptr, 8}}, plain, nullptr));
   using A = AdamTensor<float>;
-  EXPECT_THROW(adam_update<float>(std::vector<A>{{p.data(), g.data(), m.data(), nullptr, 8}}, adam_update_of({}), nullptr),
-               Error);
+  const ops::AdamUpdate adam = adam_update_of({});
+  EXPECT_THROW(adam_update<float>(std::vector<A>{{p.data(), g.data(), m.data(), nullptr, 8}}, adam, nullptr), Error);
   try {
-    adam_update<float>(std::vector<A>{{p.data(), g.data(), m.data(), v.data(), 8}, {nullptr, g.data(), m.data(), v.data(), 4}},
-                       adam_update_of({}), nullptr);
+    const std::vector<A> second_lacks_param{{p.data(), g.data(), m.data(), v.data(), 8},
+                                            {nullptr, g.data(), m.data(), v.data(), 4}};
+    adam_update<float>(second_lacks_param, adam, nullptr);
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("adam_update: tensor 1 (4 elements) lacks a pointer"), std::string::npos)
