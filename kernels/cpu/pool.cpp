@@ -144,7 +144,11 @@ void max_pool_typed(const Tensor& out, const Tensor& indices, const Tensor& in, 
   int64_t* plane_idx = K == Argmax::kPlane ? static_cast<int64_t*>(indices.data_ptr()) : nullptr;
   const int64_t kh = p.kernel[0], kw = p.kernel[1], sh = p.stride[0], sw = p.stride[1];
   const int64_t ph = p.padding[0], pw = p.padding[1], dh = p.dilation[0], dw = p.dilation[1];
-  if (kh == 2 && kw == 2 && sh == 2 && sw == 2 && ph == 0 && pw == 0 && dh == 1 && dw == 1) {
+  // The fast path needs every window inside the input: with ceil_mode, an odd H or W
+  // gives a last row or column of windows that hang over the edge (they take the
+  // general path's clipped windows).
+  if (kh == 2 && kw == 2 && sh == 2 && sw == 2 && ph == 0 && pw == 0 && dh == 1 && dw == 1 && 2 * OH <= H &&
+      2 * OW <= W) {
     // The CNNs' 2x2 / stride-2 pool: four loads per output, no window arithmetic.
     for_each_plane<T>(out, in, [&](const T* x, T* y, int64_t pl) {
       for (int64_t oh = 0; oh < OH; ++oh) {
@@ -226,7 +230,8 @@ void max_pool2d_backward_kernel(const Tensor& gin, const Tensor& gout, const Ten
       T* gx = static_cast<T*>(gin.data_ptr());
       const bool codes = indices.dtype() == kUInt8;
       const bool two_by_two = codes && p.kernel[0] == 2 && p.kernel[1] == 2 && p.stride[0] == 2 && p.stride[1] == 2 &&
-                              p.padding[0] == 0 && p.padding[1] == 0 && p.dilation[0] == 1 && p.dilation[1] == 1;
+                              p.padding[0] == 0 && p.padding[1] == 0 && p.dilation[0] == 1 && p.dilation[1] == 1 &&
+                              2 * OH <= H && 2 * OW <= W;  // no window hangs over (ceil_mode)
       parallel_for(0, planes, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(H * W, 1)), [&](int64_t b, int64_t e) {
         for (int64_t pl = b; pl < e; ++pl) {
           T* x = gx + pl * H * W;
