@@ -10,8 +10,8 @@
 // Note [Deterministic embedding backward]. Several positions may name the same row, and
 // float addition is not associative, so adding with atomics gives results that change
 // from run to run. The default path instead sorts the positions by index, stably, with
-// an LSD radix sort over the index's bits (8 bits a pass: 2 passes for up to 65536 rows,
-// 3 up to 2^24), then gives each row of grad_weight to 32 threads (one per column, a
+// an LSD radix sort over the index's bits (8 bits a pass: one pass below 256 rows, two
+// below 65536, three below 2^24), then gives each row of grad_weight to 32 threads (one per column, a
 // column loop for wider rows) that find the row's run of positions by binary search and
 // add its gradients in order of position: the same additions in the same order as a
 // serial CPU loop, so float results equal the CPU backend's bit for bit, every run. A
@@ -59,11 +59,11 @@ __global__ void set_value_kernel(U* p, U v) { *p = v; }
 
 // *first_bad = kNoBadIndex. (The explicit address makes GCC instantiate the kernel, which
 // it omits when a specialization is named only as a template argument: GCC bug 53164.)
+inline LaunchConfig set_value_config() { return LaunchConfig{dim3(1), dim3(1), 0}; }
 inline void reset_bad_index(unsigned long long* first_bad, cudaStream_t stream) {
   if (!first_bad) return;
   constexpr auto kernel = &set_value_kernel<unsigned long long>;
-  (void)kernel;
-  launch<kernel>(LaunchConfig{dim3(1), dim3(1), 0}, stream, first_bad, kNoBadIndex);
+  launch<kernel>(set_value_config(), stream, first_bad, kNoBadIndex);
 }
 
 }  // namespace embedding_detail
@@ -81,7 +81,9 @@ __global__ void __launch_bounds__(256) index_select_rows_kernel(const V* __restr
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < nvec; e += step) {
     const int64_t r = e / row_len, col = e - r * row_len, o = r / L, l = r - o * L;
     const int64_t v = static_cast<int64_t>(index[l]);
+    check_carrier_alignment<V>(out + e);
     if (v >= 0 && v < rows) {
+      check_carrier_alignment<V>(in + (o * rows + v) * row_len + col);
       out[e] = in[(o * rows + v) * row_len + col];
     } else {
       out[e] = V{};
@@ -98,7 +100,8 @@ inline LaunchConfig index_select_rows_config(int64_t nvec) {
 // The radix sort's kernels (Note [Deterministic embedding backward]).
 
 // counts[d * tiles + t] = how many keys of tile t have digit d. kFirst: the keys are
-// sort_key(index[i]) (and bad indices are reported), else keys[i].
+// sort_key(index[i]) (and bad indices are reported), else keys[i]. Memory bound: reads
+// sizeof(I) or 4 bytes per position, writes 4 bytes per 2048 / 256 positions.
 template <class I, bool kFirst>
 __global__ void __launch_bounds__(256) embedding_radix_histogram_kernel(const I* __restrict__ index,
                                                                         const uint32_t* __restrict__ keys, int64_t n,
@@ -128,7 +131,7 @@ __global__ void __launch_bounds__(256) embedding_radix_histogram_kernel(const I*
 }
 
 // data[0, n) = its exclusive prefix sum, in one block (the counts are small: 256 per
-// 2048 positions): rounds of 1024 coalesced elements, a shuffle scan per warp, the warps'
+// 2048 positions; 8 bytes moved per count, at one SM's bandwidth): rounds of 1024 coalesced elements, a shuffle scan per warp, the warps'
 // totals scanned by the first warp, and the running total carried between rounds.
 template <class U>
 __global__ void __launch_bounds__(1024) embedding_exclusive_scan_kernel(U* __restrict__ data, int64_t n) {
@@ -164,16 +167,18 @@ __global__ void __launch_bounds__(1024) embedding_exclusive_scan_kernel(U* __res
 }
 
 namespace embedding_detail {
+inline LaunchConfig exclusive_scan_config() { return LaunchConfig{dim3(1), dim3(kScanThreads), 0}; }
 inline void exclusive_scan(uint32_t* data, int64_t n, cudaStream_t stream) {
   constexpr auto kernel = &embedding_exclusive_scan_kernel<uint32_t>;  // instantiated: see reset_bad_index
-  launch<kernel>(LaunchConfig{dim3(1), dim3(kScanThreads), 0}, stream, data, n);
+  launch<kernel>(exclusive_scan_config(), stream, data, n);
 }
 }  // namespace embedding_detail
 
 // One stable pass: every key of tile t with digit d goes to offsets[d * tiles + t] plus
 // the number of keys before it in the tile with the same digit. Within a round of 256
 // positions, equal digits in a warp are found with 8 ballots (one per digit bit), and
-// the warps' counts per digit are prefix-summed by the thread owning that digit.
+// the warps' counts per digit are prefix-summed by the thread owning that digit. Memory
+// bound: 8 bytes (key, position) read and written per position, scattered in runs.
 template <class I, bool kFirst>
 __global__ void __launch_bounds__(256) embedding_radix_scatter_kernel(
     const I* __restrict__ index, const uint32_t* __restrict__ keys_in, const uint32_t* __restrict__ vals_in,
@@ -262,8 +267,8 @@ __global__ void __launch_bounds__(256) embedding_segment_sum_kernel(const T* __r
     }
     for (int64_t col = threadIdx.x; col < D; col += blockDim.x) {
       C acc = C(0);
-      for (int64_t p = lo; p < end; ++p) acc += to_compute(grad_out[int64_t(sorted_pos[p]) * D + col]);
-      grad_weight[v * D + col] = from_compute<T>(acc);
+      for (int64_t p = lo; p < end; ++p) acc += widen(grad_out[int64_t(sorted_pos[p]) * D + col]);
+      grad_weight[v * D + col] = round_to<T>(acc);
     }
   }
 }
@@ -341,7 +346,7 @@ void index_select_rows(const T* in, const I* index, T* out, int64_t outer, int64
               ", rows ", rows, ", indices ", L, ", inner ", inner, ")");
   embedding_detail::reset_bad_index(first_bad, stream);
   if (outer == 0 || L == 0 || inner == 0) return;
-  const int w = alignment_of(reinterpret_cast<uintptr_t>(in) | reinterpret_cast<uintptr_t>(out) |
+  const int w = max_alignment(reinterpret_cast<uintptr_t>(in) | reinterpret_cast<uintptr_t>(out) |
                              uint64_t(inner) * sizeof(T));
   auto go = [&](auto carrier) {
     using V = decltype(carrier);
@@ -349,11 +354,7 @@ void index_select_rows(const T* in, const I* index, T* out, int64_t outer, int64
     launch<index_select_rows_kernel<V, I>>(index_select_rows_config(nvec), stream, reinterpret_cast<const V*>(in),
                                            index, reinterpret_cast<V*>(out), rows, L, row_len, nvec, first_bad);
   };
-  if (w >= 16) go(carrier_t<16>{});
-  else if (w >= 8 && sizeof(T) <= 8) go(carrier_t<8>{});
-  else if (w >= 4 && sizeof(T) <= 4) go(carrier_t<4>{});
-  else if (w >= 2 && sizeof(T) <= 2) go(carrier_t<2>{});
-  else go(carrier_t<1>{});
+  with_carrier<int(sizeof(T))>(w, go);
 }
 
 // out [L, D] = weight [rows, D] at index [L].

@@ -92,10 +92,10 @@ __global__ void __launch_bounds__(256) col2im_kernel(const T* __restrict__ col, 
         if (ws < 0) break;
         const int64_t ow = ws / g.sw;
         if (ow * g.sw != ws || ow >= g.OW) continue;
-        acc += to_compute(cp[(ki * g.kw + kj) * plane + oh * g.OW + ow]);
+        acc += widen(cp[(ki * g.kw + kj) * plane + oh * g.OW + ow]);
       }
     }
-    x[i] = from_compute<T>(acc);
+    x[i] = round_to<T>(acc);
   }
 }
 

@@ -35,7 +35,8 @@ struct StridedLayout {
 //   NCHW <-> NHWC or x.t()): 32 x 32 tiles through shared memory padded to 32 x 33, so
 //   both the reads and the writes are coalesced and the tile's column reads hit 32
 //   different banks. Only when both tile dims have at least kMinTileDim elements:
-//   thinner tiles leave most of a block idle and the general path does better.
+//   thinner tiles leave most of a block idle (an estimate, not yet measured on a GPU;
+//   bench/ should set it).
 // - kRows: the innermost dim has stride 1: rows copied with the widest vector (up to 16
 //   bytes) that the row length, the strides and both pointers allow.
 // - kGeneral: anything else (several strided dims, broadcast stride-0 dims): one element
@@ -136,13 +137,18 @@ __global__ void __launch_bounds__(256) contiguous_copy_kernel(const U* __restric
   const int64_t start = blockIdx.x * int64_t(blockDim.x) + threadIdx.x, step = int64_t(gridDim.x) * blockDim.x;
   const V* vin = reinterpret_cast<const V*>(in + head);
   V* vout = reinterpret_cast<V*>(out + head);
+  if (start < nvec) {
+    check_carrier_alignment<V>(vin + start);
+    check_carrier_alignment<V>(vout + start);
+  }
   for (int64_t i = start; i < nvec; i += step) vout[i] = vin[i];
   if (start < head) out[start] = in[start];
   if (start < n - tail_start) out[tail_start + start] = in[tail_start + start];
 }
 
 inline LaunchConfig contiguous_copy_config(int64_t nvec) {
-  return LaunchConfig{dim3(grid_stride_blocks(nvec > 16 ? nvec : 16, kBlockThreads)), dim3(kBlockThreads), 0};
+  // At least one block, whose first threads copy the head and tail (< 16 elements each).
+  return LaunchConfig{dim3(grid_stride_blocks(nvec, kBlockThreads)), dim3(kBlockThreads), 0};
 }
 
 // ---------------------------------------------------------------------------------------
@@ -154,7 +160,10 @@ __global__ void __launch_bounds__(256) strided_rows_kernel(const V* __restrict__
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < nvec; i += step) {
     const int64_t row = i / m.row_len, col = i - row * m.row_len;
-    out[i] = in[layout_detail::strided_offset(row, m.nouter, m.outer_sizes, m.outer_strides) + col];
+    const V* src = in + layout_detail::strided_offset(row, m.nouter, m.outer_sizes, m.outer_strides) + col;
+    check_carrier_alignment<V>(src);
+    check_carrier_alignment<V>(out + i);
+    out[i] = *src;
   }
 }
 
@@ -243,7 +252,7 @@ template <class U>
 void launch_contiguous(const U* in, U* out, int64_t n, cudaStream_t stream) {
   // The widest carrier both pointers can be aligned to at once (same address mod its size).
   const auto ia = reinterpret_cast<uintptr_t>(in), oa = reinterpret_cast<uintptr_t>(out);
-  int w = alignment_of(uint64_t(ia > oa ? ia - oa : oa - ia));
+  int w = max_alignment(uint64_t(ia > oa ? ia - oa : oa - ia));
   if (w < int(sizeof(U))) w = int(sizeof(U));
   const int64_t head = w == int(sizeof(U)) ? 0 : int64_t((w - ia % w) % w) / int64_t(sizeof(U));
   auto go = [&](auto carrier) {
@@ -252,11 +261,7 @@ void launch_contiguous(const U* in, U* out, int64_t n, cudaStream_t stream) {
     const int64_t nvec = (n - h) / int64_t(sizeof(V) / sizeof(U));
     launch<contiguous_copy_kernel<U, V>>(contiguous_copy_config(nvec), stream, in, out, n, h);
   };
-  if (w >= 16) go(carrier_t<16>{});
-  else if (w == 8) go(carrier_t<8>{});
-  else if (w == 4) go(carrier_t<4>{});
-  else if (w == 2) go(carrier_t<2>{});
-  else go(carrier_t<1>{});
+  with_carrier<int(sizeof(U))>(w, go);
 }
 
 template <class U>
@@ -294,7 +299,7 @@ void launch_rows(const U* in, U* out, const StridedLayout& c, cudaStream_t strea
   uint64_t g = reinterpret_cast<uintptr_t>(in) | reinterpret_cast<uintptr_t>(out) |
                uint64_t(c.sizes[inner]) * sizeof(U);
   for (int d = 0; d < inner; ++d) g |= uint64_t(c.strides[d]) * sizeof(U);
-  const int w = alignment_of(g) < int(sizeof(U)) ? int(sizeof(U)) : alignment_of(g);
+  const int w = max_alignment(g) < int(sizeof(U)) ? int(sizeof(U)) : max_alignment(g);
   auto go = [&](auto carrier) {
     using V = decltype(carrier);
     const int64_t per = int64_t(sizeof(V) / sizeof(U));
@@ -309,11 +314,7 @@ void launch_rows(const U* in, U* out, const StridedLayout& c, cudaStream_t strea
     launch<strided_rows_kernel<V>>(strided_rows_config(nvec), stream, reinterpret_cast<const V*>(in),
                                    reinterpret_cast<V*>(out), m, nvec);
   };
-  if (w >= 16) go(carrier_t<16>{});
-  else if (w == 8) go(carrier_t<8>{});
-  else if (w == 4) go(carrier_t<4>{});
-  else if (w == 2) go(carrier_t<2>{});
-  else go(carrier_t<1>{});
+  with_carrier<int(sizeof(U))>(w, go);
 }
 
 template <class U>

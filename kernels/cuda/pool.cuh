@@ -98,7 +98,7 @@ __global__ void __launch_bounds__(256) max_pool2d_kernel(const T* __restrict__ x
     for (int64_t i = i0; i < i1; ++i) {
       const T* row = xp + (h0 + i * g.dh) * g.W + w0;
       for (int64_t j = j0; j < j1; ++j) {
-        const C v = to_compute(row[j * g.dw]);
+        const C v = widen(row[j * g.dw]);
         if ((i == i0 && j == j0) || ops::pool_replaces(v, best)) {
           best = v;
           bi = i;
@@ -106,7 +106,7 @@ __global__ void __launch_bounds__(256) max_pool2d_kernel(const T* __restrict__ x
         }
       }
     }
-    y[o] = from_compute<T>(relu && best < C(0) ? C(0) : best);  // a NaN stays NaN
+    y[o] = round_to<T>(relu && best < C(0) ? C(0) : best);  // a NaN stays NaN
     if constexpr (K == pool_detail::MaxIndex::kPlane) plane_idx[o] = (h0 + bi * g.dh) * g.W + w0 + bj * g.dw;
     if constexpr (K == pool_detail::MaxIndex::kCode) codes[o] = static_cast<uint8_t>(bi * g.kw + bj);
   }
@@ -139,10 +139,10 @@ __global__ void __launch_bounds__(256) max_pool2d_backward_kernel(const T* __res
         const int64_t o = (pl * g.OH + oh) * g.OW + ow;
         const bool hit = K == pool_detail::MaxIndex::kCode ? codes[o] == (di / g.dh) * g.kw + dj / g.dw
                                                              : plane_idx[o] == h * g.W + w;
-        if (hit) acc += to_compute(gy[o]);
+        if (hit) acc += widen(gy[o]);
       }
     }
-    gx[i] = from_compute<T>(acc);
+    gx[i] = round_to<T>(acc);
   }
 }
 
@@ -161,8 +161,8 @@ __global__ void __launch_bounds__(256) avg_pool2d_kernel(const T* __restrict__ x
     const T* xp = x + pl * g.H * g.W;
     C sum = C(0);
     for (int64_t h = win.h0; h < win.h1; ++h)
-      for (int64_t w = win.w0; w < win.w1; ++w) sum += to_compute(xp[h * g.W + w]);
-    y[o] = from_compute<T>(win.divisor > 0 ? sum / C(win.divisor) : C(0));
+      for (int64_t w = win.w0; w < win.w1; ++w) sum += widen(xp[h * g.W + w]);
+    y[o] = round_to<T>(win.divisor > 0 ? sum / C(win.divisor) : C(0));
   }
 }
 
@@ -186,9 +186,9 @@ __global__ void __launch_bounds__(256) avg_pool2d_backward_kernel(const T* __res
         const ops::AvgPoolWindow win = ops::avg_pool_window(oh, ow, g.H, g.W, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw,
                                                             g.count_include_pad, g.divisor_override);
         if (win.divisor <= 0) continue;
-        acc += to_compute(gy[(pl * g.OH + oh) * g.OW + ow]) / C(win.divisor);
+        acc += widen(gy[(pl * g.OH + oh) * g.OW + ow]) / C(win.divisor);
       }
-    gx[i] = from_compute<T>(acc);
+    gx[i] = round_to<T>(acc);
   }
 }
 

@@ -40,15 +40,16 @@ std::vector<T> random_bits(size_t n, uint32_t seed) {
 // index_select_rows of `in` [outer, rows, inner] against the CPU's index_select of an
 // arange of the same shape, which names the source of every output element.
 template <class T>
-void check_gather(int64_t outer, int64_t rows, int64_t inner, const std::vector<int64_t>& idx, size_t pad) {
+void check_gather(int64_t outer, int64_t rows, int64_t inner, const std::vector<int64_t>& idx, size_t in_pad,
+                  size_t out_pad) {
   SCOPED_TRACE("[" + std::to_string(outer) + ", " + std::to_string(rows) + ", " + std::to_string(inner) + "] " +
-               std::to_string(idx.size()) + " indices, " + std::to_string(sizeof(T)) + "-byte elements, pad " +
-               std::to_string(pad));
+               std::to_string(idx.size()) + " indices, " + std::to_string(sizeof(T)) + "-byte elements, pads " +
+               std::to_string(in_pad) + "/" + std::to_string(out_pad));
   const int64_t L = int64_t(idx.size());
   const auto host = random_bits<T>(size_t(outer * rows * inner), uint32_t(rows * 3 + inner));
   const Tensor src = index_select(arange(outer * rows * inner).view({outer, rows, inner}), 1, index_tensor(idx));
   const std::vector<int64_t> from = src.to_vector<int64_t>();
-  DeviceArray<T> in(host, pad), out(size_t(outer * L * inner), pad);
+  DeviceArray<T> in(host, in_pad), out(size_t(outer * L * inner), out_pad);
   DeviceArray<int64_t> di(idx);
   DeviceArray<unsigned long long> bad(1);
   index_select_rows(in.data(), di.data(), out.data(), outer, rows, L, inner, bad.data(), nullptr);
@@ -64,16 +65,18 @@ TEST(CudaEmbedding, GatherMatchesIndexSelect) {
   for (int64_t D : {1, 3, 4, 33, 64})
     for (int64_t L : {0, 1, 37, 1000}) {
       const auto idx = random_indices(size_t(L), 50, uint32_t(D * 100 + L));
-      check_gather<float>(1, 50, D, idx, 0);
-      check_gather<float>(1, 50, D, idx, 1);  // rows not 16-byte aligned
+      check_gather<float>(1, 50, D, idx, 0, 0);
+      check_gather<float>(1, 50, D, idx, 1, 0);  // rows not 16-byte aligned in the input
+      check_gather<float>(1, 50, D, idx, 0, 1);  // or in the output
     }
   const auto idx = random_indices(77, 9, 5);
-  check_gather<__half>(1, 9, 24, idx, 0);
-  check_gather<__nv_bfloat16>(1, 9, 7, idx, 1);
-  check_gather<double>(1, 9, 5, idx, 0);
-  check_gather<uint8_t>(1, 9, 19, idx, 3);
-  check_gather<float>(4, 9, 5, idx, 0);  // index_select along dim 1 of [4, 9, 5]
-  check_gather<__half>(3, 9, 8, idx, 1);
+  check_gather<__half>(1, 9, 24, idx, 0, 0);
+  check_gather<__half>(1, 9, 24, idx, 4, 0);  // 8-byte aligned input
+  check_gather<__nv_bfloat16>(1, 9, 7, idx, 1, 1);
+  check_gather<double>(1, 9, 5, idx, 0, 1);
+  check_gather<uint8_t>(1, 9, 19, idx, 3, 0);
+  check_gather<float>(4, 9, 5, idx, 0, 0);  // index_select along dim 1 of [4, 9, 5]
+  check_gather<__half>(3, 9, 8, idx, 1, 0);
 }
 
 TEST(CudaEmbedding, GatherWithInt32IndicesAndEmbeddingForward) {

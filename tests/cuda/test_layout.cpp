@@ -135,6 +135,7 @@ TEST(CudaLayout, RowsPathForContiguousInnerDims) {
   check_permute<float>(base({4, 6, 8}).permute({1, 0, 2}), 192, PermutePath::kRows, 1, 0);  // misaligned input
   check_permute<__half>(base({3, 33, 16}).permute({1, 0, 2}), 3 * 33 * 16, PermutePath::kRows);
   check_permute<float>(base({31, 12}).narrow(1, 1, 9), 31 * 12, PermutePath::kRows);  // rows of a slice
+  check_permute<float>(base({5, 9}).narrow(1, 0, 4), 45, PermutePath::kRows);  // 16-byte rows, 36-byte stride
   check_permute<double>(base({3, 4, 5, 6}).permute({2, 0, 3, 1}).transpose(2, 3), 360, PermutePath::kRows);
   check_permute<float>(base({3, 1, 33}).expand({3, 4, 33}), 99, PermutePath::kRows);  // broadcast outer dim
 }
