@@ -131,8 +131,9 @@ __global__ void __launch_bounds__(256) embedding_radix_histogram_kernel(const I*
 }
 
 // data[0, n) = its exclusive prefix sum, in one block (the counts are small: 256 per
-// 2048 positions; 8 bytes moved per count, at one SM's bandwidth): rounds of 1024 coalesced elements, a shuffle scan per warp, the warps'
-// totals scanned by the first warp, and the running total carried between rounds.
+// 2048 positions; 8 bytes moved per count, at one SM's bandwidth): rounds of 1024
+// coalesced elements, a shuffle scan per warp, the warps' totals scanned by the first
+// warp, and the running total carried between rounds.
 template <class U>
 __global__ void __launch_bounds__(1024) embedding_exclusive_scan_kernel(U* __restrict__ data, int64_t n) {
   __shared__ U warp_totals[32];
@@ -365,7 +366,8 @@ void embedding_forward(const T* weight, const I* index, T* out, int64_t rows, in
 }
 
 // Device memory embedding_backward needs for n indices (0 for kAtomic).
-inline size_t embedding_backward_workspace_bytes(int64_t n, EmbeddingBackward mode = EmbeddingBackward::kDeterministic) {
+inline size_t embedding_backward_workspace_bytes(int64_t n,
+                                                 EmbeddingBackward mode = EmbeddingBackward::kDeterministic) {
   using namespace embedding_detail;
   if (mode == EmbeddingBackward::kAtomic || n <= 0) return 0;
   return 4 * align16(size_t(n) * sizeof(uint32_t)) + align16(size_t(kRadix) * size_t(sort_tiles(n)) * sizeof(uint32_t));

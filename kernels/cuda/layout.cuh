@@ -338,14 +338,15 @@ void permute_contiguous_carrier(const U* in, U* out, const StridedLayout& layout
 // (Tensor::contiguous(): pass the view's sizes and strides, and data_ptr().)
 inline void permute_contiguous_bytes(const void* in, void* out, const StridedLayout& layout, int element_size,
                                      cudaStream_t stream) {
-  using namespace layout_detail;
+  auto go = [&](auto carrier) {
+    using U = decltype(carrier);
+    layout_detail::permute_contiguous_carrier(static_cast<const U*>(in), static_cast<U*>(out), layout, stream);
+  };
   switch (element_size) {
-    case 1: return permute_contiguous_carrier(static_cast<const uint8_t*>(in), static_cast<uint8_t*>(out), layout, stream);
-    case 2: return permute_contiguous_carrier(static_cast<const uint16_t*>(in), static_cast<uint16_t*>(out), layout, stream);
-    case 4: return permute_contiguous_carrier(static_cast<const uint32_t*>(in), static_cast<uint32_t*>(out), layout, stream);
-    case 8:
-      return permute_contiguous_carrier(static_cast<const carrier_t<8>*>(in), static_cast<carrier_t<8>*>(out), layout,
-                                        stream);
+    case 1: return go(carrier_t<1>{});
+    case 2: return go(carrier_t<2>{});
+    case 4: return go(carrier_t<4>{});
+    case 8: return go(carrier_t<8>{});
     default: EMBER_FAIL("permute_contiguous: element size ", element_size, " (expected 1, 2, 4 or 8 bytes)");
   }
 }

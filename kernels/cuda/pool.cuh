@@ -223,9 +223,12 @@ void max_pool2d_forward(const T* x, T* y, int64_t* plane_indices, uint8_t* codes
   EMBER_CHECK(!codes || g.kh * g.kw <= 256, "max_pool2d: uint8 codes need kh * kw <= 256, got ", g.kh * g.kw);
   const int64_t total = g.N * g.C * g.OH * g.OW;
   const LaunchConfig cfg = pool_config(total);
-  if (plane_indices) launch<max_pool2d_kernel<T, MaxIndex::kPlane>>(cfg, stream, x, y, plane_indices, codes, g, relu, total);
-  else if (codes) launch<max_pool2d_kernel<T, MaxIndex::kCode>>(cfg, stream, x, y, plane_indices, codes, g, relu, total);
-  else launch<max_pool2d_kernel<T, MaxIndex::kNone>>(cfg, stream, x, y, plane_indices, codes, g, relu, total);
+  if (plane_indices)
+    launch<max_pool2d_kernel<T, MaxIndex::kPlane>>(cfg, stream, x, y, plane_indices, codes, g, relu, total);
+  else if (codes)
+    launch<max_pool2d_kernel<T, MaxIndex::kCode>>(cfg, stream, x, y, plane_indices, codes, g, relu, total);
+  else
+    launch<max_pool2d_kernel<T, MaxIndex::kNone>>(cfg, stream, x, y, plane_indices, codes, g, relu, total);
 }
 
 // gx [N, C, H, W] (overwritten) from gy [N, C, OH, OW] and the forward's plane_indices
@@ -239,8 +242,10 @@ void max_pool2d_backward(const T* gy, const int64_t* plane_indices, const uint8_
               "max_pool2d_backward: needs exactly one of int64 indices and uint8 codes");
   const int64_t total = g.N * g.C * g.H * g.W;
   const LaunchConfig cfg = pool_config(total);
-  if (plane_indices) launch<max_pool2d_backward_kernel<T, MaxIndex::kPlane>>(cfg, stream, gy, plane_indices, codes, gx, g, total);
-  else launch<max_pool2d_backward_kernel<T, MaxIndex::kCode>>(cfg, stream, gy, plane_indices, codes, gx, g, total);
+  if (plane_indices)
+    launch<max_pool2d_backward_kernel<T, MaxIndex::kPlane>>(cfg, stream, gy, plane_indices, codes, gx, g, total);
+  else
+    launch<max_pool2d_backward_kernel<T, MaxIndex::kCode>>(cfg, stream, gy, plane_indices, codes, gx, g, total);
 }
 
 // y [N, C, OH, OW] = mean over each window of x [N, C, H, W].
