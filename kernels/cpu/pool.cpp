@@ -9,6 +9,7 @@
 #include <immintrin.h>
 #endif
 
+#include "kernels/common/pool_ops.h"
 #include "kernels/common/unary_ops.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/loops.h"
@@ -37,10 +38,10 @@ void for_each_plane(const Tensor& out, const Tensor& in, const F& f) {
 enum class Argmax { kNone, kCode, kPlane };
 
 // Where each tap goes: the first maximum in the window's row-major order wins, and a NaN
-// beats everything but an earlier NaN (PyTorch's rule).
+// beats everything but an earlier NaN (PyTorch's rule, shared with the CUDA kernels).
 template <class C>
 inline bool replaces(C v, C best) {
-  return v > best || (v != v && best == best);
+  return ops::pool_replaces(v, best);
 }
 
 // One output row of the 2x2 / stride-2 pool from input rows r0, r1. Branch-free: which
@@ -144,7 +145,11 @@ void max_pool_typed(const Tensor& out, const Tensor& indices, const Tensor& in, 
   int64_t* plane_idx = K == Argmax::kPlane ? static_cast<int64_t*>(indices.data_ptr()) : nullptr;
   const int64_t kh = p.kernel[0], kw = p.kernel[1], sh = p.stride[0], sw = p.stride[1];
   const int64_t ph = p.padding[0], pw = p.padding[1], dh = p.dilation[0], dw = p.dilation[1];
-  if (kh == 2 && kw == 2 && sh == 2 && sw == 2 && ph == 0 && pw == 0 && dh == 1 && dw == 1) {
+  // The fast path needs every window inside the input: with ceil_mode, an odd H or W
+  // gives a last row or column of windows that hang over the edge (they take the
+  // general path's clipped windows).
+  if (kh == 2 && kw == 2 && sh == 2 && sw == 2 && ph == 0 && pw == 0 && dh == 1 && dw == 1 && 2 * OH <= H &&
+      2 * OW <= W) {
     // The CNNs' 2x2 / stride-2 pool: four loads per output, no window arithmetic.
     for_each_plane<T>(out, in, [&](const T* x, T* y, int64_t pl) {
       for (int64_t oh = 0; oh < OH; ++oh) {
@@ -226,7 +231,8 @@ void max_pool2d_backward_kernel(const Tensor& gin, const Tensor& gout, const Ten
       T* gx = static_cast<T*>(gin.data_ptr());
       const bool codes = indices.dtype() == kUInt8;
       const bool two_by_two = codes && p.kernel[0] == 2 && p.kernel[1] == 2 && p.stride[0] == 2 && p.stride[1] == 2 &&
-                              p.padding[0] == 0 && p.padding[1] == 0 && p.dilation[0] == 1 && p.dilation[1] == 1;
+                              p.padding[0] == 0 && p.padding[1] == 0 && p.dilation[0] == 1 && p.dilation[1] == 1 &&
+                              2 * OH <= H && 2 * OW <= W;  // no window hangs over (ceil_mode)
       parallel_for(0, planes, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(H * W, 1)), [&](int64_t b, int64_t e) {
         for (int64_t pl = b; pl < e; ++pl) {
           T* x = gx + pl * H * W;
@@ -276,20 +282,10 @@ void max_pool2d_backward_kernel(const Tensor& gin, const Tensor& gout, const Ten
 }
 
 // The clipped window [h0, h1) x [w0, w1) of output (oh, ow) and its divisor, PyTorch's
-// rule: the window clipped to the padded input for count_include_pad, else to the input.
-struct AvgWindow {
-  int64_t h0, h1, w0, w1, divisor;
-};
-AvgWindow avg_window(int64_t oh, int64_t ow, int64_t H, int64_t W, const Pool2dParams& p) {
-  int64_t h0 = oh * p.stride[0] - p.padding[0], w0 = ow * p.stride[1] - p.padding[1];
-  int64_t h1 = std::min(h0 + p.kernel[0], H + p.padding[0]), w1 = std::min(w0 + p.kernel[1], W + p.padding[1]);
-  const int64_t padded = (h1 - h0) * (w1 - w0);
-  h0 = std::max<int64_t>(h0, 0);
-  w0 = std::max<int64_t>(w0, 0);
-  h1 = std::min(h1, H);
-  w1 = std::min(w1, W);
-  const int64_t div = p.divisor_override ? p.divisor_override : p.count_include_pad ? padded : (h1 - h0) * (w1 - w0);
-  return {h0, h1, w0, w1, div};
+// rule (kernels/common/pool_ops.h, shared with the CUDA kernels).
+ops::AvgPoolWindow avg_window(int64_t oh, int64_t ow, int64_t H, int64_t W, const Pool2dParams& p) {
+  return ops::avg_pool_window(oh, ow, H, W, p.kernel[0], p.kernel[1], p.stride[0], p.stride[1], p.padding[0],
+                              p.padding[1], p.count_include_pad, p.divisor_override);
 }
 
 void avg_pool2d_backward_kernel(const Tensor& gin, const Tensor& gout, const Pool2dParams& p) {
@@ -310,7 +306,7 @@ void avg_pool2d_backward_kernel(const Tensor& gin, const Tensor& gout, const Poo
           std::vector<C> acc(H * W, C(0));
           for (int64_t oh = 0; oh < OH; ++oh)
             for (int64_t ow = 0; ow < OW; ++ow) {
-              const AvgWindow win = avg_window(oh, ow, H, W, p);
+              const ops::AvgPoolWindow win = avg_window(oh, ow, H, W, p);
               if (win.divisor <= 0) continue;
               const C v = static_cast<C>(y[oh * OW + ow]) / static_cast<C>(win.divisor);
               for (int64_t h = win.h0; h < win.h1; ++h)
@@ -334,7 +330,7 @@ void avg_pool2d_kernel(const Tensor& out, const Tensor& in, const Pool2dParams& 
       for_each_plane<T>(out, in, [&](const T* x, T* y, int64_t) {
         for (int64_t oh = 0; oh < OH; ++oh)
           for (int64_t ow = 0; ow < OW; ++ow) {
-            const AvgWindow win = avg_window(oh, ow, H, W, p);
+            const ops::AvgPoolWindow win = avg_window(oh, ow, H, W, p);
             C sum = 0;
             for (int64_t h = win.h0; h < win.h1; ++h)
               for (int64_t w = win.w0; w < win.w1; ++w) sum += static_cast<C>(x[h * W + w]);

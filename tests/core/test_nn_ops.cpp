@@ -368,6 +368,7 @@ TEST(NnOps, Pool2dMatchesDirectLoops) {
       {{2, 2, 8, 7}, pool({3, 3}, Pair{2, 2}, {1, 1}, {1, 1}, true), "ceil_mode with padding"},
       {{2, 2, 8, 7}, pool({3, 3}, Pair{2, 2}, {1, 1}, {1, 1}, true, false), "ceil_mode exclude pad"},
       {{2, 2, 6, 6}, pool({2, 2}, Pair{3, 3}, {1, 1}, {1, 1}, true), "ceil_mode stride > kernel"},
+      {{2, 2, 7, 9}, pool({2, 2}, std::nullopt, {0, 0}, {1, 1}, true), "2x2 ceil_mode: odd H and W hang over"},
       {{2, 3, 7, 6}, pool({3, 3}, Pair{2, 2}, {1, 1}, {1, 1}, false, true, 5), "divisor_override 5"},
       {{1, 1, 1, 1}, pool({1, 1}, std::nullopt, {0, 0}), "1x1"},
   };
@@ -457,6 +458,7 @@ TEST(NnOps, MaxPool2dBackwardFromCodesMatchesIndices) {
       {{2, 3, 7, 6}, pool({3, 3}, Pair{2, 2}, {1, 1})},            // overlapping windows with padding
       {{1, 3, 9, 8}, pool({3, 3}, Pair{1, 1}, {1, 1}, {2, 2})},    // dilation
       {{2, 2, 8, 7}, pool({3, 3}, Pair{2, 2}, {1, 1}, {1, 1}, true)},  // ceil_mode
+      {{2, 3, 7, 9}, pool({2, 2}, std::nullopt, {0, 0}, {1, 1}, true)},  // 2x2 windows hanging over (ceil_mode)
   };
   uint64_t seed = 970;
   for (const Case& c : cases)

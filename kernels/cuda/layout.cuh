@@ -1,0 +1,384 @@
+// Data movement between layouts: a batch of matrix transposes through shared-memory tiles,
+// and permute-to-contiguous (Tensor::contiguous() of any strided view, up to 8 dims).
+// Every kernel here only moves bytes, so it is instantiated per element size (1, 2, 4 or
+// 8 bytes, through the carriers of compute_type.cuh), and serves every dtype of that
+// size. Each is memory bound: it reads and writes each element once, 2 * sizeof(T) bytes
+// per element (the ceiling on an H200 is 4.8 TB/s of HBM traffic).
+//
+// permute_contiguous picks one of four paths (Note [Permute paths]); permute_path() says
+// which, so tests and benchmarks can reach each one by name.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cuda/compute_type.cuh"
+#include "kernels/cuda/launch.h"
+
+namespace ember::kernels::cuda {
+
+inline constexpr int kMaxLayoutDims = 8;
+
+// A strided view: element (i_0, ..., i_{n-1}) is at base[sum_d i_d * strides[d]]
+// (strides in elements). Passed to kernels by value.
+struct StridedLayout {
+  int ndim = 0;
+  int64_t sizes[kMaxLayoutDims] = {};
+  int64_t strides[kMaxLayoutDims] = {};
+};
+
+// Note [Permute paths]. permute_contiguous(in, out, layout) writes the elements of the
+// strided view `layout` of `in` to `out` in row-major order. It first coalesces the view
+// (drops size-1 dims, merges dims the strides let it merge), then:
+// - kContiguous: the view is one contiguous run; a vectorized memcpy (16-byte loads and
+//   stores when the two pointers agree modulo 16, narrower otherwise, scalar head/tail).
+// - kTiled: the innermost dim is strided but another dim has stride 1 (a transpose, e.g.
+//   NCHW <-> NHWC or x.t()): 32 x 32 tiles through shared memory padded to 32 x 33, so
+//   both the reads and the writes are coalesced and the tile's column reads hit 32
+//   different banks. Only when both tile dims have at least kMinTileDim elements:
+//   thinner tiles leave most of a block idle (an estimate, not yet measured on a GPU;
+//   bench/ should set it).
+// - kRows: the innermost dim has stride 1: rows copied with the widest vector (up to 16
+//   bytes) that the row length, the strides and both pointers allow.
+// - kGeneral: anything else (several strided dims, broadcast stride-0 dims): one element
+//   per thread per turn of a grid-stride loop, its offset from its row-major index.
+enum class PermutePath { kEmpty, kContiguous, kTiled, kRows, kGeneral };
+inline constexpr int64_t kMinTileDim = 16;
+
+namespace layout_detail {
+
+inline constexpr int kTile = 32, kTileRows = 8;  // 32 x 32 tiles, blocks of 32 x 8 threads
+
+// The tile loop's map from a tile to memory. Dim a has input stride 1, dim b output
+// stride 1; the other dims (up to 6) are a batch of tiles with their own strides.
+struct TileMap {
+  int64_t na = 1, nb = 1;         // sizes of dims a and b
+  int64_t in_stride_b = 0;        // input stride of b (a's is 1)
+  int64_t out_stride_a = 0;       // output stride of a (b's is 1)
+  int64_t tiles_a = 1, tiles_b = 1;
+  int nbatch = 0;
+  int64_t batch_sizes[kMaxLayoutDims - 2] = {};
+  int64_t batch_in[kMaxLayoutDims - 2] = {}, batch_out[kMaxLayoutDims - 2] = {};
+};
+
+// Rows of `row_len` carriers V: row r of the output is contiguous at r * row_len, of the
+// input at the offset its outer index gives (strides in carriers).
+struct RowMap {
+  int64_t row_len = 0;
+  int nouter = 0;
+  int64_t outer_sizes[kMaxLayoutDims] = {}, outer_strides[kMaxLayoutDims] = {};
+};
+
+// The offset of row-major index `i` in a view of `n` dims (the innermost last).
+__device__ __forceinline__ int64_t strided_offset(int64_t i, int n, const int64_t* sizes, const int64_t* strides) {
+  int64_t off = 0;
+  for (int d = n - 1; d >= 0; --d) {
+    const int64_t s = sizes[d], q = i / s;
+    off += (i - q * s) * strides[d];
+    i = q;
+  }
+  return off;
+}
+
+}  // namespace layout_detail
+
+// ---------------------------------------------------------------------------------------
+// Tiled transpose: out[batch, tile dims swapped] through 32 x 33 shared tiles.
+// Memory bound, 2 * sizeof(U) bytes per element. A 1-D grid-stride loop over tiles (grids
+// of any size), one 32 x 8 block per tile per turn, each thread moving 4 elements.
+template <class U>
+__global__ void __launch_bounds__(256) tiled_transpose_kernel(const U* __restrict__ in, U* __restrict__ out,
+                                                              layout_detail::TileMap m, int64_t tiles) {
+  using namespace layout_detail;
+  __shared__ U tile[kTile][kTile + 1];
+  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+    int64_t rest = t;
+    const int64_t tb = rest % m.tiles_b;
+    rest /= m.tiles_b;
+    const int64_t ta = rest % m.tiles_a;
+    rest /= m.tiles_a;
+    int64_t in_off = 0, out_off = 0;
+    for (int d = m.nbatch - 1; d >= 0; --d) {
+      const int64_t q = rest / m.batch_sizes[d], c = rest - q * m.batch_sizes[d];
+      in_off += c * m.batch_in[d];
+      out_off += c * m.batch_out[d];
+      rest = q;
+    }
+    // Read: consecutive threads along a (stride 1 in the input).
+    const int64_t a = ta * kTile + threadIdx.x;
+    for (int k = threadIdx.y; k < kTile; k += kTileRows) {
+      const int64_t b = tb * kTile + k;
+      if (a < m.na && b < m.nb) tile[k][threadIdx.x] = in[in_off + b * m.in_stride_b + a];
+    }
+    __syncthreads();
+    // Write: consecutive threads along b (stride 1 in the output); the column read of the
+    // tile is conflict-free thanks to the pad column.
+    const int64_t b = tb * kTile + threadIdx.x;
+    for (int k = threadIdx.y; k < kTile; k += kTileRows) {
+      const int64_t a2 = ta * kTile + k;
+      if (a2 < m.na && b < m.nb) out[out_off + a2 * m.out_stride_a + b] = tile[threadIdx.x][k];
+    }
+    __syncthreads();  // the tile is refilled by the next turn
+  }
+}
+
+inline LaunchConfig tiled_transpose_config(int64_t tiles) {
+  return LaunchConfig{dim3(grid_stride_blocks(tiles, 1, 16)), dim3(layout_detail::kTile, layout_detail::kTileRows), 0};
+}
+
+// ---------------------------------------------------------------------------------------
+// Vectorized contiguous copy of n elements of U, moved as carriers V (sizeof(V) >=
+// sizeof(U)) between the first `head` elements (which bring `in` to V's alignment) and
+// the scalar tail. Memory bound, 2 * sizeof(U) bytes per element.
+template <class U, class V>
+__global__ void __launch_bounds__(256) contiguous_copy_kernel(const U* __restrict__ in, U* __restrict__ out,
+                                                              int64_t n, int64_t head) {
+  constexpr int64_t kPer = sizeof(V) / sizeof(U);
+  const int64_t nvec = (n - head) / kPer, tail_start = head + nvec * kPer;
+  const int64_t start = blockIdx.x * int64_t(blockDim.x) + threadIdx.x, step = int64_t(gridDim.x) * blockDim.x;
+  const V* vin = reinterpret_cast<const V*>(in + head);
+  V* vout = reinterpret_cast<V*>(out + head);
+  if (start < nvec) {
+    check_carrier_alignment<V>(vin + start);
+    check_carrier_alignment<V>(vout + start);
+  }
+  for (int64_t i = start; i < nvec; i += step) vout[i] = vin[i];
+  if (start < head) out[start] = in[start];
+  if (start < n - tail_start) out[tail_start + start] = in[tail_start + start];
+}
+
+inline LaunchConfig contiguous_copy_config(int64_t nvec) {
+  // At least one block, whose first threads copy the head and tail (< 16 elements each).
+  return LaunchConfig{dim3(grid_stride_blocks(nvec, kBlockThreads)), dim3(kBlockThreads), 0};
+}
+
+// ---------------------------------------------------------------------------------------
+// Rows with a contiguous inner dim, in carriers V: output vector i is row i / row_len,
+// column i % row_len. Memory bound, 2 * sizeof(T) bytes per element.
+template <class V>
+__global__ void __launch_bounds__(256) strided_rows_kernel(const V* __restrict__ in, V* __restrict__ out,
+                                                           layout_detail::RowMap m, int64_t nvec) {
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < nvec; i += step) {
+    const int64_t row = i / m.row_len, col = i - row * m.row_len;
+    const V* src = in + layout_detail::strided_offset(row, m.nouter, m.outer_sizes, m.outer_strides) + col;
+    check_carrier_alignment<V>(src);
+    check_carrier_alignment<V>(out + i);
+    out[i] = *src;
+  }
+}
+
+inline LaunchConfig strided_rows_config(int64_t nvec) {
+  return LaunchConfig{dim3(grid_stride_blocks(nvec, kBlockThreads)), dim3(kBlockThreads), 0};
+}
+
+// ---------------------------------------------------------------------------------------
+// Any strided view, one element per thread per turn. Memory bound, 2 * sizeof(U) bytes
+// per element (plus, with poor locality, whole sectors read for few bytes used).
+template <class U>
+__global__ void __launch_bounds__(256) strided_gather_kernel(const U* __restrict__ in, U* __restrict__ out,
+                                                             StridedLayout l, int64_t n) {
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += step)
+    out[i] = in[layout_detail::strided_offset(i, l.ndim, l.sizes, l.strides)];
+}
+
+inline LaunchConfig strided_gather_config(int64_t n) {
+  return LaunchConfig{dim3(grid_stride_blocks(n, kBlockThreads)), dim3(kBlockThreads), 0};
+}
+
+// ---------------------------------------------------------------------------------------
+// Host side.
+
+// The same view with size-1 dims dropped and each dim merged into the next where
+// strides[d] == strides[d + 1] * sizes[d + 1]; a view of one element becomes 1-D.
+inline StridedLayout coalesce_layout(const StridedLayout& l) {
+  StridedLayout c;
+  for (int d = 0; d < l.ndim; ++d) {
+    if (l.sizes[d] == 1) continue;
+    if (c.ndim > 0 && c.strides[c.ndim - 1] == l.strides[d] * l.sizes[d]) {
+      c.sizes[c.ndim - 1] *= l.sizes[d];
+      c.strides[c.ndim - 1] = l.strides[d];
+    } else {
+      c.sizes[c.ndim] = l.sizes[d];
+      c.strides[c.ndim] = l.strides[d];
+      ++c.ndim;
+    }
+  }
+  if (c.ndim == 0) {
+    c.ndim = 1;
+    c.sizes[0] = 1;
+    c.strides[0] = 1;
+  }
+  return c;
+}
+
+inline int64_t layout_numel(const StridedLayout& l) {
+  int64_t n = 1;
+  for (int d = 0; d < l.ndim; ++d) n *= l.sizes[d];
+  return n;
+}
+
+inline void check_layout(const StridedLayout& l, const char* op) {
+  EMBER_CHECK(l.ndim >= 0 && l.ndim <= kMaxLayoutDims, op, ": ", l.ndim, " dims (at most ", kMaxLayoutDims, ")");
+  for (int d = 0; d < l.ndim; ++d)
+    EMBER_CHECK(l.sizes[d] >= 0, op, ": size ", l.sizes[d], " of dim ", d, " is negative");
+}
+
+namespace layout_detail {
+// The dim of a coalesced view with stride 1, other than the innermost; -1 if none.
+inline int unit_stride_dim(const StridedLayout& c) {
+  for (int d = c.ndim - 2; d >= 0; --d)
+    if (c.strides[d] == 1) return d;
+  return -1;
+}
+}  // namespace layout_detail
+
+// Which path permute_contiguous takes for this view (Note [Permute paths]).
+inline PermutePath permute_path(const StridedLayout& layout) {
+  check_layout(layout, "permute_contiguous");
+  if (layout_numel(layout) == 0) return PermutePath::kEmpty;
+  const StridedLayout c = coalesce_layout(layout);
+  const int inner = c.ndim - 1;
+  if (c.ndim == 1 && c.strides[0] == 1) return PermutePath::kContiguous;
+  if (c.strides[inner] == 1) return PermutePath::kRows;
+  const int a = layout_detail::unit_stride_dim(c);
+  if (a >= 0 && c.sizes[a] >= kMinTileDim && c.sizes[inner] >= kMinTileDim) return PermutePath::kTiled;
+  return PermutePath::kGeneral;
+}
+
+namespace layout_detail {
+
+template <class U>
+void launch_contiguous(const U* in, U* out, int64_t n, cudaStream_t stream) {
+  // The widest carrier both pointers can be aligned to at once (same address mod its size).
+  const auto ia = reinterpret_cast<uintptr_t>(in), oa = reinterpret_cast<uintptr_t>(out);
+  int w = max_alignment(uint64_t(ia > oa ? ia - oa : oa - ia));
+  if (w < int(sizeof(U))) w = int(sizeof(U));
+  const int64_t head = w == int(sizeof(U)) ? 0 : int64_t((w - ia % w) % w) / int64_t(sizeof(U));
+  auto go = [&](auto carrier) {
+    using V = decltype(carrier);
+    const int64_t h = head < n ? head : n;
+    const int64_t nvec = (n - h) / int64_t(sizeof(V) / sizeof(U));
+    launch<contiguous_copy_kernel<U, V>>(contiguous_copy_config(nvec), stream, in, out, n, h);
+  };
+  with_carrier<int(sizeof(U))>(w, go);
+}
+
+template <class U>
+void launch_tiled(const U* in, U* out, const StridedLayout& c, cudaStream_t stream) {
+  const int b = c.ndim - 1, a = unit_stride_dim(c);
+  int64_t out_strides[kMaxLayoutDims];
+  int64_t s = 1;
+  for (int d = c.ndim - 1; d >= 0; --d) {
+    out_strides[d] = s;
+    s *= c.sizes[d];
+  }
+  TileMap m;
+  m.na = c.sizes[a];
+  m.nb = c.sizes[b];
+  m.in_stride_b = c.strides[b];
+  m.out_stride_a = out_strides[a];
+  m.tiles_a = (m.na + kTile - 1) / kTile;
+  m.tiles_b = (m.nb + kTile - 1) / kTile;
+  int64_t tiles = m.tiles_a * m.tiles_b;
+  for (int d = 0; d < c.ndim; ++d) {
+    if (d == a || d == b) continue;
+    m.batch_sizes[m.nbatch] = c.sizes[d];
+    m.batch_in[m.nbatch] = c.strides[d];
+    m.batch_out[m.nbatch] = out_strides[d];
+    ++m.nbatch;
+    tiles *= c.sizes[d];
+  }
+  launch<tiled_transpose_kernel<U>>(tiled_transpose_config(tiles), stream, in, out, m, tiles);
+}
+
+template <class U>
+void launch_rows(const U* in, U* out, const StridedLayout& c, cudaStream_t stream) {
+  // The widest carrier that divides the row, every outer stride and both addresses.
+  const int inner = c.ndim - 1;
+  uint64_t g = reinterpret_cast<uintptr_t>(in) | reinterpret_cast<uintptr_t>(out) |
+               uint64_t(c.sizes[inner]) * sizeof(U);
+  for (int d = 0; d < inner; ++d) g |= uint64_t(c.strides[d]) * sizeof(U);
+  const int w = max_alignment(g) < int(sizeof(U)) ? int(sizeof(U)) : max_alignment(g);
+  auto go = [&](auto carrier) {
+    using V = decltype(carrier);
+    const int64_t per = int64_t(sizeof(V) / sizeof(U));
+    RowMap m;
+    m.row_len = c.sizes[inner] / per;
+    m.nouter = inner;
+    for (int d = 0; d < inner; ++d) {
+      m.outer_sizes[d] = c.sizes[d];
+      m.outer_strides[d] = c.strides[d] / per;
+    }
+    const int64_t nvec = layout_numel(c) / per;
+    launch<strided_rows_kernel<V>>(strided_rows_config(nvec), stream, reinterpret_cast<const V*>(in),
+                                   reinterpret_cast<V*>(out), m, nvec);
+  };
+  with_carrier<int(sizeof(U))>(w, go);
+}
+
+template <class U>
+void permute_contiguous_carrier(const U* in, U* out, const StridedLayout& layout, cudaStream_t stream) {
+  const PermutePath path = permute_path(layout);
+  if (path == PermutePath::kEmpty) return;
+  const StridedLayout c = coalesce_layout(layout);
+  const int64_t n = layout_numel(c);
+  switch (path) {
+    case PermutePath::kContiguous: return launch_contiguous(in, out, n, stream);
+    case PermutePath::kTiled: return launch_tiled(in, out, c, stream);
+    case PermutePath::kRows: return launch_rows(in, out, c, stream);
+    default: launch<strided_gather_kernel<U>>(strided_gather_config(n), stream, in, out, c, n);
+  }
+}
+
+}  // namespace layout_detail
+
+// out (contiguous, layout's sizes in row-major order) = the strided view `layout` of
+// `in`. Elements of any type of 1, 2, 4 or 8 bytes; `in` and `out` must not overlap.
+// (Tensor::contiguous(): pass the view's sizes and strides, and data_ptr().)
+inline void permute_contiguous_bytes(const void* in, void* out, const StridedLayout& layout, int element_size,
+                                     cudaStream_t stream) {
+  auto go = [&](auto carrier) {
+    using U = decltype(carrier);
+    layout_detail::permute_contiguous_carrier(static_cast<const U*>(in), static_cast<U*>(out), layout, stream);
+  };
+  switch (element_size) {
+    case 1: return go(carrier_t<1>{});
+    case 2: return go(carrier_t<2>{});
+    case 4: return go(carrier_t<4>{});
+    case 8: return go(carrier_t<8>{});
+    default: EMBER_FAIL("permute_contiguous: element size ", element_size, " (expected 1, 2, 4 or 8 bytes)");
+  }
+}
+
+template <class T>
+void permute_contiguous(const T* in, T* out, const StridedLayout& layout, cudaStream_t stream) {
+  static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8, "elements of 1, 2, 4 or 8 bytes");
+  permute_contiguous_bytes(in, out, layout, int(sizeof(T)), stream);
+}
+
+// out [batch, cols, rows] = in [batch, rows, cols] transposed (both contiguous), through
+// the tiled kernel whatever the sizes.
+template <class T>
+void transpose_batched(const T* in, T* out, int64_t batch, int64_t rows, int64_t cols, cudaStream_t stream) {
+  static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8, "elements of 1, 2, 4 or 8 bytes");
+  EMBER_CHECK(batch >= 0 && rows >= 0 && cols >= 0, "transpose_batched: negative size (batch ", batch, ", rows ", rows,
+              ", cols ", cols, ")");
+  if (batch == 0 || rows == 0 || cols == 0) return;
+  using U = carrier_t<int(sizeof(T))>;
+  layout_detail::TileMap m;
+  m.na = cols;
+  m.nb = rows;
+  m.in_stride_b = cols;
+  m.out_stride_a = rows;
+  m.tiles_a = (cols + layout_detail::kTile - 1) / layout_detail::kTile;
+  m.tiles_b = (rows + layout_detail::kTile - 1) / layout_detail::kTile;
+  m.nbatch = 1;
+  m.batch_sizes[0] = batch;
+  m.batch_in[0] = m.batch_out[0] = rows * cols;
+  const int64_t tiles = m.tiles_a * m.tiles_b * batch;
+  launch<tiled_transpose_kernel<U>>(tiled_transpose_config(tiles), stream, reinterpret_cast<const U*>(in),
+                                    reinterpret_cast<U*>(out), m, tiles);
+}
+
+}  // namespace ember::kernels::cuda

@@ -1,0 +1,267 @@
+// 2-D max and average pooling of NCHW tensors, forward and backward, with the CPU
+// backend's semantics (kernels/cpu/pool.cpp, PyTorch's): padding, dilation (max),
+// ceil_mode (through the output size), count_include_pad and divisor_override (average),
+// NaN handling and tie-breaking from kernels/common/pool_ops.h.
+//
+// Both backwards are gathers: one thread per input pixel visits the windows that
+// contain it, in output order (the CPU backend's order of additions, so float results
+// match it bit for bit), and writes the pixel once. No atomics, no zeroing pass.
+//
+// Max-pool indices come in the two forms of Note [Max-pool indices] (kernels/cpu/pool.cpp):
+// int64 h * W + w within the input plane (PyTorch's), or a uint8 code i * kw + j of the
+// winning tap in its window. The backward counts a gradient for the pixel its index
+// names when that pixel lies in the output's window; an index naming a pixel outside
+// its window (never written by the forward) is ignored, never followed.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/common/pool_ops.h"
+#include "kernels/cuda/compute_type.cuh"
+#include "kernels/cuda/launch.h"
+
+namespace ember::kernels::cuda {
+
+struct PoolGeometry {
+  int64_t N = 0, C = 0, H = 0, W = 0;  // input [N, C, H, W]
+  int64_t OH = 0, OW = 0;              // output [N, C, OH, OW] (pool_geometry computes them)
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
+  bool count_include_pad = true;  // average pooling only
+  int64_t divisor_override = 0;   // average pooling only; 0: none
+};
+
+// PyTorch's output size: floor((in + 2p - d(k - 1) - 1 + (ceil ? s - 1 : 0)) / s) + 1,
+// where with ceil_mode the last window must start inside the input or its left padding.
+inline int64_t pool_output_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode) {
+  const int64_t span = in + 2 * p - d * (k - 1) - 1 + (ceil_mode ? s - 1 : 0);
+  int64_t out = (span >= 0 ? span / s : -((-span + s - 1) / s)) + 1;
+  if (ceil_mode && out > 0 && (out - 1) * s >= in + p) --out;
+  return out;
+}
+
+inline PoolGeometry pool_geometry(int64_t N, int64_t C, int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t sh,
+                                  int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw, bool ceil_mode) {
+  PoolGeometry g;
+  g.N = N, g.C = C, g.H = H, g.W = W, g.kh = kh, g.kw = kw, g.sh = sh, g.sw = sw, g.ph = ph, g.pw = pw, g.dh = dh,
+  g.dw = dw;
+  g.OH = pool_output_size(H, kh, sh, ph, dh, ceil_mode);
+  g.OW = pool_output_size(W, kw, sw, pw, dw, ceil_mode);
+  return g;
+}
+
+namespace pool_detail {
+
+enum class MaxIndex { kNone, kCode, kPlane };
+
+__device__ __forceinline__ int64_t ceil_div_nonneg(int64_t a, int64_t b) { return a <= 0 ? 0 : (a + b - 1) / b; }
+
+// The taps [lo, hi) of a window starting at `start` (k taps, d apart) that land in [0, size).
+__device__ __forceinline__ void taps_inside(int64_t start, int64_t k, int64_t d, int64_t size, int64_t& lo,
+                                            int64_t& hi) {
+  lo = start >= 0 ? 0 : (-start + d - 1) / d;
+  const int64_t n = start < size ? (size - start + d - 1) / d : 0;
+  hi = n < k ? n : k;
+}
+
+// The outputs [lo, hi] along one dim whose windows (k taps, d apart, stride s, padding p)
+// can contain input position x; empty when lo > hi.
+__device__ __forceinline__ void covering_outputs(int64_t x, int64_t k, int64_t s, int64_t p, int64_t d, int64_t out,
+                                                 int64_t& lo, int64_t& hi) {
+  lo = ceil_div_nonneg(x + p - (k - 1) * d, s);
+  hi = (x + p) / s;
+  if (hi > out - 1) hi = out - 1;
+}
+
+}  // namespace pool_detail
+
+// ---------------------------------------------------------------------------------------
+// Max pooling forward: one thread per output scans its window. Memory bound: sizeof(T)
+// written per output (plus 8 or 1 index bytes), the input read once from DRAM (the
+// overlapping windows' re-reads hit cache); kh * kw comparisons per output.
+template <class T, pool_detail::MaxIndex K>
+__global__ void __launch_bounds__(256) max_pool2d_kernel(const T* __restrict__ x, T* __restrict__ y,
+                                                         int64_t* __restrict__ plane_idx, uint8_t* __restrict__ codes,
+                                                         PoolGeometry g, bool relu, int64_t total) {
+  using C = compute_type_t<T>;
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t o = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; o < total; o += step) {
+    int64_t t = o / g.OW;
+    const int64_t ow = o - t * g.OW, oh = t % g.OH, pl = t / g.OH;
+    const T* xp = x + pl * g.H * g.W;
+    const int64_t h0 = oh * g.sh - g.ph, w0 = ow * g.sw - g.pw;
+    int64_t i0, i1, j0, j1;
+    pool_detail::taps_inside(h0, g.kh, g.dh, g.H, i0, i1);
+    pool_detail::taps_inside(w0, g.kw, g.dw, g.W, j0, j1);
+    C best = C(-INFINITY);
+    int64_t bi = i0, bj = j0;  // the output size leaves every window at least one tap
+    for (int64_t i = i0; i < i1; ++i) {
+      const T* row = xp + (h0 + i * g.dh) * g.W + w0;
+      for (int64_t j = j0; j < j1; ++j) {
+        const C v = widen(row[j * g.dw]);
+        if ((i == i0 && j == j0) || ops::pool_replaces(v, best)) {
+          best = v;
+          bi = i;
+          bj = j;
+        }
+      }
+    }
+    y[o] = round_to<T>(relu && best < C(0) ? C(0) : best);  // a NaN stays NaN
+    if constexpr (K == pool_detail::MaxIndex::kPlane) plane_idx[o] = (h0 + bi * g.dh) * g.W + w0 + bj * g.dw;
+    if constexpr (K == pool_detail::MaxIndex::kCode) codes[o] = static_cast<uint8_t>(bi * g.kw + bj);
+  }
+}
+
+// Max pooling backward: gx (overwritten) = each output's gradient at its maximum. One
+// thread per input pixel checks the outputs whose windows cover it. Memory bound:
+// sizeof(T) written per input element, about (kh / sh) * (kw / sw) gradients and indices
+// read per input element (from cache after the first).
+template <class T, pool_detail::MaxIndex K>
+__global__ void __launch_bounds__(256) max_pool2d_backward_kernel(const T* __restrict__ gy,
+                                                                  const int64_t* __restrict__ plane_idx,
+                                                                  const uint8_t* __restrict__ codes, T* __restrict__ gx,
+                                                                  PoolGeometry g, int64_t total) {
+  using C = compute_type_t<T>;
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += step) {
+    int64_t t = i / g.W;
+    const int64_t w = i - t * g.W, h = t % g.H, pl = t / g.H;
+    int64_t oh0, oh1, ow0, ow1;
+    pool_detail::covering_outputs(h, g.kh, g.sh, g.ph, g.dh, g.OH, oh0, oh1);
+    pool_detail::covering_outputs(w, g.kw, g.sw, g.pw, g.dw, g.OW, ow0, ow1);
+    C acc = C(0);
+    for (int64_t oh = oh0; oh <= oh1; ++oh) {
+      const int64_t di = h + g.ph - oh * g.sh;  // tap row * dh
+      if (di % g.dh != 0) continue;
+      for (int64_t ow = ow0; ow <= ow1; ++ow) {
+        const int64_t dj = w + g.pw - ow * g.sw;
+        if (dj % g.dw != 0) continue;
+        const int64_t o = (pl * g.OH + oh) * g.OW + ow;
+        const bool hit = K == pool_detail::MaxIndex::kCode ? codes[o] == (di / g.dh) * g.kw + dj / g.dw
+                                                             : plane_idx[o] == h * g.W + w;
+        if (hit) acc += widen(gy[o]);
+      }
+    }
+    gx[i] = round_to<T>(acc);
+  }
+}
+
+// Average pooling forward: one thread per output sums its clipped window. Memory bound
+// like max pooling; kh * kw additions per output.
+template <class T>
+__global__ void __launch_bounds__(256) avg_pool2d_kernel(const T* __restrict__ x, T* __restrict__ y, PoolGeometry g,
+                                                         int64_t total) {
+  using C = compute_type_t<T>;
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t o = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; o < total; o += step) {
+    int64_t t = o / g.OW;
+    const int64_t ow = o - t * g.OW, oh = t % g.OH, pl = t / g.OH;
+    const ops::AvgPoolWindow win = ops::avg_pool_window(oh, ow, g.H, g.W, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw,
+                                                        g.count_include_pad, g.divisor_override);
+    const T* xp = x + pl * g.H * g.W;
+    C sum = C(0);
+    for (int64_t h = win.h0; h < win.h1; ++h)
+      for (int64_t w = win.w0; w < win.w1; ++w) sum += widen(xp[h * g.W + w]);
+    y[o] = round_to<T>(win.divisor > 0 ? sum / C(win.divisor) : C(0));
+  }
+}
+
+// Average pooling backward: gx (overwritten) = the sum over the windows covering each
+// input pixel of their gradient / divisor. One thread per input pixel. Memory bound:
+// sizeof(T) written per input element, about (kh / sh) * (kw / sw) gradients read.
+template <class T>
+__global__ void __launch_bounds__(256) avg_pool2d_backward_kernel(const T* __restrict__ gy, T* __restrict__ gx,
+                                                                  PoolGeometry g, int64_t total) {
+  using C = compute_type_t<T>;
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += step) {
+    int64_t t = i / g.W;
+    const int64_t w = i - t * g.W, h = t % g.H, pl = t / g.H;
+    int64_t oh0, oh1, ow0, ow1;
+    pool_detail::covering_outputs(h, g.kh, g.sh, g.ph, 1, g.OH, oh0, oh1);
+    pool_detail::covering_outputs(w, g.kw, g.sw, g.pw, 1, g.OW, ow0, ow1);
+    C acc = C(0);
+    for (int64_t oh = oh0; oh <= oh1; ++oh)
+      for (int64_t ow = ow0; ow <= ow1; ++ow) {
+        const ops::AvgPoolWindow win = ops::avg_pool_window(oh, ow, g.H, g.W, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw,
+                                                            g.count_include_pad, g.divisor_override);
+        if (win.divisor <= 0) continue;
+        acc += widen(gy[(pl * g.OH + oh) * g.OW + ow]) / C(win.divisor);
+      }
+    gx[i] = round_to<T>(acc);
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Host side: one configuration for every pooling kernel (a grid-stride loop over outputs
+// or input pixels), checks, and the launchers.
+
+inline LaunchConfig pool_config(int64_t items) {
+  return LaunchConfig{dim3(grid_stride_blocks(items, kBlockThreads)), dim3(kBlockThreads), 0};
+}
+
+inline void check_pool_geometry(const PoolGeometry& g, const char* op, bool average) {
+  EMBER_CHECK(g.N >= 0 && g.C >= 0 && g.H >= 0 && g.W >= 0 && g.OH >= 0 && g.OW >= 0, op, ": negative size (input [",
+              g.N, ", ", g.C, ", ", g.H, ", ", g.W, "], output ", g.OH, " x ", g.OW, ")");
+  EMBER_CHECK(g.kh > 0 && g.kw > 0 && g.sh > 0 && g.sw > 0 && g.dh > 0 && g.dw > 0, op, ": kernel [", g.kh, ", ", g.kw,
+              "], stride [", g.sh, ", ", g.sw, "] and dilation [", g.dh, ", ", g.dw, "] must be positive");
+  EMBER_CHECK(g.ph >= 0 && g.pw >= 0 && g.ph <= g.kh / 2 && g.pw <= g.kw / 2, op, ": padding [", g.ph, ", ", g.pw,
+              "] must be between 0 and half the kernel size [", g.kh, ", ", g.kw, "]");
+  EMBER_CHECK(!average || (g.dh == 1 && g.dw == 1), op, ": dilation is not supported");
+  EMBER_CHECK(!average || g.divisor_override >= 0, op, ": divisor_override must be positive, got ", g.divisor_override);
+}
+
+// y [N, C, OH, OW] = max over each window of x [N, C, H, W] (relu: max(0, .) of it, NaN
+// kept), and where it was: plane_indices (int64, h * W + w) or codes (uint8, i * kw + j;
+// needs kh * kw <= 256), at most one of them, or neither.
+template <class T>
+void max_pool2d_forward(const T* x, T* y, int64_t* plane_indices, uint8_t* codes, const PoolGeometry& g, bool relu,
+                        cudaStream_t stream) {
+  using pool_detail::MaxIndex;
+  check_pool_geometry(g, "max_pool2d", false);
+  EMBER_CHECK(!(plane_indices && codes), "max_pool2d: asked for both int64 indices and uint8 codes");
+  EMBER_CHECK(!codes || g.kh * g.kw <= 256, "max_pool2d: uint8 codes need kh * kw <= 256, got ", g.kh * g.kw);
+  const int64_t total = g.N * g.C * g.OH * g.OW;
+  const LaunchConfig cfg = pool_config(total);
+  if (plane_indices)
+    launch<max_pool2d_kernel<T, MaxIndex::kPlane>>(cfg, stream, x, y, plane_indices, codes, g, relu, total);
+  else if (codes)
+    launch<max_pool2d_kernel<T, MaxIndex::kCode>>(cfg, stream, x, y, plane_indices, codes, g, relu, total);
+  else
+    launch<max_pool2d_kernel<T, MaxIndex::kNone>>(cfg, stream, x, y, plane_indices, codes, g, relu, total);
+}
+
+// gx [N, C, H, W] (overwritten) from gy [N, C, OH, OW] and the forward's plane_indices
+// or codes (exactly one).
+template <class T>
+void max_pool2d_backward(const T* gy, const int64_t* plane_indices, const uint8_t* codes, T* gx, const PoolGeometry& g,
+                         cudaStream_t stream) {
+  using pool_detail::MaxIndex;
+  check_pool_geometry(g, "max_pool2d_backward", false);
+  EMBER_CHECK((plane_indices != nullptr) != (codes != nullptr),
+              "max_pool2d_backward: needs exactly one of int64 indices and uint8 codes");
+  const int64_t total = g.N * g.C * g.H * g.W;
+  const LaunchConfig cfg = pool_config(total);
+  if (plane_indices)
+    launch<max_pool2d_backward_kernel<T, MaxIndex::kPlane>>(cfg, stream, gy, plane_indices, codes, gx, g, total);
+  else
+    launch<max_pool2d_backward_kernel<T, MaxIndex::kCode>>(cfg, stream, gy, plane_indices, codes, gx, g, total);
+}
+
+// y [N, C, OH, OW] = mean over each window of x [N, C, H, W].
+template <class T>
+void avg_pool2d_forward(const T* x, T* y, const PoolGeometry& g, cudaStream_t stream) {
+  check_pool_geometry(g, "avg_pool2d", true);
+  const int64_t total = g.N * g.C * g.OH * g.OW;
+  launch<avg_pool2d_kernel<T>>(pool_config(total), stream, x, y, g, total);
+}
+
+// gx [N, C, H, W] (overwritten) from gy [N, C, OH, OW].
+template <class T>
+void avg_pool2d_backward(const T* gy, T* gx, const PoolGeometry& g, cudaStream_t stream) {
+  check_pool_geometry(g, "avg_pool2d_backward", true);
+  const int64_t total = g.N * g.C * g.H * g.W;
+  launch<avg_pool2d_backward_kernel<T>>(pool_config(total), stream, gy, gx, g, total);
+}
+
+}  // namespace ember::kernels::cuda

@@ -1,0 +1,309 @@
+// The layout kernels (kernels/cuda/layout.cuh: tiled transpose, permute-to-contiguous on
+// each of its paths) and im2col / col2im (kernels/cuda/im2col.cuh). Layout kernels move
+// bits, so they are checked bit for bit against the CPU backend's views: the source
+// element of every output position comes from ember's permute/transpose/narrow/slice/
+// expand + contiguous() over an arange. im2col/col2im against float64 references, and
+// im2col's layout against ember::conv2d.
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/ops.h"
+#include "kernels/cuda/im2col.cuh"
+#include "kernels/cuda/layout.cuh"
+#include "tests/cuda/harness.h"
+
+namespace ember::kernels::cuda::test {
+namespace {
+
+StridedLayout layout_of(const Tensor& view) {
+  StridedLayout l;
+  l.ndim = int(view.dim());
+  for (int d = 0; d < l.ndim; ++d) {
+    l.sizes[d] = view.shape()[d];
+    l.strides[d] = view.strides()[d];
+  }
+  return l;
+}
+
+// Random bit patterns (no two alike in practice), so any misplaced element shows.
+template <class T>
+std::vector<T> random_bits(size_t n, uint32_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<T> v(n);
+  for (auto& x : v) {
+    const uint64_t r = rng();
+    std::memcpy(static_cast<void*>(&x), &r, sizeof(T));
+  }
+  return v;
+}
+
+template <class T>
+::testing::AssertionResult same_bits(const std::vector<T>& got, const std::vector<T>& want) {
+  if (got.size() != want.size()) return ::testing::AssertionFailure() << "size " << got.size() << " != " << want.size();
+  for (size_t i = 0; i < got.size(); ++i)
+    if (std::memcmp(&got[i], &want[i], sizeof(T)) != 0)
+      return ::testing::AssertionFailure() << "first difference at element " << i << " of " << got.size();
+  return ::testing::AssertionSuccess();
+}
+
+// Copies `view` (a view of a contiguous base tensor of `base_numel` elements) to a
+// contiguous device array with permute_contiguous and checks every element against the
+// CPU: the same view of arange(base_numel), made contiguous, names each element's source.
+// in_pad / out_pad: elements before the device arrays' data (1: not 16-byte aligned).
+template <class T>
+void check_permute(const Tensor& view, int64_t base_numel, PermutePath expect, size_t in_pad = 0, size_t out_pad = 0) {
+  SCOPED_TRACE("view " + shape_str(view.shape()) + " strides " + shape_str(view.strides()) + " offset " +
+               std::to_string(view.offset()) + ", " + std::to_string(sizeof(T)) + "-byte elements, pads " +
+               std::to_string(in_pad) + "/" + std::to_string(out_pad));
+  const StridedLayout l = layout_of(view);
+  EXPECT_EQ(permute_path(l), expect);
+  const auto host = random_bits<T>(size_t(base_numel), uint32_t(base_numel * 7 + sizeof(T)));
+  DeviceArray<T> in(host, in_pad);
+  DeviceArray<T> out(size_t(view.numel()), out_pad);
+  permute_contiguous(in.data() + view.offset(), out.data(), l, nullptr);
+  const std::vector<int64_t> src = view.contiguous().to_vector<int64_t>();
+  std::vector<T> want(src.size());
+  for (size_t i = 0; i < src.size(); ++i) want[i] = host[size_t(src[i])];
+  EXPECT_TRUE(same_bits(out.host(), want));
+}
+
+// The same view taken of arange(numel) (int64, so that its values are the source indices).
+Tensor base(const Shape& shape) { return arange(shape_numel(shape)).view(shape); }
+
+TEST(CudaLayout, TransposeBatchedOfAwkwardShapes) {
+  EMBER_NEED_DEVICE();
+  const std::vector<std::array<int64_t, 3>> shapes = {{1, 1, 1}, {3, 33, 31}, {2, 70, 129}, {1, 32, 64},
+                                                      {2, 1, 4097}, {1, 1023, 3}, {0, 5, 5}, {4, 0, 3}};
+  for (const auto& [b, r, c] : shapes) {
+    SCOPED_TRACE(std::to_string(b) + " x " + std::to_string(r) + " x " + std::to_string(c));
+    const std::vector<int64_t> src = base({b, r, c}).transpose(1, 2).contiguous().to_vector<int64_t>();
+    auto run = [&](auto tag, size_t pad) {
+      using T = decltype(tag);
+      const auto host = random_bits<T>(size_t(b * r * c), uint32_t(r * 131 + c));
+      DeviceArray<T> in(host, pad), out(host.size(), pad);
+      transpose_batched(in.data(), out.data(), b, r, c, nullptr);
+      std::vector<T> want(src.size());
+      for (size_t i = 0; i < src.size(); ++i) want[i] = host[size_t(src[i])];
+      EXPECT_TRUE(same_bits(out.host(), want)) << sizeof(T) << "-byte elements, pad " << pad;
+    };
+    run(float{}, 0);
+    run(float{}, 1);
+    run(__half{}, 1);
+    run(double{}, 0);
+    run(uint8_t{}, 3);
+  }
+}
+
+TEST(CudaLayout, ContiguousPathVectorizesWithHeadAndTail) {
+  EMBER_NEED_DEVICE();
+  for (int64_t n : kAwkwardSizes) {
+    if (n == 0) continue;  // below
+    const Tensor b = base({n + 3});
+    const Tensor v = b.narrow(0, 1, n);  // contiguous, starting at element 1
+    check_permute<float>(v, n + 3, PermutePath::kContiguous, 0, 0);  // in and out 4 bytes apart mod 16
+    check_permute<float>(v, n + 3, PermutePath::kContiguous, 0, 1);  // both 4 bytes past 16: head, 16-byte body
+    check_permute<__nv_bfloat16>(v, n + 3, PermutePath::kContiguous, 1, 0);
+    check_permute<double>(v, n + 3, PermutePath::kContiguous, 0, 0);
+  }
+  // Size-1 dims and a merged 3-D view are contiguous too.
+  check_permute<float>(base({2, 1, 33, 5}).permute({0, 2, 1, 3}), 330, PermutePath::kContiguous);
+  check_permute<float>(base({0, 4}), 0, PermutePath::kEmpty);
+  check_permute<float>(base({1, 1}), 1, PermutePath::kContiguous);
+}
+
+TEST(CudaLayout, TiledPathForTransposingPermutes) {
+  EMBER_NEED_DEVICE();
+  // NCHW -> NHWC (H and W merge into one dim of stride 1), NHWC -> NCHW, a 2-D .t(), and
+  // transposes of misaligned and strided views.
+  check_permute<float>(base({2, 40, 17, 19}).permute({0, 2, 3, 1}), 2 * 40 * 17 * 19, PermutePath::kTiled);
+  check_permute<float>(base({2, 17, 19, 40}).permute({0, 3, 1, 2}), 2 * 40 * 17 * 19, PermutePath::kTiled, 1, 1);
+  check_permute<__half>(base({33, 70}).t(), 33 * 70, PermutePath::kTiled, 1, 0);
+  check_permute<double>(base({1023, 17}).t(), 1023 * 17, PermutePath::kTiled);
+  check_permute<uint8_t>(base({3, 45, 33}).transpose(1, 2), 3 * 45 * 33, PermutePath::kTiled, 1, 3);
+  check_permute<float>(base({35, 70}).narrow(0, 1, 33).narrow(1, 3, 65).t(), 35 * 70, PermutePath::kTiled);
+  // A batch of three strided dims around the tile: [2, 3, 20, 4, 18] -> dims (3, 0, 4, 1, 2).
+  check_permute<float>(base({2, 3, 20, 4, 18}).permute({3, 0, 4, 1, 2}), 2 * 3 * 20 * 4 * 18, PermutePath::kTiled);
+}
+
+TEST(CudaLayout, RowsPathForContiguousInnerDims) {
+  EMBER_NEED_DEVICE();
+  check_permute<float>(base({5, 7, 9}).permute({1, 0, 2}), 315, PermutePath::kRows);        // 36-byte rows
+  check_permute<float>(base({4, 6, 8}).permute({1, 0, 2}), 192, PermutePath::kRows);        // 16-byte vectors
+  check_permute<float>(base({4, 6, 8}).permute({1, 0, 2}), 192, PermutePath::kRows, 1, 0);  // misaligned input
+  check_permute<__half>(base({3, 33, 16}).permute({1, 0, 2}), 3 * 33 * 16, PermutePath::kRows);
+  check_permute<float>(base({31, 12}).narrow(1, 1, 9), 31 * 12, PermutePath::kRows);  // rows of a slice
+  check_permute<float>(base({5, 9}).narrow(1, 0, 4), 45, PermutePath::kRows);  // 16-byte rows, 36-byte stride
+  check_permute<double>(base({3, 4, 5, 6}).permute({2, 0, 3, 1}).transpose(2, 3), 360, PermutePath::kRows);
+  check_permute<float>(base({3, 1, 33}).expand({3, 4, 33}), 99, PermutePath::kRows);  // broadcast outer dim
+}
+
+TEST(CudaLayout, GeneralPathForEverythingElse) {
+  EMBER_NEED_DEVICE();
+  check_permute<float>(base({6, 10}).slice(1, 0, 10, 2), 60, PermutePath::kGeneral);  // no unit stride
+  check_permute<float>(base({3, 1}).expand({3, 7}), 3, PermutePath::kGeneral);        // inner stride 0
+  // NCHW -> NHWC with C = 3: too thin a tile.
+  check_permute<float>(base({2, 3, 33, 31}).permute({0, 2, 3, 1}), 2 * 3 * 33 * 31, PermutePath::kGeneral);
+  check_permute<__half>(base({5, 4}).t(), 20, PermutePath::kGeneral, 1, 1);  // tile dims under kMinTileDim
+  // Eight dims, reversed.
+  const Shape s8 = {2, 3, 2, 1, 3, 2, 2, 3};
+  check_permute<float>(base(s8).permute({7, 6, 5, 4, 3, 2, 1, 0}), shape_numel(s8), PermutePath::kGeneral);
+  check_permute<double>(base({4097, 3}).slice(0, 1, 4097, 3).t(), 4097 * 3, PermutePath::kGeneral);
+}
+
+TEST(CudaLayout, BadArgumentsAreErrors) {
+  EMBER_NEED_DEVICE();
+  StridedLayout l;
+  l.ndim = 9;
+  EXPECT_THROW(permute_path(l), Error);
+  l.ndim = 1;
+  l.sizes[0] = -1;
+  EXPECT_THROW(permute_path(l), Error);
+  l.sizes[0] = 4;
+  l.strides[0] = 1;
+  DeviceArray<float> a(4), b(4);
+  EXPECT_THROW(permute_contiguous_bytes(a.data(), b.data(), l, 3, nullptr), Error);
+  EXPECT_THROW(transpose_batched(a.data(), b.data(), 1, -2, 2, nullptr), Error);
+}
+
+// --- im2col / col2im ------------------------------------------------------------------------
+
+struct ConvCase {
+  int64_t N, C, H, W, kh, kw, sh, sw, ph, pw, dh, dw;
+};
+const std::vector<ConvCase> kConvCases = {
+    {1, 3, 7, 9, 3, 3, 1, 1, 1, 1, 1, 1},  // "same" 3x3
+    {2, 3, 8, 5, 3, 2, 2, 1, 1, 0, 1, 2},  // stride, padding and dilation per axis
+    {1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1},
+    {2, 4, 9, 11, 5, 3, 3, 2, 2, 1, 2, 1},
+    {1, 2, 2, 3, 3, 3, 2, 2, 1, 1, 1, 1},  // windows mostly padding
+    {1, 3, 13, 1, 4, 1, 3, 1, 2, 0, 1, 1},  // one column
+    {0, 3, 5, 5, 3, 3, 1, 1, 1, 1, 1, 1},  // empty batch
+};
+
+Im2colGeometry geometry(const ConvCase& c) {
+  return im2col_geometry(c.N, c.C, c.H, c.W, c.kh, c.kw, c.sh, c.sw, c.ph, c.pw, c.dh, c.dw);
+}
+std::string str(const ConvCase& c) {
+  return "[" + std::to_string(c.N) + ", " + std::to_string(c.C) + ", " + std::to_string(c.H) + ", " +
+         std::to_string(c.W) + "] kernel " + std::to_string(c.kh) + "x" + std::to_string(c.kw) + " stride " +
+         std::to_string(c.sh) + "," + std::to_string(c.sw) + " pad " + std::to_string(c.ph) + "," +
+         std::to_string(c.pw) + " dilation " + std::to_string(c.dh) + "," + std::to_string(c.dw);
+}
+
+// The float64 im2col of PyTorch's definition: col[n][(c*kh + i)*kw + j][oh*OW + ow].
+std::vector<double> im2col_reference(const std::vector<double>& x, const Im2colGeometry& g) {
+  const int64_t rows = g.C * g.kh * g.kw, P = g.OH * g.OW;
+  std::vector<double> col(size_t(g.N * rows * P), 0.0);
+  for (int64_t n = 0; n < g.N; ++n)
+    for (int64_t c = 0; c < g.C; ++c)
+      for (int64_t i = 0; i < g.kh; ++i)
+        for (int64_t j = 0; j < g.kw; ++j)
+          for (int64_t oh = 0; oh < g.OH; ++oh)
+            for (int64_t ow = 0; ow < g.OW; ++ow) {
+              const int64_t h = oh * g.sh - g.ph + i * g.dh, w = ow * g.sw - g.pw + j * g.dw;
+              if (h >= 0 && h < g.H && w >= 0 && w < g.W)
+                col[size_t((n * rows + (c * g.kh + i) * g.kw + j) * P + oh * g.OW + ow)] =
+                    x[size_t(((n * g.C + c) * g.H + h) * g.W + w)];
+            }
+  return col;
+}
+
+// Its adjoint, summed in float64.
+std::vector<double> col2im_reference(const std::vector<double>& col, const Im2colGeometry& g) {
+  const int64_t rows = g.C * g.kh * g.kw, P = g.OH * g.OW;
+  std::vector<double> x(size_t(g.N * g.C * g.H * g.W), 0.0);
+  for (int64_t n = 0; n < g.N; ++n)
+    for (int64_t c = 0; c < g.C; ++c)
+      for (int64_t i = 0; i < g.kh; ++i)
+        for (int64_t j = 0; j < g.kw; ++j)
+          for (int64_t oh = 0; oh < g.OH; ++oh)
+            for (int64_t ow = 0; ow < g.OW; ++ow) {
+              const int64_t h = oh * g.sh - g.ph + i * g.dh, w = ow * g.sw - g.pw + j * g.dw;
+              if (h >= 0 && h < g.H && w >= 0 && w < g.W)
+                x[size_t(((n * g.C + c) * g.H + h) * g.W + w)] +=
+                    col[size_t((n * rows + (c * g.kh + i) * g.kw + j) * P + oh * g.OW + ow)];
+            }
+  return x;
+}
+
+TEST(CudaIm2col, Im2colMatchesFloat64Reference) {
+  EMBER_NEED_DEVICE();
+  for (const ConvCase& c : kConvCases) {
+    SCOPED_TRACE(str(c));
+    const Im2colGeometry g = geometry(c);
+    const auto x = random_doubles(size_t(c.N * c.C * c.H * c.W), uint32_t(c.H * 17 + c.W));
+    const auto want = im2col_reference(x, g);
+    DeviceArray<float> dx(from_doubles<float>(x), 1), col(want.size(), 1);
+    im2col(dx.data(), col.data(), g, nullptr);
+    // Copies: exact (every float64 input is first rounded to float32, as uploaded).
+    std::vector<double> want_f(want.size());
+    for (size_t i = 0; i < want.size(); ++i) want_f[i] = double(float(want[i]));
+    EXPECT_TRUE(all_close(col.host(), want_f, 0.0));
+    DeviceArray<double> dx64(x), col64(want.size());
+    im2col(dx64.data(), col64.data(), g, nullptr);
+    EXPECT_TRUE(all_close(col64.host(), want, 0.0));
+  }
+}
+
+TEST(CudaIm2col, Col2imMatchesFloat64Reference) {
+  EMBER_NEED_DEVICE();
+  for (const ConvCase& c : kConvCases) {
+    SCOPED_TRACE(str(c));
+    const Im2colGeometry g = geometry(c);
+    const auto col = random_doubles(size_t(c.N * c.C * c.kh * c.kw * g.OH * g.OW), uint32_t(c.kh * 31 + c.W));
+    const auto want = col2im_reference(col, g);
+    DeviceArray<double> dcol(col), x64(want.size());
+    col2im(dcol.data(), x64.data(), g, nullptr);
+    // At most kh * kw = 15 terms of magnitude < 2: float64 rounding stays below 1e-14.
+    EXPECT_TRUE(all_close(x64.host(), want, 1e-13, 1e-13));
+    DeviceArray<float> dcolf(from_doubles<float>(col), 1), xf(want.size(), 1);
+    col2im(dcolf.data(), xf.data(), g, nullptr);
+    // float32 inputs (relative rounding 6e-8 each) summed in float32: at most 15 terms of
+    // magnitude < 2, so |error| < 30 * 2 * 6e-8 < 4e-6.
+    EXPECT_TRUE(all_close(xf.host(), want, 1e-5, 4e-6));
+    DeviceArray<__half> dcolh(from_doubles<__half>(col)), xh(want.size());
+    col2im(dcolh.data(), xh.data(), g, nullptr);
+    // float16 inputs (rounding 2^-11 relative) and one rounding of the float sum: 30 * 2^-11 * 2 + 2^-11 |x|.
+    EXPECT_TRUE(all_close(xh.host(), want, 1e-3, 3e-2));
+  }
+}
+
+// im2col's layout is the one ember's conv2d uses: conv2d(x, w) = w [O, C*kh*kw] @ col.
+TEST(CudaIm2col, ColumnsTimesWeightsIsConv2d) {
+  EMBER_NEED_DEVICE();
+  for (const ConvCase& c : kConvCases) {
+    if (c.N == 0) continue;
+    SCOPED_TRACE(str(c));
+    const Im2colGeometry g = geometry(c);
+    const int64_t O = 5, K = c.C * c.kh * c.kw, P = g.OH * g.OW;
+    const auto x = random_doubles(size_t(c.N * c.C * c.H * c.W), 11);
+    const auto w = random_doubles(size_t(O * K), 12);
+    DeviceArray<double> dx(x), col(size_t(c.N * K * P));
+    im2col(dx.data(), col.data(), g, nullptr);
+    const std::vector<double> cols = col.host();
+    std::vector<double> y(size_t(c.N * O * P), 0.0);
+    for (int64_t n = 0; n < c.N; ++n)
+      for (int64_t o = 0; o < O; ++o)
+        for (int64_t k = 0; k < K; ++k)
+          for (int64_t p = 0; p < P; ++p)
+            y[size_t((n * O + o) * P + p)] += w[size_t(o * K + k)] * cols[size_t((n * K + k) * P + p)];
+    const Tensor want = conv2d(tensor(x, {c.N, c.C, c.H, c.W}, kFloat64), tensor(w, {O, c.C, c.kh, c.kw}, kFloat64), {},
+                               {c.sh, c.sw}, {c.ph, c.pw}, {c.dh, c.dw});
+    ASSERT_EQ(want.shape(), (Shape{c.N, O, g.OH, g.OW}));
+    // float64 sums of up to 75 products of magnitude < 4, in different orders.
+    EXPECT_TRUE(all_close(y, want.to_vector<double>(), 1e-12, 1e-12));
+  }
+}
+
+TEST(CudaIm2col, BadGeometryIsAnError) {
+  EMBER_NEED_DEVICE();
+  EXPECT_THROW(im2col_geometry(1, 1, 2, 2, 5, 1, 1, 1, 0, 0, 1, 1), Error);  // kernel taller than the input
+  EXPECT_THROW(im2col_geometry(1, 1, 4, 4, 3, 3, 0, 1, 0, 0, 1, 1), Error);  // stride 0
+  EXPECT_THROW(im2col_geometry(1, 1, 4, 4, 3, 3, 1, 1, -1, 0, 1, 1), Error);
+}
+
+}  // namespace
+}  // namespace ember::kernels::cuda::test

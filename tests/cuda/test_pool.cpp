@@ -1,0 +1,242 @@
+// The pooling kernels (kernels/cuda/pool.cuh) against the CPU backend: max_pool2d with
+// its int64 indices and uint8 window codes, with the fused ReLU, NaNs and ties;
+// avg_pool2d with padding, ceil_mode, count_include_pad and divisor_override; and both
+// backwards, given the CPU's own indices. The kernels do the CPU's comparisons and
+// additions in the CPU's order, so float results are compared exactly.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/ops.h"
+#include "kernels/cuda/pool.cuh"
+#include "kernels/stubs.h"
+#include "tests/cuda/harness.h"
+
+namespace ember::kernels::cuda::test {
+namespace {
+
+struct PoolCase {
+  int64_t N, C, H, W, kh, kw, sh, sw, ph, pw, dh, dw;
+  bool ceil_mode;
+};
+const std::vector<PoolCase> kPoolCases = {
+    {1, 3, 7, 9, 3, 3, 2, 2, 1, 1, 1, 1, true},
+    {2, 3, 8, 8, 2, 2, 2, 2, 0, 0, 1, 1, false},    // the CPU's 2x2 fast path
+    {1, 2, 33, 31, 2, 2, 2, 2, 0, 0, 1, 1, true},   // odd sizes: last windows hang over
+    {1, 1, 5, 7, 3, 2, 1, 2, 1, 0, 2, 1, false},    // dilation
+    {2, 2, 9, 6, 4, 3, 3, 2, 2, 1, 1, 1, true},
+    {1, 3, 11, 13, 3, 3, 2, 3, 0, 1, 1, 2, true},
+    {1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, false},
+    {1, 3, 6, 10, 3, 5, 1, 1, 1, 2, 1, 1, false},   // overlapping windows, stride 1
+};
+
+std::string str(const PoolCase& c) {
+  return "[" + std::to_string(c.N) + ", " + std::to_string(c.C) + ", " + std::to_string(c.H) + ", " +
+         std::to_string(c.W) + "] kernel " + std::to_string(c.kh) + "x" + std::to_string(c.kw) + " stride " +
+         std::to_string(c.sh) + "," + std::to_string(c.sw) + " pad " + std::to_string(c.ph) + "," +
+         std::to_string(c.pw) + " dilation " + std::to_string(c.dh) + "," + std::to_string(c.dw) +
+         (c.ceil_mode ? " ceil" : "");
+}
+
+Pool2dOptions options(const PoolCase& c) {
+  Pool2dOptions o;
+  o.kernel_size = {c.kh, c.kw};
+  o.stride = std::pair{c.sh, c.sw};
+  o.padding = {c.ph, c.pw};
+  o.dilation = {c.dh, c.dw};
+  o.ceil_mode = c.ceil_mode;
+  return o;
+}
+Pool2dParams params(const PoolCase& c) {
+  return Pool2dParams{{c.kh, c.kw}, {c.sh, c.sw}, {c.ph, c.pw}, {c.dh, c.dw}, c.ceil_mode, true, 0};
+}
+PoolGeometry geometry(const PoolCase& c) {
+  return pool_geometry(c.N, c.C, c.H, c.W, c.kh, c.kw, c.sh, c.sw, c.ph, c.pw, c.dh, c.dw, c.ceil_mode);
+}
+
+// Inputs: plain random values; values on a coarse grid (many ties: the first maximum
+// must win); and random values with NaNs sprinkled in (a NaN wins its window, the first
+// NaN if several).
+enum class Input { kRandom, kTies, kNaNs };
+std::vector<double> pool_input(const PoolCase& c, Input kind, uint32_t seed) {
+  auto v = random_doubles(size_t(c.N * c.C * c.H * c.W), seed);
+  std::mt19937 rng(seed);
+  for (auto& x : v) {
+    if (kind == Input::kTies) x = std::floor(x);
+    if (kind == Input::kNaNs && rng() % 7 == 0) x = NAN;
+  }
+  return v;
+}
+
+std::vector<uint8_t> as_bytes(const Tensor& t) {
+  const uint8_t* p = static_cast<const uint8_t*>(t.data_ptr());
+  return std::vector<uint8_t>(p, p + t.numel());
+}
+
+TEST(CudaPool, MaxPoolValuesAndIndicesMatchCpu) {
+  EMBER_NEED_DEVICE();
+  for (const PoolCase& c : kPoolCases)
+    for (Input kind : {Input::kRandom, Input::kTies, Input::kNaNs}) {
+      SCOPED_TRACE(str(c) + " input kind " + std::to_string(int(kind)));
+      const auto x = pool_input(c, kind, uint32_t(c.H * 7 + c.W + int(kind)));
+      const Tensor xt = tensor(x, {c.N, c.C, c.H, c.W});
+      const PoolGeometry g = geometry(c);
+      const auto [want, want_idx] = max_pool2d_with_indices(xt, options(c));
+      ASSERT_EQ(want.shape(), (Shape{c.N, c.C, g.OH, g.OW}));
+      const size_t n_out = size_t(want.numel());
+
+      DeviceArray<float> dx(from_doubles<float>(x), 1), y(n_out, 1);
+      DeviceArray<int64_t> idx(n_out);
+      max_pool2d_forward(dx.data(), y.data(), idx.data(), nullptr, g, false, nullptr);
+      EXPECT_TRUE(all_close(y.host(), want.to_vector<double>(), 0.0));
+      EXPECT_EQ(idx.host(), want_idx.to_vector<int64_t>());
+
+      // The uint8 codes, as the CPU backend writes them for autograd.
+      const Tensor cpu_out = empty(want.shape()), cpu_codes = empty(want.shape(), kUInt8);
+      max_pool2d_stub(Device::cpu(), cpu_out, cpu_codes, xt, params(c));
+      DeviceArray<float> y2(n_out);
+      DeviceArray<uint8_t> codes(n_out);
+      max_pool2d_forward(dx.data(), y2.data(), nullptr, codes.data(), g, false, nullptr);
+      EXPECT_TRUE(all_close(y2.host(), want.to_vector<double>(), 0.0));
+      EXPECT_EQ(codes.host(), as_bytes(cpu_codes));
+
+      // Values only, with the fused ReLU (NaN stays NaN).
+      const Tensor want_relu = max_pool2d(xt, options(c), Activation::kReLU);
+      DeviceArray<float> y3(n_out);
+      max_pool2d_forward(dx.data(), y3.data(), nullptr, nullptr, g, true, nullptr);
+      EXPECT_TRUE(all_close(y3.host(), want_relu.to_vector<double>(), 0.0));
+    }
+}
+
+TEST(CudaPool, MaxPoolBackwardMatchesCpuForBothIndexForms) {
+  EMBER_NEED_DEVICE();
+  for (const PoolCase& c : kPoolCases)
+    for (Input kind : {Input::kTies, Input::kNaNs}) {
+      SCOPED_TRACE(str(c) + " input kind " + std::to_string(int(kind)));
+      const Tensor xt = tensor(pool_input(c, kind, uint32_t(c.W * 5 + c.H)), {c.N, c.C, c.H, c.W});
+      const PoolGeometry g = geometry(c);
+      const Shape out_shape{c.N, c.C, g.OH, g.OW};
+      const auto gy = random_doubles(size_t(shape_numel(out_shape)), uint32_t(c.kh * 3 + c.kw));
+      const Tensor gyt = tensor(gy, out_shape);
+      DeviceArray<float> dgy(from_doubles<float>(gy), 1);
+      for (DType index_dtype : {kInt64, kUInt8}) {
+        SCOPED_TRACE(index_dtype == kInt64 ? "int64 indices" : "uint8 codes");
+        const Tensor y = empty(out_shape), idx = empty(out_shape, index_dtype), want = empty(xt.shape());
+        max_pool2d_stub(Device::cpu(), y, idx, xt, params(c));
+        max_pool2d_backward_stub(Device::cpu(), want, gyt, idx, params(c));
+        DeviceArray<float> gx(size_t(xt.numel()), 1);
+        if (index_dtype == kInt64) {
+          DeviceArray<int64_t> di(idx.to_vector<int64_t>());
+          max_pool2d_backward(dgy.data(), di.data(), nullptr, gx.data(), g, nullptr);
+        } else {
+          DeviceArray<uint8_t> dc(as_bytes(idx));
+          max_pool2d_backward(dgy.data(), nullptr, dc.data(), gx.data(), g, nullptr);
+        }
+        // The gradients of each pixel's windows, added in the CPU's order: exact.
+        EXPECT_TRUE(all_close(gx.host(), want.to_vector<double>(), 0.0));
+      }
+    }
+}
+
+TEST(CudaPool, MaxPoolBackwardIgnoresIndicesOutsideTheirWindow) {
+  EMBER_NEED_DEVICE();
+  // 1 x 1 x 4 x 4, 2x2 windows: output 0 names pixel 15 (outside its window), output 1
+  // a huge index; only outputs 2 and 3 (correct indices) reach the input.
+  const PoolGeometry g = pool_geometry(1, 1, 4, 4, 2, 2, 2, 2, 0, 0, 1, 1, false);
+  DeviceArray<float> gy(std::vector<float>{1, 2, 3, 4}), gx(16);
+  DeviceArray<int64_t> idx(std::vector<int64_t>{15, int64_t(1) << 40, 9, 15});
+  max_pool2d_backward(gy.data(), idx.data(), nullptr, gx.data(), g, nullptr);
+  std::vector<double> want(16, 0.0);
+  want[9] = 3;
+  want[15] = 4;
+  EXPECT_TRUE(all_close(gx.host(), want, 0.0));
+}
+
+TEST(CudaPool, AvgPoolForwardAndBackwardMatchCpu) {
+  EMBER_NEED_DEVICE();
+  for (PoolCase c : kPoolCases) {
+    c.dh = c.dw = 1;  // average pooling has no dilation
+    for (const auto& [include_pad, divisor] : {std::pair{true, int64_t(0)}, {false, 0}, {true, 5}, {false, 3}}) {
+      SCOPED_TRACE(str(c) + (include_pad ? " count_include_pad" : "") + " divisor_override " + std::to_string(divisor));
+      Pool2dOptions o = options(c);
+      o.count_include_pad = include_pad;
+      o.divisor_override = divisor;
+      PoolGeometry g = geometry(c);
+      g.count_include_pad = include_pad;
+      g.divisor_override = divisor;
+      const auto x = random_doubles(size_t(c.N * c.C * c.H * c.W), uint32_t(c.H + divisor));
+      const Tensor xt = tensor(x, {c.N, c.C, c.H, c.W});
+      const Tensor want = avg_pool2d(xt, o);
+      ASSERT_EQ(want.shape(), (Shape{c.N, c.C, g.OH, g.OW}));
+      DeviceArray<float> dx(from_doubles<float>(x), 1), y(size_t(want.numel()));
+      avg_pool2d_forward(dx.data(), y.data(), g, nullptr);
+      // The CPU's additions in its order, then one division: equal up to how the
+      // compiler orders float operations (exact in the emulator).
+      EXPECT_TRUE(all_close(y.host(), want.to_vector<double>(), 1e-6));
+
+      const auto gy = random_doubles(size_t(want.numel()), uint32_t(c.W + divisor));
+      const Tensor want_gx = empty(xt.shape());
+      Pool2dParams p = params(c);
+      p.count_include_pad = include_pad;
+      p.divisor_override = divisor;
+      avg_pool2d_backward_stub(Device::cpu(), want_gx, tensor(gy, want.shape()), p);
+      DeviceArray<float> dgy(from_doubles<float>(gy)), gx(size_t(xt.numel()), 1);
+      avg_pool2d_backward(dgy.data(), gx.data(), g, nullptr);
+      EXPECT_TRUE(all_close(gx.host(), want_gx.to_vector<double>(), 1e-6));
+    }
+  }
+}
+
+TEST(CudaPool, OtherDtypes) {
+  EMBER_NEED_DEVICE();
+  const PoolCase c = kPoolCases[0];
+  const PoolGeometry g = geometry(c);
+  const auto x = pool_input(c, Input::kNaNs, 3);
+  // float64: max exactly, average to float64 rounding.
+  const Tensor x64 = tensor(x, {c.N, c.C, c.H, c.W}, kFloat64);
+  const auto [want, want_idx] = max_pool2d_with_indices(x64, options(c));
+  DeviceArray<double> dx(x), y(size_t(want.numel()));
+  DeviceArray<int64_t> idx(size_t(want.numel()));
+  max_pool2d_forward(dx.data(), y.data(), idx.data(), nullptr, g, false, nullptr);
+  EXPECT_TRUE(all_close(y.host(), want.to_vector<double>(), 0.0));
+  EXPECT_EQ(idx.host(), want_idx.to_vector<int64_t>());
+  // bfloat16: the maximum of bf16 values is one of them, exactly; indices equal.
+  const Tensor xb = tensor(x, {c.N, c.C, c.H, c.W}, kBFloat16);
+  const auto [want_b, want_b_idx] = max_pool2d_with_indices(xb, options(c));
+  DeviceArray<__nv_bfloat16> dxb(from_doubles<__nv_bfloat16>(xb.to_vector<double>())), yb(size_t(want_b.numel()));
+  max_pool2d_forward(dxb.data(), yb.data(), idx.data(), nullptr, g, false, nullptr);
+  EXPECT_TRUE(all_close(yb.host(), want_b.to_vector<double>(), 0.0));
+  EXPECT_EQ(idx.host(), want_b_idx.to_vector<int64_t>());
+  // float16 average: inputs exact in float16, summed in float, rounded once to float16
+  // (relative 2^-11), as the CPU backend does.
+  const Tensor xh = tensor(pool_input(c, Input::kRandom, 4), {c.N, c.C, c.H, c.W}, kFloat16);
+  Pool2dOptions o = options(c);
+  const Tensor want_h = avg_pool2d(xh, o);
+  DeviceArray<__half> dxh(from_doubles<__half>(xh.to_vector<double>())), yh(size_t(want_h.numel()));
+  avg_pool2d_forward(dxh.data(), yh.data(), g, nullptr);
+  EXPECT_TRUE(all_close(yh.host(), want_h.to_vector<double>(), 1e-3, 1e-4));
+}
+
+TEST(CudaPool, EmptyInputsAndBadArguments) {
+  EMBER_NEED_DEVICE();
+  PoolGeometry g = pool_geometry(0, 3, 5, 5, 2, 2, 2, 2, 0, 0, 1, 1, false);
+  DeviceArray<float> a(0), b(0);
+  DeviceArray<int64_t> i(0);
+  max_pool2d_forward(a.data(), b.data(), i.data(), nullptr, g, false, nullptr);
+  max_pool2d_backward(a.data(), i.data(), nullptr, b.data(), g, nullptr);
+  avg_pool2d_forward(a.data(), b.data(), g, nullptr);
+  avg_pool2d_backward(a.data(), b.data(), g, nullptr);
+
+  g = pool_geometry(1, 1, 40, 40, 17, 17, 1, 1, 0, 0, 1, 1, false);
+  DeviceArray<uint8_t> codes(size_t(g.OH * g.OW));
+  EXPECT_THROW(max_pool2d_forward(a.data(), b.data(), nullptr, codes.data(), g, false, nullptr), Error);  // 289 taps
+  EXPECT_THROW(max_pool2d_forward(a.data(), b.data(), i.data(), codes.data(), g, false, nullptr), Error);
+  EXPECT_THROW(max_pool2d_backward(a.data(), nullptr, nullptr, b.data(), g, nullptr), Error);
+  g = pool_geometry(1, 1, 8, 8, 2, 2, 2, 2, 2, 0, 1, 1, false);  // padding above half the kernel
+  EXPECT_THROW(avg_pool2d_forward(a.data(), b.data(), g, nullptr), Error);
+  g = pool_geometry(1, 1, 8, 8, 3, 3, 2, 2, 1, 1, 2, 1, false);
+  EXPECT_THROW(avg_pool2d_backward(a.data(), b.data(), g, nullptr), Error);  // dilation
+}
+
+}  // namespace
+}  // namespace ember::kernels::cuda::test
