@@ -253,6 +253,15 @@ __device__ __forceinline__ typename R::Acc warp_merge(const R& r, typename R::Ac
   }
 }
 
+// The merge over aligned groups of `lanes` lanes (a power of two up to 32): every lane
+// gets its group's result. Every lane of the warp must call it.
+template <class R>
+__device__ __forceinline__ typename R::Acc group_merge(const R& r, typename R::Acc a, int lanes) {
+  if (lanes == 32) return warp_merge(r, a);
+  for (int m = lanes / 2; m > 0; m /= 2) a = r.merge(a, shfl_xor(a, m));
+  return a;
+}
+
 // The merge over the block (whole warps, 1-D); every thread must call it.
 template <class R>
 __device__ __forceinline__ typename R::Acc block_merge(const R& r, typename R::Acc a) {
@@ -298,8 +307,8 @@ __device__ __forceinline__ typename R::Acc accumulate_run(const R& r, const type
   const int64_t head = mis == 0 ? 0 : (V - mis < n ? V - mis : n);
   const int64_t nvec = (n - head) / V, tail = head + nvec * V;
   Acc acc = r.identity();
-  if (t < head) acc = r.merge(acc, single(r, p[t], first + t));  // nt >= 32 > V
-  if (t < n - tail) acc = r.merge(acc, single(r, p[tail + t], first + tail + t));
+  for (int64_t j = t; j < head; j += nt) acc = r.merge(acc, single(r, p[j], first + j));
+  for (int64_t j = tail + t; j < n; j += nt) acc = r.merge(acc, single(r, p[j], first + j));
   const Pack<T>* vp = reinterpret_cast<const Pack<T>*>(p + head);
   const int64_t vfirst = first + head, step = nt;
   int64_t i = t;
@@ -324,25 +333,32 @@ __device__ __forceinline__ typename R::Acc accumulate_run(const R& r, const type
 }  // namespace reduce_detail
 
 // --- Note [Reduction plans] ------------------------------------------------------------
-// Last dim: rows of up to kWarpRowMaxCols elements get one warp each (8 rows per block,
-// no barrier); longer rows one block each. A block never reads more than kMaxBlockBytes
-// for one output, and when the rows are too few to give every SM several blocks
-// (rows * splits < 8 * SMs), rows are split further, down to kMinSegmentBytes a block.
-// A split reduction is two passes: each block writes its partial state to the workspace,
-// laid out [splits, outputs], and reduce_middle_dim_kernel merges the splits of each
-// output in order (for reduce_all: one block merges all of them). No atomics, so the
-// result is the same on every run. Splits are capped at kMaxSplitsPerSM * SMs per output
-// so that the second pass stays a few microseconds.
-// Middle dim: a block is 256 threads seen as ny rows of `width` = min(inner, 32) threads;
-// a warp reads `width` consecutive elements of 32 / width consecutive rows, so its loads
-// are contiguous (inner < 32) or whole 128-byte lines (inner >= 32). Each thread keeps
-// eight loads in flight down its column; the block's ny states per column merge in
-// shared memory in a fixed tree. Long columns split across blocks as above.
+// Last dim: rows of up to kWarpRowMaxCols elements go to groups of lanes of one warp,
+// about one 16-byte vector per lane up to 32 lanes (a [N, 3] tensor: a lane per row, 32
+// rows per warp; [N, 1024]: a warp per row); no barrier. Longer rows get a block each. A
+// block never reads more than kMaxBlockBytes for one output, and when the rows are too
+// few to give every SM several blocks (rows * splits < 8 * SMs), rows are split further,
+// down to kMinSegmentBytes a block. A split reduction is two passes: each block writes its
+// partial state to the workspace, laid out [splits, outputs], and reduce_middle_dim_kernel
+// merges each output's splits in order (for reduce_all: one block merges all of them). No
+// atomics, so every run gives the same bits. Splits are capped at kMaxSplitsPerSM * SMs
+// per output, so the second pass stays a few microseconds.
+// Middle dim: inner == 1 is the last dim. Short columns (n <= kThreadColumnMaxN) get a
+// thread each: a warp reads 32 consecutive columns of a row. Longer ones: a block is 256
+// threads seen as ny rows of `width` = min(inner, 32) threads, so a warp reads `width`
+// consecutive elements of 32 / width consecutive rows, contiguous (inner < 32) or whole
+// 128-byte lines (inner >= 32). Each thread keeps eight loads in flight down its column;
+// the block's ny states per column merge in shared memory in a fixed tree. Long columns
+// split across blocks as rows do.
+// Not tuned (correct, slower): inner in [2, 32) with short columns, where a warp's loads
+// spread over 32 / inner outputs' columns, and inner just above a multiple of 32, whose
+// last tile of columns is mostly idle. These need a GPU to measure.
 
 struct ReducePlan {
   LaunchConfig main;         // the pass over the input
   LaunchConfig merge;        // the pass over the partial states (grid 0: none)
-  bool warp_per_row = false; // last dim: one warp per row
+  int lanes_per_row = 0;      // last dim: a group of this many lanes per row (0: a block per row)
+  bool thread_per_output = false;  // middle dim: short columns, one thread each
   int width = 0;             // middle dim: threads along inner (main pass)
   int merge_width = 0;       // threads along the outputs (merge pass)
   int64_t splits = 1;        // blocks that share one output
@@ -353,6 +369,7 @@ struct ReducePlan {
 namespace reduce_detail {
 
 inline constexpr int64_t kWarpRowMaxCols = 1024;
+inline constexpr int64_t kThreadColumnMaxN = 64;
 inline constexpr int64_t kMaxBlockBytes = 64 << 10;
 inline constexpr int64_t kMinSegmentBytes = 8 << 10;
 inline constexpr int64_t kMaxSplitsPerSM = 16;
@@ -392,9 +409,13 @@ inline ReducePlan last_dim_plan(int64_t rows, int64_t cols, size_t elem_bytes, s
   p.merge.grid = dim3(0);
   if (rows == 0) return p;
   if (cols <= kWarpRowMaxCols) {
-    p.warp_per_row = true;
-    const int64_t warps = min64(rows, kBlockThreads / 32);
-    p.main = LaunchConfig{dim3(grid_for(ceil_div(rows, warps))), dim3(unsigned(32 * warps)), 0};
+    // About one 16-byte vector or more per lane: short rows share a warp.
+    const int64_t vectors = ceil_div(cols * int64_t(elem_bytes), 16);
+    p.lanes_per_row = 1;
+    while (p.lanes_per_row < 32 && p.lanes_per_row < vectors) p.lanes_per_row *= 2;
+    const int64_t warps = min64(ceil_div(rows, 32 / p.lanes_per_row), kBlockThreads / 32);
+    const int64_t rows_per_block = warps * (32 / p.lanes_per_row);
+    p.main = LaunchConfig{dim3(grid_for(ceil_div(rows, rows_per_block))), dim3(unsigned(32 * warps)), 0};
     p.segment = cols;
     return p;
   }
@@ -413,6 +434,13 @@ inline ReducePlan middle_dim_plan(int64_t outer, int64_t n, int64_t inner, size_
   p.main.grid = dim3(0);
   p.merge.grid = dim3(0);
   if (outer == 0 || inner == 0) return p;
+  if (inner == 1) return last_dim_plan(outer, n, elem_bytes, acc_bytes);  // rows: reduce_middle_dim delegates
+  if (n <= kThreadColumnMaxN) {
+    p.thread_per_output = true;
+    p.main = LaunchConfig{dim3(grid_for(ceil_div(outer * inner, kBlockThreads))), dim3(kBlockThreads), 0};
+    p.segment = n;
+    return p;
+  }
   p.width = static_cast<int>(min64(inner, 32));
   const int64_t tiles = outer * ceil_div(inner, p.width);
   const int64_t splits = choose_splits(tiles, n * p.width * int64_t(elem_bytes));
@@ -426,21 +454,27 @@ inline ReducePlan middle_dim_plan(int64_t outer, int64_t n, int64_t inner, size_
 // --- Kernels -----------------------------------------------------------------------------
 
 // out[row] = R over x[row, :] (x [rows, cols], contiguous). Memory-bound, sizeof(T) bytes
-// read per element. kWarpPerRow: warp w of the grid reduces rows w, w + warps, ...;
+// read per element. kGroupPerRow: each warp reduces 32 / lanes rows at a time, `lanes`
+// lanes per row (a power of two), warp w of the grid taking row groups w, w + warps, ...;
 // otherwise block b reduces segment b % splits of row b / splits, writing the output
 // (splits == 1) or its partial state, partial [splits, rows].
-template <class R, bool kWarpPerRow>
+template <class R, bool kGroupPerRow>
 __global__ void __launch_bounds__(kBlockThreads)
     reduce_last_dim_kernel(R r, const typename R::Elem* __restrict__ x, typename R::Out out,
                            typename R::Acc* __restrict__ partial, int64_t rows, int64_t cols, int64_t splits,
-                           int64_t segment) {
+                           int64_t segment, int lanes) {
   using namespace reduce_detail;
-  if constexpr (kWarpPerRow) {
-    const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
-    const int lane = threadIdx.x % 32;
-    for (int64_t row = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; row < rows; row += warps) {
-      const typename R::Acc a = warp_merge(r, accumulate_run(r, x + row * cols, 0, cols, lane, 32));
-      if (lane == 0) r.write(out, row, a, cols);
+  if constexpr (kGroupPerRow) {
+    const int64_t rows_per_warp = 32 / lanes, warps = int64_t(gridDim.x) * (blockDim.x / 32);
+    const int lane = threadIdx.x % lanes;
+    // The loop is the same for the whole warp (its shuffles need every lane); a group
+    // past the last row reduces nothing.
+    for (int64_t w = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; w * rows_per_warp < rows; w += warps) {
+      const int64_t row = w * rows_per_warp + (threadIdx.x % 32) / lanes;
+      typename R::Acc a = r.identity();
+      if (row < rows) a = accumulate_run(r, x + row * cols, 0, cols, lane, lanes);
+      a = group_merge(r, a, lanes);
+      if (lane == 0 && row < rows) r.write(out, row, a, cols);
     }
   } else {
     for (int64_t b = blockIdx.x; b < rows * splits; b += gridDim.x) {
@@ -513,6 +547,31 @@ __global__ void __launch_bounds__(kBlockThreads)
   }
 }
 
+// out[i] = R over x[o, :, c] for i = o * inner + c (x [outer, n, inner], contiguous), one
+// thread per output: for short columns (n <= kThreadColumnMaxN), where a tile of threads
+// per column would mostly idle. Memory-bound, sizeof(T) bytes read per element; a warp's
+// loads are 32 consecutive columns of one row when inner >= 32.
+template <class R>
+__global__ void __launch_bounds__(kBlockThreads)
+    reduce_columns_kernel(R r, const typename R::Elem* __restrict__ x, typename R::Out out, int64_t outer, int64_t n,
+                          int64_t inner) {
+  using namespace reduce_detail;
+  using C = typename R::C;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < outer * inner;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const typename R::Elem* col = x + (i / inner) * n * inner + i % inner;
+    typename R::Acc acc = r.identity();
+    int64_t k = 0;
+    for (; k + 3 < n; k += 4) {
+      C v[4];
+      for (int u = 0; u < 4; ++u) v[u] = to_compute(col[(k + u) * inner]);
+      acc = r.merge(acc, r.chunk(v, k, 1));
+    }
+    for (; k < n; ++k) acc = r.merge(acc, single(r, col[k * inner], k));
+    r.write(out, i, acc, n);
+  }
+}
+
 // --- Host launchers ------------------------------------------------------------------------
 // Each takes a reducer (SumReduce<T>{}, VarReduce<T>{correction}, ArgMaxReduce<T>{}, ...)
 // and a workspace of at least the matching *_workspace() bytes (16-byte aligned; none is
@@ -580,10 +639,11 @@ void reduce_last_dim(const R& r, const typename R::Elem* x, typename R::Out out,
   check_reduction(r, x, out, rows, cols, "reduce_last_dim");
   const ReducePlan p = last_dim_plan(rows, cols, sizeof(typename R::Elem), sizeof(typename R::Acc));
   typename R::Acc* partial = check_workspace<R>(p, workspace, workspace_bytes, "reduce_last_dim");
-  if (p.warp_per_row)
-    launch<reduce_last_dim_kernel<R, true>>(p.main, stream, r, x, out, partial, rows, cols, int64_t(1), cols);
+  if (p.lanes_per_row > 0)
+    launch<reduce_last_dim_kernel<R, true>>(p.main, stream, r, x, out, partial, rows, cols, int64_t(1), cols,
+                                            p.lanes_per_row);
   else
-    launch<reduce_last_dim_kernel<R, false>>(p.main, stream, r, x, out, partial, rows, cols, p.splits, p.segment);
+    launch<reduce_last_dim_kernel<R, false>>(p.main, stream, r, x, out, partial, rows, cols, p.splits, p.segment, 0);
   merge_partials(r, p, partial, out, rows, cols, stream);
 }
 
@@ -595,7 +655,9 @@ void reduce_middle_dim(const R& r, const typename R::Elem* x, typename R::Out ou
   EMBER_CHECK(outer >= 0 && inner >= 0, "reduce_middle_dim(", R::kName, "): negative size (outer ", outer,
               ", inner ", inner, ")");
   check_reduction(r, x, out, outer * inner, n, "reduce_middle_dim");
+  if (inner == 1) return reduce_last_dim(r, x, out, outer, n, workspace, workspace_bytes, stream);
   const ReducePlan p = middle_dim_plan(outer, n, inner, sizeof(typename R::Elem), sizeof(typename R::Acc));
+  if (p.thread_per_output) return launch<reduce_columns_kernel<R>>(p.main, stream, r, x, out, outer, n, inner);
   typename R::Acc* partial = check_workspace<R>(p, workspace, workspace_bytes, "reduce_middle_dim");
   launch<reduce_middle_dim_kernel<R, false>>(p.main, stream, r, x, out, partial, outer, n, inner, p.width, p.splits,
                                              p.segment, n);
