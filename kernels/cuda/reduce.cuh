@@ -23,6 +23,7 @@
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
+#include <vector>
 
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/launch.h"
@@ -570,6 +571,30 @@ __global__ void __launch_bounds__(kBlockThreads)
     for (; k < n; ++k) acc = r.merge(acc, single(r, col[k * inner], k));
     r.write(out, i, acc, n);
   }
+}
+
+// --- Shapes -----------------------------------------------------------------------------
+
+// A reduction of a contiguous tensor of shape `sizes` over the dims set in `mask` (bit d:
+// dim d, as kernels/stubs.h's DimMask) seen as x [outer, n, inner] reduced over n, which
+// reduce_middle_dim takes (inner == 1: the last dim; outer == inner == 1: all). Possible
+// when the reduced dims are adjacent once size-1 dims are ignored; false otherwise.
+struct ReduceDims {
+  int64_t outer = 1, n = 1, inner = 1;
+};
+inline bool reduce_dims(const std::vector<int64_t>& sizes, uint64_t mask, ReduceDims& out) {
+  ReduceDims d;
+  int phase = 0;  // 0: kept dims before the reduced run, 1: in it, 2: after it
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] == 1) continue;
+    const bool reduced = i < 64 && ((mask >> i) & 1);
+    if (reduced && phase == 2) return false;
+    if (reduced) phase = 1;
+    else if (phase == 1) phase = 2;
+    (reduced ? d.n : phase == 0 ? d.outer : d.inner) *= sizes[i];
+  }
+  out = d;
+  return true;
 }
 
 // --- Host launchers ------------------------------------------------------------------------

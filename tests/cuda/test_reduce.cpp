@@ -168,7 +168,6 @@ void check_exact(const Case& c, size_t offset, uint32_t seed) {
     EXPECT_TRUE(all_close(hi.host(), cpu_values(ember::amax(in.cpu, dims)), 0.0)) << "amax";
     EXPECT_TRUE(all_close(lo.host(), cpu_values(ember::amin(in.cpu, dims)), 0.0)) << "amin";
   }
-  const Tensor flat_or_dim = in.cpu;
   for (bool is_max : {true, false}) {
     DeviceArray<T> values(m);
     DeviceArray<int64_t> indices(m);
@@ -264,6 +263,29 @@ TEST(CudaReduce, PlansCoverEveryPath) {
   // A billion floats on an H200-sized device split into few enough blocks to merge fast.
   const ReducePlan big = last_dim_plan(1, int64_t(1) << 30, 4, 4);
   EXPECT_LE(big.splits, int64_t(sm_count()) * 16);
+}
+
+// How a backend maps a DimMask over a contiguous tensor onto [outer, n, inner].
+TEST(CudaReduce, AdjacentReducedDimsMergeIntoOuterNInner) {
+  EMBER_NEED_DEVICE();
+  auto dims_of = [](const Shape& sizes, std::vector<int> reduced) {
+    uint64_t mask = 0;
+    for (int d : reduced) mask |= uint64_t(1) << d;
+    ReduceDims d{-1, -1, -1};
+    const bool ok = reduce_dims(sizes, mask, d);
+    return ok ? std::vector<int64_t>{d.outer, d.n, d.inner} : std::vector<int64_t>{};
+  };
+  using V = std::vector<int64_t>;
+  EXPECT_EQ(dims_of({2, 3, 4}, {1}), (V{2, 3, 4}));
+  EXPECT_EQ(dims_of({2, 3, 4}, {2}), (V{6, 4, 1}));         // the last dim
+  EXPECT_EQ(dims_of({2, 3, 4}, {0}), (V{1, 2, 12}));        // the first dim
+  EXPECT_EQ(dims_of({2, 3, 4}, {1, 2}), (V{2, 12, 1}));
+  EXPECT_EQ(dims_of({2, 3, 4}, {0, 1, 2}), (V{1, 24, 1}));  // all
+  EXPECT_EQ(dims_of({2, 3, 4}, {0, 2}), V{});               // not adjacent
+  EXPECT_EQ(dims_of({2, 1, 3, 4}, {0, 2}), (V{1, 6, 4}));   // adjacent past a size-1 dim
+  EXPECT_EQ(dims_of({5, 1, 1}, {1, 2}), (V{5, 1, 1}));      // only size-1 dims reduced
+  EXPECT_EQ(dims_of({2, 0, 4}, {1}), (V{2, 0, 4}));
+  EXPECT_EQ(dims_of({}, {}), (V{1, 1, 1}));                 // a 0-dim tensor
 }
 
 TEST(CudaReduce, LastDimOfIntegersMatchesCpuExactly) {
