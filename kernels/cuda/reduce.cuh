@@ -295,8 +295,9 @@ __device__ __forceinline__ typename R::Acc single(const R& r, typename R::Elem x
 
 // This thread's share (thread t of nt) of the n contiguous elements at p, which sit at
 // positions first.. of the reduced dim: 16-byte vectors from the first aligned address,
-// four in flight per thread, and the < 16 bytes before and after them one element at a
-// time. Any alignment works; an unaligned start costs only the scalar head.
+// four in flight per thread (also for the last few, so a row of two vectors per thread
+// costs one memory round trip, not two), and the < 16 bytes before and after them one
+// element at a time. Any alignment works; an unaligned start costs only the scalar head.
 template <class R>
 __device__ __forceinline__ typename R::Acc accumulate_run(const R& r, const typename R::Elem* __restrict__ p,
                                                           int64_t first, int64_t n, int t, int nt) {
@@ -322,11 +323,16 @@ __device__ __forceinline__ typename R::Acc accumulate_run(const R& r, const type
       acc = r.merge(acc, r.chunk(v, vfirst + (i + u * step) * V, 1));
     }
   }
-  for (; i < nvec; i += step) {
-    const Pack<T> pk = vp[i];
-    C v[V];
-    for (int j = 0; j < V; ++j) v[j] = to_compute(pk.v[j]);
-    acc = r.merge(acc, r.chunk(v, vfirst + i * V, 1));
+  if (i < nvec) {  // fewer than U vectors left: load them all, then use them
+    Pack<T> pk[U];
+    for (int u = 0; u < U; ++u)
+      if (i + u * step < nvec) pk[u] = vp[i + u * step];
+    for (int u = 0; u < U; ++u) {
+      if (i + u * step >= nvec) break;
+      C v[V];
+      for (int j = 0; j < V; ++j) v[j] = to_compute(pk[u].v[j]);
+      acc = r.merge(acc, r.chunk(v, vfirst + (i + u * step) * V, 1));
+    }
   }
   return acc;
 }
