@@ -1,0 +1,706 @@
+// Reductions of contiguous tensors: sum, mean, max, min, var (Welford, Bessel's
+// `correction`) and argmax/argmin (the first extremum; NaN wins, as in PyTorch), in the
+// three layouts any reduction over one run of adjacent dims becomes once dims are merged:
+//
+//   last dim    x [rows, cols]           -> out [rows]          reduce_last_dim
+//   middle dim  x [outer, n, inner]      -> out [outer, inner]  reduce_middle_dim
+//   all         x [n]                    -> out [1]             reduce_all
+//
+// float32/float64 compute in their own type; bfloat16/float16 are read as such and
+// computed in float. Outputs have the input's dtype (argmax/argmin: int64 indices, and
+// optionally the values), rounded once, as the CPU backend does.
+//
+// All kernels here are memory-bound: each input element is read once, sizeof(T) bytes per
+// element (4 B float32, 2 B bfloat16/float16, 8 B float64), and each output written once.
+// A split reduction (Note [Reduction plans]) also writes and rereads one partial state of
+// at most 24 B per block that has read at least 8 KiB: under 0.6% more traffic. So the
+// ceiling is bytes / 4.8 TB/s on an H200; the plans aim for >= 94% of it on large tensors.
+//
+// Results are deterministic: the order of every combination depends only on the sizes
+// and the device's SM count, never on timing; there are no atomics.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/cuda/block_reduce.cuh"
+#include "kernels/cuda/launch.h"
+
+namespace ember::kernels::cuda {
+
+// --- Note [Reducers] -------------------------------------------------------------------
+// A reduction, as the kernels below see it, is a small struct over element type T:
+//   Acc                       the running state (C for sums and extrema, a Welford triple
+//                             for var, a value and an index for argmax);
+//   identity(), merge(a, b)   merge is associative up to rounding; the kernels fix the order;
+//   chunk(v, i0, di)          the state of N values v[j] at positions i0 + j * di of the
+//                             reduced dim (one 16-byte vector, or N loads of one column);
+//   write(out, o, acc, n)     stores output o of a reduction over n elements.
+// C is the compute type: float for float32/bfloat16/float16, double for float64.
+
+template <class T>
+using reduce_compute_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+namespace reduce_detail {
+
+template <class T>
+__device__ __forceinline__ reduce_compute_t<T> to_compute(T v) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) return __bfloat162float(v);
+  else if constexpr (std::is_same_v<T, __half>) return __half2float(v);
+  else return v;
+}
+template <class T, class C>
+__device__ __forceinline__ T from_compute(C v) {  // round to nearest even
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) return __float2bfloat16(v);
+  else if constexpr (std::is_same_v<T, __half>) return __float2half(v);
+  else return T(v);
+}
+
+}  // namespace reduce_detail
+
+template <class T>
+struct SumReduce {
+  using Elem = T;
+  using C = reduce_compute_t<T>;
+  using Acc = C;
+  using Out = T*;  // [outputs]
+  static constexpr const char* kName = "sum";
+  static constexpr bool kNeedsElements = false;
+  __device__ __forceinline__ Acc identity() const { return C(0); }
+  __device__ __forceinline__ Acc merge(Acc a, Acc b) const { return a + b; }
+  template <int N>
+  __device__ __forceinline__ Acc chunk(const C (&v)[N], int64_t, int64_t) const {
+    C s = v[0];
+    for (int j = 1; j < N; ++j) s += v[j];
+    return s;
+  }
+  __device__ __forceinline__ void write(Out out, int64_t o, Acc a, int64_t) const {
+    out[o] = reduce_detail::from_compute<T>(a);
+  }
+};
+
+// The sum divided by n, rounded once (n == 0 gives 0/0 = NaN, as in PyTorch).
+template <class T>
+struct MeanReduce : SumReduce<T> {
+  using typename SumReduce<T>::C;
+  using typename SumReduce<T>::Acc;
+  using typename SumReduce<T>::Out;
+  static constexpr const char* kName = "mean";
+  __device__ __forceinline__ void write(Out out, int64_t o, Acc a, int64_t n) const {
+    out[o] = reduce_detail::from_compute<T>(a / C(n));
+  }
+};
+
+// max (kMax) or min; NaN propagates (block_reduce.cuh's MaxOp/MinOp).
+template <class T, bool kMax>
+struct ExtremumReduce {
+  using Elem = T;
+  using C = reduce_compute_t<T>;
+  using Acc = C;
+  using Out = T*;  // [outputs]
+  static constexpr const char* kName = kMax ? "amax" : "amin";
+  static constexpr bool kNeedsElements = true;
+  __device__ __forceinline__ Acc identity() const { return kMax ? -C(INFINITY) : C(INFINITY); }
+  __device__ __forceinline__ Acc merge(Acc a, Acc b) const {
+    if constexpr (kMax) return MaxOp{}(a, b);
+    else return MinOp{}(a, b);
+  }
+  template <int N>
+  __device__ __forceinline__ Acc chunk(const C (&v)[N], int64_t, int64_t) const {
+    C m = v[0];
+    for (int j = 1; j < N; ++j) m = merge(m, v[j]);
+    return m;
+  }
+  __device__ __forceinline__ void write(Out out, int64_t o, Acc a, int64_t) const {
+    out[o] = reduce_detail::from_compute<T>(a);
+  }
+};
+template <class T> using MaxReduce = ExtremumReduce<T, true>;
+template <class T> using MinReduce = ExtremumReduce<T, false>;
+
+// n elements with mean `mean` and sum of squared deviations `m2`.
+template <class C>
+struct WelfordAcc {
+  int64_t n;
+  C mean, m2;
+};
+
+// Variance: m2 / max(n - correction, 0), as torch.var (n <= correction gives inf, or NaN
+// when m2 is 0 or NaN). Each chunk's mean and m2 come from its values in registers (two
+// passes, exact up to rounding); chunks merge by Chan, Golub and LeVeque's formula:
+// one division per chunk, not per element.
+template <class T>
+struct VarReduce {
+  using Elem = T;
+  using C = reduce_compute_t<T>;
+  using Acc = WelfordAcc<C>;
+  using Out = T*;  // [outputs]
+  static constexpr const char* kName = "var";
+  static constexpr bool kNeedsElements = false;
+  int64_t correction = 1;
+
+  __device__ __forceinline__ Acc identity() const { return Acc{0, C(0), C(0)}; }
+  __device__ __forceinline__ Acc merge(Acc a, Acc b) const {
+    if (b.n == 0) return a;
+    if (a.n == 0) return b;
+    const int64_t n = a.n + b.n;
+    const C delta = b.mean - a.mean, wb = C(b.n) / C(n);
+    return Acc{n, a.mean + delta * wb, a.m2 + b.m2 + delta * delta * C(a.n) * wb};
+  }
+  template <int N>
+  __device__ __forceinline__ Acc chunk(const C (&v)[N], int64_t, int64_t) const {
+    C s = v[0];
+    for (int j = 1; j < N; ++j) s += v[j];
+    const C mean = s / C(N);
+    C m2 = C(0);
+    for (int j = 0; j < N; ++j) m2 += (v[j] - mean) * (v[j] - mean);
+    return Acc{N, mean, m2};
+  }
+  __device__ __forceinline__ void write(Out out, int64_t o, Acc a, int64_t) const {
+    const int64_t dof = a.n > correction ? a.n - correction : 0;
+    out[o] = reduce_detail::from_compute<T>(a.m2 / C(dof));
+  }
+};
+
+// The best value so far and its position in the reduced dim.
+template <class C>
+struct ArgAcc {
+  C value;
+  int64_t index;
+};
+template <class T>
+struct IndexedOut {
+  T* values;         // [outputs], or null when only the indices are wanted
+  int64_t* indices;  // [outputs]
+};
+
+// argmax (kMax) / argmin: the position of the first extremum; a NaN beats every number,
+// and the first NaN wins (PyTorch's rule; the CPU backend's max_dim/min_dim).
+template <class T, bool kMax>
+struct ArgExtremumReduce {
+  using Elem = T;
+  using C = reduce_compute_t<T>;
+  using Acc = ArgAcc<C>;
+  using Out = IndexedOut<T>;
+  static constexpr const char* kName = kMax ? "argmax" : "argmin";
+  static constexpr bool kNeedsElements = true;
+
+  // Every element beats or ties the identity, and wins the tie by its smaller index.
+  __device__ __forceinline__ Acc identity() const {
+    return Acc{kMax ? -C(INFINITY) : C(INFINITY), INT64_MAX};
+  }
+  __device__ __forceinline__ static bool better(C a, C b) { return kMax ? a > b : a < b; }
+  // a and b hold disjoint positions, so the result does not depend on their order.
+  __device__ __forceinline__ Acc merge(Acc a, Acc b) const {
+    const bool a_nan = a.value != a.value, b_nan = b.value != b.value;
+    if (a_nan != b_nan) return a_nan ? a : b;
+    if (!a_nan) {
+      if (better(a.value, b.value)) return a;
+      if (better(b.value, a.value)) return b;
+    }
+    return a.index < b.index ? a : b;
+  }
+  template <int N>
+  __device__ __forceinline__ Acc chunk(const C (&v)[N], int64_t i0, int64_t di) const {
+    Acc best{v[0], i0};
+    for (int j = 1; j < N; ++j)
+      if (best.value == best.value && (v[j] != v[j] || better(v[j], best.value))) best = Acc{v[j], i0 + j * di};
+    return best;
+  }
+  __device__ __forceinline__ void write(Out out, int64_t o, Acc a, int64_t) const {
+    if (out.values != nullptr) out.values[o] = reduce_detail::from_compute<T>(a.value);
+    out.indices[o] = a.index;
+  }
+};
+template <class T> using ArgMaxReduce = ArgExtremumReduce<T, true>;
+template <class T> using ArgMinReduce = ArgExtremumReduce<T, false>;
+
+namespace reduce_detail {
+
+// --- Warp and block merges of any Acc --------------------------------------------------
+// Scalar states use block_reduce.cuh; the Welford and argmax states shuffle field by field.
+
+__device__ __forceinline__ float shfl_xor(float v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }
+__device__ __forceinline__ double shfl_xor(double v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }
+__device__ __forceinline__ int64_t shfl_xor(int64_t v, int m) {
+  return static_cast<int64_t>(__shfl_xor_sync(0xffffffffu, static_cast<long long>(v), m));
+}
+template <class C>
+__device__ __forceinline__ WelfordAcc<C> shfl_xor(WelfordAcc<C> a, int m) {
+  return WelfordAcc<C>{shfl_xor(a.n, m), shfl_xor(a.mean, m), shfl_xor(a.m2, m)};
+}
+template <class C>
+__device__ __forceinline__ ArgAcc<C> shfl_xor(ArgAcc<C> a, int m) {
+  return ArgAcc<C>{shfl_xor(a.value, m), shfl_xor(a.index, m)};
+}
+
+template <class R>
+struct MergeOp {
+  R r;
+  template <class A>
+  __device__ __forceinline__ A operator()(A a, A b) const { return r.merge(a, b); }
+};
+
+// The merge of the 32 lanes' states (a full warp); every lane gets it.
+template <class R>
+__device__ __forceinline__ typename R::Acc warp_merge(const R& r, typename R::Acc a) {
+  if constexpr (std::is_arithmetic_v<typename R::Acc>) {
+    return warp_reduce(a, MergeOp<R>{r});
+  } else {
+    for (int m = 16; m > 0; m /= 2) a = r.merge(a, shfl_xor(a, m));
+    return a;
+  }
+}
+
+// The merge over aligned groups of `lanes` lanes (a power of two up to 32): every lane
+// gets its group's result. Every lane of the warp must call it.
+template <class R>
+__device__ __forceinline__ typename R::Acc group_merge(const R& r, typename R::Acc a, int lanes) {
+  if (lanes == 32) return warp_merge(r, a);
+  for (int m = lanes / 2; m > 0; m /= 2) a = r.merge(a, shfl_xor(a, m));
+  return a;
+}
+
+// The merge over the block (whole warps, 1-D); every thread must call it.
+template <class R>
+__device__ __forceinline__ typename R::Acc block_merge(const R& r, typename R::Acc a) {
+  using Acc = typename R::Acc;
+  if constexpr (std::is_arithmetic_v<Acc>) {
+    return block_reduce(a, MergeOp<R>{r}, r.identity());
+  } else {
+    __shared__ Acc partial[32];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    a = warp_merge(r, a);
+    __syncthreads();  // partial may still be read by a previous call
+    if (lane == 0) partial[warp] = a;
+    __syncthreads();
+    a = lane < int(blockDim.x / 32) ? partial[lane] : r.identity();
+    return warp_merge(r, a);
+  }
+}
+
+// 16 bytes of T: one vector load.
+template <class T>
+struct alignas(16) Pack {
+  T v[16 / sizeof(T)];
+};
+
+template <class R>
+__device__ __forceinline__ typename R::Acc single(const R& r, typename R::Elem x, int64_t index) {
+  const typename R::C v[1] = {to_compute(x)};
+  return r.chunk(v, index, 1);
+}
+
+// This thread's share (thread t of nt) of the n contiguous elements at p, which sit at
+// positions first.. of the reduced dim: 16-byte vectors from the first aligned address,
+// four in flight per thread (also for the last few, so a row of two vectors per thread
+// costs one memory round trip, not two), and the < 16 bytes before and after them one
+// element at a time. Any alignment works; an unaligned start costs only the scalar head.
+template <class R>
+__device__ __forceinline__ typename R::Acc accumulate_run(const R& r, const typename R::Elem* __restrict__ p,
+                                                          int64_t first, int64_t n, int t, int nt) {
+  using T = typename R::Elem;
+  using C = typename R::C;
+  using Acc = typename R::Acc;
+  constexpr int V = 16 / sizeof(T), U = 4;
+  const int64_t mis = int64_t(reinterpret_cast<uintptr_t>(p) % 16) / int64_t(sizeof(T));
+  const int64_t head = mis == 0 ? 0 : (V - mis < n ? V - mis : n);
+  const int64_t nvec = (n - head) / V, tail = head + nvec * V;
+  Acc acc = r.identity();
+  for (int64_t j = t; j < head; j += nt) acc = r.merge(acc, single(r, p[j], first + j));
+  for (int64_t j = tail + t; j < n; j += nt) acc = r.merge(acc, single(r, p[j], first + j));
+  const Pack<T>* vp = reinterpret_cast<const Pack<T>*>(p + head);
+  const int64_t vfirst = first + head, step = nt;
+  int64_t i = t;
+  for (; i + (U - 1) * step < nvec; i += U * step) {
+    Pack<T> pk[U];
+    for (int u = 0; u < U; ++u) pk[u] = vp[i + u * step];  // all loads issued before any use
+    for (int u = 0; u < U; ++u) {
+      C v[V];
+      for (int j = 0; j < V; ++j) v[j] = to_compute(pk[u].v[j]);
+      acc = r.merge(acc, r.chunk(v, vfirst + (i + u * step) * V, 1));
+    }
+  }
+  if (i < nvec) {  // fewer than U vectors left: load them all, then use them
+    Pack<T> pk[U];
+    for (int u = 0; u < U; ++u)
+      if (i + u * step < nvec) pk[u] = vp[i + u * step];
+    for (int u = 0; u < U; ++u) {
+      if (i + u * step >= nvec) break;
+      C v[V];
+      for (int j = 0; j < V; ++j) v[j] = to_compute(pk[u].v[j]);
+      acc = r.merge(acc, r.chunk(v, vfirst + (i + u * step) * V, 1));
+    }
+  }
+  return acc;
+}
+
+}  // namespace reduce_detail
+
+// --- Note [Reduction plans] ------------------------------------------------------------
+// Last dim: rows of up to kWarpRowMaxCols elements go to groups of lanes of one warp,
+// about one 16-byte vector per lane up to 32 lanes (a [N, 3] tensor: a lane per row, 32
+// rows per warp; [N, 1024]: a warp per row); no barrier. Longer rows get a block each. A
+// block never reads more than kMaxBlockBytes for one output, and when the rows are too
+// few to give every SM several blocks (rows * splits < 8 * SMs), rows are split further,
+// down to kMinSegmentBytes a block. A split reduction is two passes: each block writes its
+// partial state to the workspace, laid out [splits, outputs], and reduce_middle_dim_kernel
+// merges each output's splits in order (for reduce_all: one block merges all of them). No
+// atomics, so every run gives the same bits. Splits are capped at kMaxSplitsPerSM * SMs
+// per output, so the second pass stays a few microseconds.
+// Middle dim: inner == 1 is the last dim. Short columns (n <= kThreadColumnMaxN) get a
+// thread each: a warp reads 32 consecutive columns of a row. Longer ones: a block is 256
+// threads seen as ny rows of `width` = min(inner, 32) threads, so a warp reads `width`
+// consecutive elements of 32 / width consecutive rows, contiguous (inner < 32) or whole
+// 128-byte lines (inner >= 32). Each thread keeps eight loads in flight down its column;
+// the block's ny states per column merge in shared memory in a fixed tree. Long columns
+// split across blocks as rows do.
+// Not tuned (correct, slower): inner in [2, 32) with short columns, where a warp's loads
+// spread over 32 / inner outputs' columns, and inner just above a multiple of 32, whose
+// last tile of columns is mostly idle. These need a GPU to measure.
+
+struct ReducePlan {
+  LaunchConfig main;         // the pass over the input
+  LaunchConfig merge;        // the pass over the partial states (grid 0: none)
+  int lanes_per_row = 0;      // last dim: a group of this many lanes per row (0: a block per row)
+  bool thread_per_output = false;  // middle dim: short columns, one thread each
+  int width = 0;             // middle dim: threads along inner (main pass)
+  int merge_width = 0;       // threads along the outputs (merge pass)
+  int64_t splits = 1;        // blocks that share one output
+  int64_t segment = 0;       // elements of the reduced dim per block
+  size_t workspace_bytes = 0;
+};
+
+namespace reduce_detail {
+
+inline constexpr int64_t kWarpRowMaxCols = 1024;
+inline constexpr int64_t kThreadColumnMaxN = 64;
+inline constexpr int64_t kMaxBlockBytes = 64 << 10;
+inline constexpr int64_t kMinSegmentBytes = 8 << 10;
+inline constexpr int64_t kMaxSplitsPerSM = 16;
+inline constexpr int kMiddleUnroll = 8;
+
+__host__ __device__ __forceinline__ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+__host__ __device__ __forceinline__ int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+__host__ __device__ __forceinline__ int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+inline unsigned grid_for(int64_t blocks) { return static_cast<unsigned>(blocks < INT32_MAX ? blocks : INT32_MAX); }
+
+// Blocks per output, for `units` independent reductions of `bytes` each.
+inline int64_t choose_splits(int64_t units, int64_t bytes) {
+  const int64_t target = int64_t(sm_count()) * 8;  // 8 blocks of 256 threads fill an SM
+  int64_t splits = ceil_div(bytes, kMaxBlockBytes);
+  if (units * splits < target) {
+    const int64_t want = ceil_div(target, units), most = ceil_div(bytes, kMinSegmentBytes);
+    splits = max64(splits, min64(want, most));
+  }
+  return max64(1, min64(splits, int64_t(sm_count()) * kMaxSplitsPerSM));
+}
+
+// The merge pass of `splits` states for each of `outputs`.
+inline void plan_merge(ReducePlan& p, int64_t outputs, size_t acc_bytes) {
+  if (p.splits <= 1) return;
+  p.merge_width = static_cast<int>(min64(outputs, 32));
+  p.merge = LaunchConfig{dim3(grid_for(ceil_div(outputs, p.merge_width))), dim3(kBlockThreads), 0};
+  p.workspace_bytes = size_t(p.splits) * size_t(outputs) * acc_bytes;
+}
+
+}  // namespace reduce_detail
+
+// The launch plan of a last-dim reduction of x [rows, cols] (Note [Reduction plans]).
+inline ReducePlan last_dim_plan(int64_t rows, int64_t cols, size_t elem_bytes, size_t acc_bytes) {
+  using namespace reduce_detail;
+  ReducePlan p;
+  p.main.grid = dim3(0);
+  p.merge.grid = dim3(0);
+  if (rows == 0) return p;
+  if (cols <= kWarpRowMaxCols) {
+    // About one 16-byte vector or more per lane: short rows share a warp.
+    const int64_t vectors = ceil_div(cols * int64_t(elem_bytes), 16);
+    p.lanes_per_row = 1;
+    while (p.lanes_per_row < 32 && p.lanes_per_row < vectors) p.lanes_per_row *= 2;
+    const int64_t warps = min64(ceil_div(rows, 32 / p.lanes_per_row), kBlockThreads / 32);
+    const int64_t rows_per_block = warps * (32 / p.lanes_per_row);
+    p.main = LaunchConfig{dim3(grid_for(ceil_div(rows, rows_per_block))), dim3(unsigned(32 * warps)), 0};
+    p.segment = cols;
+    return p;
+  }
+  const int64_t splits = choose_splits(rows, cols * int64_t(elem_bytes));
+  p.segment = ceil_div(ceil_div(cols, splits), 16) * 16;  // whole vectors, even for 1-byte types
+  p.splits = ceil_div(cols, p.segment);
+  p.main = LaunchConfig{dim3(grid_for(rows * p.splits)), dim3(kBlockThreads), 0};
+  plan_merge(p, rows, acc_bytes);
+  return p;
+}
+
+// The launch plan of a middle-dim reduction of x [outer, n, inner].
+inline ReducePlan middle_dim_plan(int64_t outer, int64_t n, int64_t inner, size_t elem_bytes, size_t acc_bytes) {
+  using namespace reduce_detail;
+  ReducePlan p;
+  p.main.grid = dim3(0);
+  p.merge.grid = dim3(0);
+  if (outer == 0 || inner == 0) return p;
+  if (inner == 1) return last_dim_plan(outer, n, elem_bytes, acc_bytes);  // rows: reduce_middle_dim delegates
+  if (n <= kThreadColumnMaxN) {
+    p.thread_per_output = true;
+    p.main = LaunchConfig{dim3(grid_for(ceil_div(outer * inner, kBlockThreads))), dim3(kBlockThreads), 0};
+    p.segment = n;
+    return p;
+  }
+  p.width = static_cast<int>(min64(inner, 32));
+  const int64_t tiles = outer * ceil_div(inner, p.width);
+  const int64_t splits = choose_splits(tiles, n * p.width * int64_t(elem_bytes));
+  p.segment = ceil_div(n, splits);
+  p.splits = p.segment == 0 ? 1 : ceil_div(n, p.segment);
+  p.main = LaunchConfig{dim3(grid_for(tiles * p.splits)), dim3(kBlockThreads), 0};
+  plan_merge(p, outer * inner, acc_bytes);
+  return p;
+}
+
+// --- Kernels -----------------------------------------------------------------------------
+
+// out[row] = R over x[row, :] (x [rows, cols], contiguous). Memory-bound, sizeof(T) bytes
+// read per element. kGroupPerRow: each warp reduces 32 / lanes rows at a time, `lanes`
+// lanes per row (a power of two), warp w of the grid taking row groups w, w + warps, ...;
+// otherwise block b reduces segment b % splits of row b / splits, writing the output
+// (splits == 1) or its partial state, partial [splits, rows].
+template <class R, bool kGroupPerRow>
+__global__ void __launch_bounds__(kBlockThreads)
+    reduce_last_dim_kernel(R r, const typename R::Elem* __restrict__ x, typename R::Out out,
+                           typename R::Acc* __restrict__ partial, int64_t rows, int64_t cols, int64_t splits,
+                           int64_t segment, int lanes) {
+  using namespace reduce_detail;
+  if constexpr (kGroupPerRow) {
+    const int64_t rows_per_warp = 32 / lanes, warps = int64_t(gridDim.x) * (blockDim.x / 32);
+    const int lane = threadIdx.x % lanes;
+    // The loop is the same for the whole warp (its shuffles need every lane); a group
+    // past the last row reduces nothing.
+    for (int64_t w = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; w * rows_per_warp < rows; w += warps) {
+      const int64_t row = w * rows_per_warp + (threadIdx.x % 32) / lanes;
+      typename R::Acc a = r.identity();
+      if (row < rows) a = accumulate_run(r, x + row * cols, 0, cols, lane, lanes);
+      a = group_merge(r, a, lanes);
+      if (lane == 0 && row < rows) r.write(out, row, a, cols);
+    }
+  } else {
+    for (int64_t b = blockIdx.x; b < rows * splits; b += gridDim.x) {
+      const int64_t row = b / splits, s = b % splits;
+      const int64_t first = s * segment, n = min64(cols - first, segment);
+      const typename R::Acc a =
+          block_merge(r, accumulate_run(r, x + row * cols + first, first, n, threadIdx.x, blockDim.x));
+      if (threadIdx.x == 0) {
+        if (splits == 1) r.write(out, row, a, cols);
+        else partial[s * rows + row] = a;
+      }
+    }
+  }
+}
+
+// out[o, c] = R over x[o, :, c] (x [outer, n, inner], contiguous). Memory-bound, sizeof(T)
+// bytes read per element. Block b reduces segment b % splits of `width` columns, tile
+// b / splits; threads are ny = 256 / width rows of `width` (Note [Reduction plans]).
+// kPartials: x holds partial states [outer, n, inner] of type Acc (the merge pass, with
+// count = the original reduction's length); otherwise elements of type T.
+template <class R, bool kPartials>
+__global__ void __launch_bounds__(kBlockThreads)
+    reduce_middle_dim_kernel(R r, const std::conditional_t<kPartials, typename R::Acc, typename R::Elem>* __restrict__ x,
+                             typename R::Out out, typename R::Acc* __restrict__ partial, int64_t outer, int64_t n,
+                             int64_t inner, int width, int64_t splits, int64_t segment, int64_t count) {
+  using namespace reduce_detail;
+  using Acc = typename R::Acc;
+  using C = typename R::C;
+  constexpr int U = kMiddleUnroll;
+  __shared__ Acc column[kBlockThreads];
+  const int ny = blockDim.x / width, tx = threadIdx.x % width, ty = threadIdx.x / width;
+  const int64_t col_tiles = ceil_div(inner, width);
+  for (int64_t b = blockIdx.x; b < outer * col_tiles * splits; b += gridDim.x) {
+    const int64_t tile = b / splits, s = b % splits;
+    const int64_t o = tile / col_tiles, c = (tile % col_tiles) * width + tx;
+    const int64_t end = min64(n, (s + 1) * segment);
+    Acc acc = r.identity();
+    if (ty < ny && c < inner) {
+      const auto* col = x + o * n * inner + c;
+      int64_t k = s * segment + ty;
+      if constexpr (kPartials) {
+        for (; k + (U - 1) * ny < end; k += U * ny) {
+          Acc v[U];
+          for (int u = 0; u < U; ++u) v[u] = col[(k + u * ny) * inner];
+          for (int u = 0; u < U; ++u) acc = r.merge(acc, v[u]);
+        }
+        for (; k < end; k += ny) acc = r.merge(acc, col[k * inner]);
+      } else {
+        for (; k + (U - 1) * ny < end; k += U * ny) {
+          C v[U];
+          for (int u = 0; u < U; ++u) v[u] = to_compute(col[(k + u * ny) * inner]);
+          acc = r.merge(acc, r.chunk(v, k, ny));
+        }
+        for (; k < end; k += ny) acc = r.merge(acc, single(r, col[k * inner], k));
+      }
+    }
+    column[threadIdx.x] = acc;
+    __syncthreads();
+    int half = 1;
+    while (half < ny) half *= 2;
+    for (half /= 2; half > 0; half /= 2) {  // row ty takes row ty + half: a fixed tree
+      if (ty < half && ty + half < ny) column[threadIdx.x] = r.merge(column[threadIdx.x], column[threadIdx.x + half * width]);
+      __syncthreads();
+    }
+    if (ty == 0 && c < inner) {
+      if (splits == 1) r.write(out, o * inner + c, column[tx], count);
+      else partial[s * outer * inner + o * inner + c] = column[tx];
+    }
+    __syncthreads();  // column is refilled for the next tile
+  }
+}
+
+// out[i] = R over x[o, :, c] for i = o * inner + c (x [outer, n, inner], contiguous), one
+// thread per output: for short columns (n <= kThreadColumnMaxN), where a tile of threads
+// per column would mostly idle. Memory-bound, sizeof(T) bytes read per element; a warp's
+// loads are 32 consecutive columns of one row when inner >= 32.
+template <class R>
+__global__ void __launch_bounds__(kBlockThreads)
+    reduce_columns_kernel(R r, const typename R::Elem* __restrict__ x, typename R::Out out, int64_t outer, int64_t n,
+                          int64_t inner) {
+  using namespace reduce_detail;
+  using C = typename R::C;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < outer * inner;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const typename R::Elem* col = x + (i / inner) * n * inner + i % inner;
+    typename R::Acc acc = r.identity();
+    int64_t k = 0;
+    for (; k + 3 < n; k += 4) {
+      C v[4];
+      for (int u = 0; u < 4; ++u) v[u] = to_compute(col[(k + u) * inner]);
+      acc = r.merge(acc, r.chunk(v, k, 1));
+    }
+    for (; k < n; ++k) acc = r.merge(acc, single(r, col[k * inner], k));
+    r.write(out, i, acc, n);
+  }
+}
+
+// --- Shapes -----------------------------------------------------------------------------
+
+// A reduction of a contiguous tensor of shape `sizes` over the dims set in `mask` (bit d:
+// dim d, as kernels/stubs.h's DimMask) seen as x [outer, n, inner] reduced over n, which
+// reduce_middle_dim takes (inner == 1: the last dim; outer == inner == 1: all). Possible
+// when the reduced dims are adjacent once size-1 dims are ignored; false otherwise.
+struct ReduceDims {
+  int64_t outer = 1, n = 1, inner = 1;
+};
+inline bool reduce_dims(const std::vector<int64_t>& sizes, uint64_t mask, ReduceDims& out) {
+  ReduceDims d;
+  int phase = 0;  // 0: kept dims before the reduced run, 1: in it, 2: after it
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] == 1) continue;
+    const bool reduced = i < 64 && ((mask >> i) & 1);
+    if (reduced && phase == 2) return false;
+    if (reduced) phase = 1;
+    else if (phase == 1) phase = 2;
+    (reduced ? d.n : phase == 0 ? d.outer : d.inner) *= sizes[i];
+  }
+  out = d;
+  return true;
+}
+
+// --- Host launchers ------------------------------------------------------------------------
+// Each takes a reducer (SumReduce<T>{}, VarReduce<T>{correction}, ArgMaxReduce<T>{}, ...)
+// and a workspace of at least the matching *_workspace() bytes (16-byte aligned; none is
+// needed, and null is fine, when that is 0). Asynchronous on `stream`.
+
+namespace reduce_detail {
+
+template <class R>
+void check_reduction(const R& r, const void* x, typename R::Out out, int64_t outputs, int64_t n, const char* where) {
+  EMBER_CHECK(outputs >= 0 && n >= 0, where, "(", R::kName, "): negative size (", outputs, " outputs of ", n,
+              " elements each)");
+  if (outputs == 0) return;
+  if constexpr (R::kNeedsElements)
+    EMBER_CHECK(n > 0, where, "(", R::kName, "): cannot reduce over 0 elements (", R::kName,
+                " of nothing is undefined)");
+  if constexpr (std::is_same_v<typename R::Out, IndexedOut<typename R::Elem>>)
+    EMBER_CHECK(out.indices != nullptr, where, "(", R::kName, "): the indices output is null");
+  else
+    EMBER_CHECK(out != nullptr, where, "(", R::kName, "): the output is null");
+  if constexpr (std::is_same_v<R, VarReduce<typename R::Elem>>)
+    EMBER_CHECK(r.correction >= 0, where, "(var): correction must be >= 0, got ", r.correction);
+  EMBER_CHECK(n == 0 || x != nullptr, where, "(", R::kName, "): the input is null");
+}
+
+template <class R>
+typename R::Acc* check_workspace(const ReducePlan& p, void* workspace, size_t workspace_bytes, const char* where) {
+  if (p.workspace_bytes == 0) return nullptr;
+  EMBER_CHECK(workspace != nullptr && workspace_bytes >= p.workspace_bytes, where, "(", R::kName, "): needs ",
+              p.workspace_bytes, " bytes of workspace (", p.splits, " blocks per output), got ",
+              workspace == nullptr ? size_t(0) : workspace_bytes, "; size it with ", where, "_workspace()");
+  EMBER_CHECK(reinterpret_cast<uintptr_t>(workspace) % 16 == 0, where, "(", R::kName,
+              "): the workspace must be 16-byte aligned");
+  return static_cast<typename R::Acc*>(workspace);
+}
+
+// The merge pass: partial [splits, outputs] -> out [outputs].
+template <class R>
+void merge_partials(const R& r, const ReducePlan& p, const typename R::Acc* partial, typename R::Out out,
+                    int64_t outputs, int64_t count, cudaStream_t stream) {
+  if (p.splits <= 1) return;
+  launch<reduce_middle_dim_kernel<R, true>>(p.merge, stream, r, partial, out, static_cast<typename R::Acc*>(nullptr),
+                                            int64_t(1), p.splits, outputs, p.merge_width, int64_t(1), p.splits, count);
+}
+
+}  // namespace reduce_detail
+
+template <class R>
+size_t reduce_last_dim_workspace(int64_t rows, int64_t cols) {
+  return last_dim_plan(rows, cols, sizeof(typename R::Elem), sizeof(typename R::Acc)).workspace_bytes;
+}
+template <class R>
+size_t reduce_middle_dim_workspace(int64_t outer, int64_t n, int64_t inner) {
+  return middle_dim_plan(outer, n, inner, sizeof(typename R::Elem), sizeof(typename R::Acc)).workspace_bytes;
+}
+template <class R>
+size_t reduce_all_workspace(int64_t n) {
+  return reduce_last_dim_workspace<R>(1, n);
+}
+
+// out [rows] = r over each row of x [rows, cols] (contiguous; any alignment).
+template <class R>
+void reduce_last_dim(const R& r, const typename R::Elem* x, typename R::Out out, int64_t rows, int64_t cols,
+                     void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+  using namespace reduce_detail;
+  check_reduction(r, x, out, rows, cols, "reduce_last_dim");
+  const ReducePlan p = last_dim_plan(rows, cols, sizeof(typename R::Elem), sizeof(typename R::Acc));
+  typename R::Acc* partial = check_workspace<R>(p, workspace, workspace_bytes, "reduce_last_dim");
+  if (p.lanes_per_row > 0)
+    launch<reduce_last_dim_kernel<R, true>>(p.main, stream, r, x, out, partial, rows, cols, int64_t(1), cols,
+                                            p.lanes_per_row);
+  else
+    launch<reduce_last_dim_kernel<R, false>>(p.main, stream, r, x, out, partial, rows, cols, p.splits, p.segment, 0);
+  merge_partials(r, p, partial, out, rows, cols, stream);
+}
+
+// out [outer, inner] = r over the middle dim of x [outer, n, inner] (contiguous).
+template <class R>
+void reduce_middle_dim(const R& r, const typename R::Elem* x, typename R::Out out, int64_t outer, int64_t n,
+                       int64_t inner, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+  using namespace reduce_detail;
+  EMBER_CHECK(outer >= 0 && inner >= 0, "reduce_middle_dim(", R::kName, "): negative size (outer ", outer,
+              ", inner ", inner, ")");
+  check_reduction(r, x, out, outer * inner, n, "reduce_middle_dim");
+  if (inner == 1) return reduce_last_dim(r, x, out, outer, n, workspace, workspace_bytes, stream);
+  const ReducePlan p = middle_dim_plan(outer, n, inner, sizeof(typename R::Elem), sizeof(typename R::Acc));
+  if (p.thread_per_output) return launch<reduce_columns_kernel<R>>(p.main, stream, r, x, out, outer, n, inner);
+  typename R::Acc* partial = check_workspace<R>(p, workspace, workspace_bytes, "reduce_middle_dim");
+  launch<reduce_middle_dim_kernel<R, false>>(p.main, stream, r, x, out, partial, outer, n, inner, p.width, p.splits,
+                                             p.segment, n);
+  merge_partials(r, p, partial, out, outer * inner, n, stream);
+}
+
+// out [1] = r over the n elements of x (contiguous; any alignment). Large n: per-block
+// partial states, then one block merges them (Note [Reduction plans]).
+template <class R>
+void reduce_all(const R& r, const typename R::Elem* x, typename R::Out out, int64_t n, void* workspace,
+                size_t workspace_bytes, cudaStream_t stream) {
+  reduce_last_dim(r, x, out, 1, n, workspace, workspace_bytes, stream);
+}
+
+}  // namespace ember::kernels::cuda
