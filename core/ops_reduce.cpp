@@ -1,5 +1,6 @@
 // Reductions: dim handling (negative dims, duplicates, keepdim) and dispatch. mean and
 // var are written with other ops (sum, sub, mul), so every backend has them for free.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -182,8 +183,9 @@ Tensor var(const Tensor& x, const std::vector<int64_t>& dims, int64_t correction
   const int64_t n = reduced_count(x, make_mask(x, dims, "var"));
   Tensor xc = x.dtype() == kFloat16 || x.dtype() == kBFloat16 ? x.to(kFloat32) : x;
   Tensor dev = sub(xc, mean(xc, dims, true));
-  // n - correction <= 0 divides by zero or less: inf or NaN, as in PyTorch.
-  Tensor v = div(sum(mul(dev, dev), dims, keepdim), Scalar(static_cast<double>(n - correction)));
+  // PyTorch divides by max(n - correction, 0): inf, or NaN when the sum is 0 too.
+  const double divisor = static_cast<double>(std::max<int64_t>(n - correction, 0));
+  Tensor v = div(sum(mul(dev, dev), dims, keepdim), Scalar(divisor));
   return v.to(x.dtype());
 }
 

@@ -179,6 +179,9 @@ TEST(Reduce, VarWithTooFewElementsIsNaN) {  // PyTorch: 0 / 0 with a warning, no
   EXPECT_CLOSE(var(tensor({3.0}, kFloat64)), std::vector<double>{kNaN}, Shape{}, 0, 0);
   EXPECT_CLOSE(var(tensor({3.0}, kFloat64), {}, 0), std::vector<double>{0}, Shape{}, 0, 0);
   EXPECT_CLOSE(var(zeros({2, 1}), {1}), std::vector<double>(2, kNaN), Shape{2}, 0, 0);
+  // A correction above n divides by 0, not by a negative count (torch.var gives inf).
+  EXPECT_CLOSE(var(tensor({1.0, 3.0}, kFloat64), {}, 5), std::vector<double>{INFINITY}, Shape{}, 0, 0);
+  EXPECT_CLOSE(var(zeros({0}, kFloat64)), std::vector<double>{kNaN}, Shape{}, 0, 0);
 }
 
 TEST(Reduce, IntegerSumsAreInt64) {
