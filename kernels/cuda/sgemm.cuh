@@ -106,6 +106,8 @@ struct PanelTile {
     kk = KContig ? col : row;
   }
 
+  // kChecked = false: the caller knows the whole tile is inside and rows are aligned.
+  template <bool kChecked = true>
   __device__ __forceinline__ void fetch(const float* x, int64_t ld, int mn_ext, int k_ext, int mn0, int k0, bool vec,
                                         int tid) {
     EMBER_GEMM_UNROLL
@@ -113,6 +115,10 @@ struct PanelTile {
       int mn, kk;
       coords(tid + r * kThreads, mn, kk);
       mn += mn0, kk += k0;
+      if (!kChecked) {
+        v[r] = *reinterpret_cast<const float4*>(panel_ptr<KContig>(x, ld, mn, kk));
+        continue;
+      }
       const bool whole = KContig ? (mn < mn_ext && kk + 3 < k_ext) : (kk < k_ext && mn + 3 < mn_ext);
       if (vec && whole) {
         v[r] = *reinterpret_cast<const float4*>(panel_ptr<KContig>(x, ld, mn, kk));
@@ -364,40 +370,38 @@ __global__ void __launch_bounds__(kSgemmThreads) sgemm_v4_vectorized(SgemmArgs g
 // v4 waits for each tile's global loads before any FMA can start, and waits at two
 // barriers per tile. v5 keeps two shared buffers: while the block computes K-tile t from
 // one, the loads of tile t+1 are already in flight into registers, and land in the other
-// buffer after the FMAs, so load latency hides behind 16 x 64 FMAs per thread; one barrier
+// buffer after the FMAs, so load latency hides behind 8 x 64 FMAs per thread; one barrier
 // per tile suffices (the buffer written at step t was last read at step t-1, before the
-// previous barrier). BK = 16 halves the barriers again; registers: 64 accumulators, 16
-// operands, 16 prefetched, under the 128 that 2 blocks of 256 threads per SM allow.
-// Shared memory: 2 x 2 x 16 x 132 floats = 33 KiB per block.
-inline constexpr int kSgemmV5BK = 16;
+// previous barrier). Registers are the limit: 64 accumulators, 16 operands and 8
+// prefetched values must fit the 128 that 2 blocks of 256 threads per SM allow, so BK
+// stays 8 (BK = 16 spilled on sm_90), and interior blocks (whole tiles, aligned rows, k a
+// multiple of BK: all blocks at 4096^3) run a copy of the loop without bounds checks,
+// whose fewer live values leave it spill-free. Shared memory: 2 x 2 x 8 x 132 floats
+// = 16.5 KiB per block.
+inline constexpr int kSgemmV5BK = 8;
 
-template <bool TransA, bool TransB>
-__global__ void __launch_bounds__(kSgemmThreads, 2) sgemm_v5_double_buffered(SgemmArgs g, bool vec_a, bool vec_b,
-                                                                            bool vec_c) {
-  constexpr int BM = kSgemmBM, BN = kSgemmBN, BK = kSgemmV5BK, P = kSgemmPad;
-  __shared__ __align__(16) float as[2][BK][BM + P];  // as[buffer][k][m]
-  __shared__ __align__(16) float bs[2][BK][BN + P];  // bs[buffer][k][n]
-  int tm, tn;
-  block_tile((g.m + BM - 1) / BM, (g.n + BN - 1) / BN, tm, tn);
+template <bool kChecked, bool TransA, bool TransB, int kPitch>
+__device__ __forceinline__ void sgemm_v5_loop(const SgemmArgs& g, int tm, int tn, bool vec_a, bool vec_b,
+                                              float (*as)[kSgemmV5BK][kPitch], float (*bs)[kSgemmV5BK][kPitch],
+                                              float (&acc)[8][8]) {
+  constexpr int BM = kSgemmBM, BN = kSgemmBN, BK = kSgemmV5BK;
   const int tid = int(threadIdx.x), ty = tid / 16, tx = tid % 16;
   const float* a = batch_entry(g.a, g.stride_a);
   const float* b = batch_entry(g.b, g.stride_b);
   PanelTile<!TransA, BM, BK, kSgemmThreads> ta;
   PanelTile<TransB, BN, BK, kSgemmThreads> tb;
-  float acc[8][8] = {};
   const int tiles = (g.k + BK - 1) / BK;
-  if (tiles > 0) {
-    ta.fetch(a, g.lda, g.m, g.k, tm * BM, 0, vec_a, tid);
-    tb.fetch(b, g.ldb, g.n, g.k, tn * BN, 0, vec_b, tid);
-    ta.stash(as[0], tid);
-    tb.stash(bs[0], tid);
-    __syncthreads();
-  }
+  if (tiles == 0) return;
+  ta.template fetch<kChecked>(a, g.lda, g.m, g.k, tm * BM, 0, vec_a, tid);
+  tb.template fetch<kChecked>(b, g.ldb, g.n, g.k, tn * BN, 0, vec_b, tid);
+  ta.stash(as[0], tid);
+  tb.stash(bs[0], tid);
+  __syncthreads();
   for (int t = 0; t < tiles; ++t) {
     const bool more = t + 1 < tiles;
     if (more) {  // issue the next tile's loads; their registers are not needed until after the FMAs
-      ta.fetch(a, g.lda, g.m, g.k, tm * BM, (t + 1) * BK, vec_a, tid);
-      tb.fetch(b, g.ldb, g.n, g.k, tn * BN, (t + 1) * BK, vec_b, tid);
+      ta.template fetch<kChecked>(a, g.lda, g.m, g.k, tm * BM, (t + 1) * BK, vec_a, tid);
+      tb.template fetch<kChecked>(b, g.ldb, g.n, g.k, tn * BN, (t + 1) * BK, vec_b, tid);
     }
     sgemm_quads_fma<BK>(as[t % 2], bs[t % 2], ty, tx, acc);
     if (more) {
@@ -406,7 +410,23 @@ __global__ void __launch_bounds__(kSgemmThreads, 2) sgemm_v5_double_buffered(Sge
     }
     __syncthreads();
   }
-  sgemm_quads_store(g, tm, tn, ty, tx, acc, vec_c);
+}
+
+template <bool TransA, bool TransB>
+__global__ void __launch_bounds__(kSgemmThreads, 2) sgemm_v5_double_buffered(SgemmArgs g, bool vec_a, bool vec_b,
+                                                                            bool vec_c) {
+  constexpr int BM = kSgemmBM, BN = kSgemmBN, BK = kSgemmV5BK, P = kSgemmPad;
+  static_assert(BM == BN, "as and bs share one pitch");
+  __shared__ __align__(16) float as[2][BK][BM + P];  // as[buffer][k][m]
+  __shared__ __align__(16) float bs[2][BK][BN + P];  // bs[buffer][k][n]
+  int tm, tn;
+  block_tile((g.m + BM - 1) / BM, (g.n + BN - 1) / BN, tm, tn);
+  float acc[8][8] = {};
+  const bool interior = vec_a && vec_b && g.k % BK == 0 && (tm + 1) * BM <= g.m && (tn + 1) * BN <= g.n;
+  if (interior) sgemm_v5_loop<false, TransA, TransB>(g, tm, tn, vec_a, vec_b, as, bs, acc);
+  else sgemm_v5_loop<true, TransA, TransB>(g, tm, tn, vec_a, vec_b, as, bs, acc);
+  const int tid = int(threadIdx.x);
+  sgemm_quads_store(g, tm, tn, tid / 16, tid % 16, acc, vec_c);
 }
 
 // --- Host side ----------------------------------------------------------------------------

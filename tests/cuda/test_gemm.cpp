@@ -222,6 +222,8 @@ TEST(CudaGemm, SgemmManyTilesAndBatches) {
     expect_sgemm_matches(v, Case{1100, 3, 5}, seed++);
     expect_sgemm_matches(v, Case{3, 1100, 5, false, true}, seed++);
     expect_sgemm_matches(v, Case{260, 300, 9, true, false, 1.0f, 0.0f, 4}, seed++);
+    for (int layout = 0; layout < 4; ++layout)  // interior blocks (v5's unchecked loop) beside edge blocks
+      expect_sgemm_matches(v, Case{256, 260, 24, bool(layout & 1), bool(layout & 2)}, seed++);
     expect_sgemm_matches(v, Case{20, 24, 12, false, false, 1.0f, 0.5f, 0, 0, 3}, seed++);
     expect_sgemm_matches(v, Case{17, 9, 13, false, true, 1.0f, 0.0f, 1, 0, 4, true}, seed++);
   }
