@@ -109,7 +109,7 @@ __device__ __forceinline__ void load_tile(uint32_t dst, unsigned char* dst_ptr, 
       uint4 v;
       v.x = e[0] | (uint32_t(e[1]) << 16), v.y = e[2] | (uint32_t(e[3]) << 16);
       v.z = e[4] | (uint32_t(e[5]) << 16), v.w = e[6] | (uint32_t(e[7]) << 16);
-      *reinterpret_cast<uint4*>(dst_ptr + off) = v;
+      store_vec(dst_ptr + off, v);
     }
   }
 }
@@ -135,16 +135,16 @@ __device__ __forceinline__ void store_pair(TC* c, int64_t ldc, int m, int n, int
     float r0 = alpha * v0, r1 = alpha * v1;
     if constexpr (std::is_same_v<TC, float>) {
       if (beta != 0.0f) {
-        const float2 old = *reinterpret_cast<const float2*>(out);
+        const float2 old = load_vec<float2>(out);
         r0 += beta * old.x, r1 += beta * old.y;
       }
-      *reinterpret_cast<float2*>(out) = make_float2(r0, r1);
+      store_vec(out, make_float2(r0, r1));
     } else {
       if (beta != 0.0f) {
-        const float2 old = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(out));
+        const float2 old = __bfloat1622float2(load_vec<__nv_bfloat162>(out));
         r0 += beta * old.x, r1 += beta * old.y;
       }
-      *reinterpret_cast<__nv_bfloat162*>(out) = __floats2bfloat162_rn(r0, r1);
+      store_vec(out, __floats2bfloat162_rn(r0, r1));
     }
     return;
   }

@@ -116,12 +116,12 @@ struct PanelTile {
       coords(tid + r * kThreads, mn, kk);
       mn += mn0, kk += k0;
       if (!kChecked) {
-        v[r] = *reinterpret_cast<const float4*>(panel_ptr<KContig>(x, ld, mn, kk));
+        v[r] = load_vec<float4>(panel_ptr<KContig>(x, ld, mn, kk));
         continue;
       }
       const bool whole = KContig ? (mn < mn_ext && kk + 3 < k_ext) : (kk < k_ext && mn + 3 < mn_ext);
       if (vec && whole) {
-        v[r] = *reinterpret_cast<const float4*>(panel_ptr<KContig>(x, ld, mn, kk));
+        v[r] = load_vec<float4>(panel_ptr<KContig>(x, ld, mn, kk));
       } else {
         float e[4];
         EMBER_GEMM_UNROLL
@@ -146,7 +146,7 @@ struct PanelTile {
         s[kk + 2][mn] = v[r].z;
         s[kk + 3][mn] = v[r].w;
       } else {
-        *reinterpret_cast<float4*>(&s[kk][mn]) = v[r];
+        store_vec(&s[kk][mn], v[r]);
       }
     }
   }
@@ -167,10 +167,10 @@ __device__ __forceinline__ void store_run4(float* c, int64_t ldc, int m, int n, 
   if (vec && col + 3 < n) {
     float4 r = make_float4(alpha * acc.x, alpha * acc.y, alpha * acc.z, alpha * acc.w);
     if (beta != 0.0f) {
-      const float4 old = *reinterpret_cast<const float4*>(out);
+      const float4 old = load_vec<float4>(out);
       r = make_float4(r.x + beta * old.x, r.y + beta * old.y, r.z + beta * old.z, r.w + beta * old.w);
     }
-    *reinterpret_cast<float4*>(out) = r;
+    store_vec(out, r);
     return;
   }
   const float e[4] = {acc.x, acc.y, acc.z, acc.w};
@@ -303,10 +303,10 @@ __device__ __forceinline__ void sgemm_quads_fma(const float (*as)[kPitch], const
                                                 float (&acc)[8][8]) {
   EMBER_GEMM_UNROLL
   for (int kk = 0; kk < BK; ++kk) {
-    const float4 a0 = *reinterpret_cast<const float4*>(&as[kk][ty * 4]);
-    const float4 a1 = *reinterpret_cast<const float4*>(&as[kk][64 + ty * 4]);
-    const float4 b0 = *reinterpret_cast<const float4*>(&bs[kk][tx * 4]);
-    const float4 b1 = *reinterpret_cast<const float4*>(&bs[kk][64 + tx * 4]);
+    const float4 a0 = load_vec<float4>(&as[kk][ty * 4]);
+    const float4 a1 = load_vec<float4>(&as[kk][64 + ty * 4]);
+    const float4 b0 = load_vec<float4>(&bs[kk][tx * 4]);
+    const float4 b1 = load_vec<float4>(&bs[kk][64 + tx * 4]);
     const float ra[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
     const float rb[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
     EMBER_GEMM_UNROLL

@@ -20,6 +20,11 @@
 #include <memory>
 #include <sstream>
 
+#if !defined(__CUDACC__)
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
+
 #include "kernels/cuda/gemm_bf16.cuh"
 #include "kernels/cuda/sgemm.cuh"
 #include "tests/cuda/harness.h"
@@ -28,6 +33,51 @@ namespace ember::kernels::cuda {
 namespace {
 
 using test::DeviceArray;
+
+// Operand memory. In the emulator build an operand's last element ends at most 15 bytes
+// before a page the process may not touch, so a kernel that reads or writes past the end
+// of an operand crashes the test instead of quietly using a neighbour's bytes; bytes are
+// 0xFF (NaN) until written, as in DeviceArray, which the GPU build uses (compute-sanitizer
+// finds such accesses there).
+#if defined(__CUDACC__)
+template <class T>
+using GuardedArray = DeviceArray<T>;
+#else
+template <class T>
+class GuardedArray {
+ public:
+  GuardedArray(const std::vector<T>& values, size_t offset) : n_(values.size()) {
+    const size_t page = size_t(sysconf(_SC_PAGESIZE));
+    const size_t data_bytes = (n_ * sizeof(T) + 15) / 16 * 16 + (offset > 0 ? 16 : 0);
+    map_bytes_ = (data_bytes + page - 1) / page * page + page;
+    map_ = static_cast<unsigned char*>(mmap(nullptr, map_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    EMBER_CHECK(map_ != MAP_FAILED, "GuardedArray: mmap of ", map_bytes_, " bytes failed");
+    unsigned char* guard = map_ + map_bytes_ - page;
+    EMBER_CHECK(mprotect(guard, page, PROT_NONE) == 0, "GuardedArray: mprotect failed");
+    std::memset(map_, 0xFF, map_bytes_ - page);
+    data_ = reinterpret_cast<T*>(guard - data_bytes) + offset;
+    if (n_ > 0) std::memcpy(static_cast<void*>(data_), values.data(), n_ * sizeof(T));
+  }
+  GuardedArray(const GuardedArray&) = delete;
+  GuardedArray& operator=(const GuardedArray&) = delete;
+  ~GuardedArray() { munmap(map_, map_bytes_); }
+  T* data() const { return data_; }
+  void upload(const std::vector<T>& values) {
+    EMBER_CHECK(values.size() == n_, "GuardedArray::upload: wrong size");
+    if (n_ > 0) std::memcpy(static_cast<void*>(data_), values.data(), n_ * sizeof(T));
+  }
+  std::vector<T> host() const {
+    std::vector<T> out(n_);
+    if (n_ > 0) std::memcpy(static_cast<void*>(out.data()), data_, n_ * sizeof(T));
+    return out;
+  }
+
+ private:
+  size_t n_, map_bytes_ = 0;
+  unsigned char* map_ = nullptr;
+  T* data_ = nullptr;
+};
+#endif
 
 struct Case {
   int64_t m, n, k;
@@ -54,8 +104,8 @@ constexpr double kPaddingSentinel = 777.0;  // in C's padding columns, which no 
 template <class TAB, class TC>
 struct Problem {
   GemmProblem<TAB, TC> p;
-  std::unique_ptr<DeviceArray<TAB>> a, b;
-  std::unique_ptr<DeviceArray<TC>> c;
+  std::unique_ptr<GuardedArray<TAB>> a, b;
+  std::unique_ptr<GuardedArray<TC>> c;
   std::vector<double> ha, hb, hc;
 };
 
@@ -85,9 +135,9 @@ std::unique_ptr<Problem<TAB, TC>> make_problem(const Case& cs, uint32_t seed) {
     if (int64_t(i) % p.ldc >= cs.n) pr->hc[i] = kPaddingSentinel;
     else if (cs.beta == 0.0f) pr->hc[i] = NAN;  // must not be read
   }
-  pr->a = std::make_unique<DeviceArray<TAB>>(test::from_doubles<TAB>(pr->ha), cs.offset);
-  pr->b = std::make_unique<DeviceArray<TAB>>(test::from_doubles<TAB>(pr->hb), cs.offset);
-  pr->c = std::make_unique<DeviceArray<TC>>(test::from_doubles<TC>(pr->hc), cs.offset);
+  pr->a = std::make_unique<GuardedArray<TAB>>(test::from_doubles<TAB>(pr->ha), cs.offset);
+  pr->b = std::make_unique<GuardedArray<TAB>>(test::from_doubles<TAB>(pr->hb), cs.offset);
+  pr->c = std::make_unique<GuardedArray<TC>>(test::from_doubles<TC>(pr->hc), cs.offset);
   p.a = pr->a->data(), p.b = pr->b->data(), p.c = pr->c->data();
   return pr;
 }
@@ -204,6 +254,10 @@ TEST(CudaGemm, SgemmWithZeroKOrEmptyOutput) {
   for (SgemmVersion v : kSgemmVersions) {
     expect_sgemm_matches(v, Case{5, 6, 0}, seed++);
     expect_sgemm_matches(v, Case{5, 6, 0, false, false, 1.0f, 3.0f}, seed++);
+    auto whole = make_problem<float, float>(Case{128, 128, 0}, seed++);
+    whole->p.a = whole->p.b = nullptr;  // allowed with k = 0: nothing may be read
+    sgemm(v, whole->p, nullptr);
+    EXPECT_TRUE(matches_reference(*whole, kF32Unit, 0.0)) << "128x128x0";
     for (Case cs : {Case{0, 6, 3}, Case{5, 0, 3}}) {
       auto pr = make_problem<float, float>(cs, seed++);
       EXPECT_NO_THROW(sgemm(v, pr->p, nullptr));
