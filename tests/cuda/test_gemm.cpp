@@ -87,13 +87,14 @@ struct Case {
   size_t offset = 0;    // elements before each operand's first (1: not 16-byte aligned)
   int64_t batch = 1;
   bool broadcast_b = false;  // one B for the whole batch (stride 0)
+  int64_t gap = 0;           // elements between one matrix of a batch and the next
 };
 
 std::string describe(const Case& c) {
   std::ostringstream os;
   os << c.m << "x" << c.n << "x" << c.k << (c.ta ? " A^T" : " A") << (c.tb ? " B^T" : " B") << " alpha " << c.alpha
      << " beta " << c.beta << " pad " << c.pad << " offset " << c.offset << " batch " << c.batch
-     << (c.broadcast_b ? " (B broadcast)" : "");
+     << (c.broadcast_b ? " (B broadcast)" : "") << " gap " << c.gap;
   return os.str();
 }
 
@@ -126,13 +127,14 @@ std::unique_ptr<Problem<TAB, TC>> make_problem(const Case& cs, uint32_t seed) {
   const int64_t b_rows = cs.tb ? cs.n : cs.k, b_cols = cs.tb ? cs.k : cs.n;
   p.lda = std::max<int64_t>(a_cols, 1) + cs.pad, p.ldb = std::max<int64_t>(b_cols, 1) + cs.pad;
   p.ldc = std::max<int64_t>(cs.n, 1) + cs.pad;
-  p.stride_a = a_rows * p.lda, p.stride_b = cs.broadcast_b ? 0 : b_rows * p.ldb, p.stride_c = cs.m * p.ldc;
-  const int64_t b_count = cs.broadcast_b ? 1 : cs.batch;
+  p.stride_a = a_rows * p.lda + cs.gap, p.stride_b = cs.broadcast_b ? 0 : b_rows * p.ldb + cs.gap;
+  p.stride_c = cs.m * p.ldc + cs.gap;
   pr->ha = rounded<TAB>(test::random_doubles(size_t(cs.batch * p.stride_a), seed, -1.0, 1.0));
-  pr->hb = rounded<TAB>(test::random_doubles(size_t(b_count * b_rows * p.ldb), seed + 1, -1.0, 1.0));
+  pr->hb = rounded<TAB>(test::random_doubles(size_t(cs.broadcast_b ? b_rows * p.ldb : cs.batch * p.stride_b), seed + 1, -1.0, 1.0));
   pr->hc = rounded<TC>(test::random_doubles(size_t(cs.batch * p.stride_c), seed + 2, -1.0, 1.0));
   for (size_t i = 0; i < pr->hc.size(); ++i) {
-    if (int64_t(i) % p.ldc >= cs.n) pr->hc[i] = kPaddingSentinel;
+    const int64_t in_matrix = int64_t(i) % p.stride_c;
+    if (in_matrix >= cs.m * p.ldc || in_matrix % p.ldc >= cs.n) pr->hc[i] = kPaddingSentinel;
     else if (cs.beta == 0.0f) pr->hc[i] = NAN;  // must not be read
   }
   pr->a = std::make_unique<GuardedArray<TAB>>(test::from_doubles<TAB>(pr->ha), cs.offset);
@@ -182,6 +184,9 @@ template <class TAB, class TC>
           }
         }
       }
+  for (size_t i = 0; i < got.size(); ++i)  // the gaps between a batch's matrices
+    if (int64_t(i) % p.stride_c >= p.m * p.ldc && test::to_double(got[i]) != kPaddingSentinel && bad++ == 0)
+      worst_at = "gap after a matrix of C written at " + std::to_string(i);
   if (bad == 0) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << bad << " elements of C wrong; worst " << worst_at;
 }
@@ -227,7 +232,7 @@ TEST(CudaGemm, SgemmMisalignedLeadingDimensionsAndBases) {
   uint32_t seed = 100;
   for (SgemmVersion v : kSgemmVersions)
     for (int layout = 0; layout < 4; ++layout)
-      for (Case cs : {Case{37, 41, 29}, Case{130, 133, 20}}) {
+      for (Case cs : {Case{37, 41, 29}, Case{130, 133, 24}}) {  // the second has whole 128 x 128 tiles
         cs.ta = layout & 1, cs.tb = layout & 2;
         cs.pad = 1 + layout % 2 * 2;  // odd leading dimensions
         cs.offset = 1;                // and bases 4 bytes past 16-byte alignment
@@ -256,6 +261,7 @@ TEST(CudaGemm, SgemmWithZeroKOrEmptyOutput) {
     expect_sgemm_matches(v, Case{5, 6, 0, false, false, 1.0f, 3.0f}, seed++);
     auto whole = make_problem<float, float>(Case{128, 128, 0}, seed++);
     whole->p.a = whole->p.b = nullptr;  // allowed with k = 0: nothing may be read
+    whole->p.lda = whole->p.ldb = 128;  // rows "aligned": v5 would take its unchecked loop
     sgemm(v, whole->p, nullptr);
     EXPECT_TRUE(matches_reference(*whole, kF32Unit, 0.0)) << "128x128x0";
     for (Case cs : {Case{0, 6, 3}, Case{5, 0, 3}}) {
@@ -276,8 +282,13 @@ TEST(CudaGemm, SgemmManyTilesAndBatches) {
     expect_sgemm_matches(v, Case{1100, 3, 5}, seed++);
     expect_sgemm_matches(v, Case{3, 1100, 5, false, true}, seed++);
     expect_sgemm_matches(v, Case{260, 300, 9, true, false, 1.0f, 0.0f, 4}, seed++);
-    for (int layout = 0; layout < 4; ++layout)  // interior blocks (v5's unchecked loop) beside edge blocks
+    for (int layout = 0; layout < 4; ++layout) {  // interior blocks (v5's unchecked loop) beside edge blocks
       expect_sgemm_matches(v, Case{256, 260, 24, bool(layout & 1), bool(layout & 2)}, seed++);
+      expect_sgemm_matches(v, Case{260, 256, 16, bool(layout & 1), bool(layout & 2)}, seed++);
+    }
+    // Rows aligned, but the batch's second matrix is not: no vector loads.
+    expect_sgemm_matches(v, Case{128, 128, 8, false, false, 1.0f, 0.0f, 0, 0, 2, false, 1}, seed++);
+    expect_sgemm_matches(v, Case{128, 128, 8, true, true, 1.0f, 0.5f, 0, 0, 2, false, 2}, seed++);
     expect_sgemm_matches(v, Case{20, 24, 12, false, false, 1.0f, 0.5f, 0, 0, 3}, seed++);
     expect_sgemm_matches(v, Case{17, 9, 13, false, true, 1.0f, 0.0f, 1, 0, 4, true}, seed++);
   }
