@@ -88,13 +88,14 @@ struct Case {
   int64_t batch = 1;
   bool broadcast_b = false;  // one B for the whole batch (stride 0)
   int64_t gap = 0;           // elements between one matrix of a batch and the next
+  int padded = 7;            // the operands pad and offset apply to: 1 A, 2 B, 4 C
 };
 
 std::string describe(const Case& c) {
   std::ostringstream os;
   os << c.m << "x" << c.n << "x" << c.k << (c.ta ? " A^T" : " A") << (c.tb ? " B^T" : " B") << " alpha " << c.alpha
      << " beta " << c.beta << " pad " << c.pad << " offset " << c.offset << " batch " << c.batch
-     << (c.broadcast_b ? " (B broadcast)" : "") << " gap " << c.gap;
+     << (c.broadcast_b ? " (B broadcast)" : "") << " gap " << c.gap << " padded " << c.padded;
   return os.str();
 }
 
@@ -125,8 +126,10 @@ std::unique_ptr<Problem<TAB, TC>> make_problem(const Case& cs, uint32_t seed) {
   p.trans_a = cs.ta, p.trans_b = cs.tb;
   const int64_t a_rows = cs.ta ? cs.k : cs.m, a_cols = cs.ta ? cs.m : cs.k;
   const int64_t b_rows = cs.tb ? cs.n : cs.k, b_cols = cs.tb ? cs.k : cs.n;
-  p.lda = std::max<int64_t>(a_cols, 1) + cs.pad, p.ldb = std::max<int64_t>(b_cols, 1) + cs.pad;
-  p.ldc = std::max<int64_t>(cs.n, 1) + cs.pad;
+  auto pad = [&](int operand) { return cs.padded & operand ? cs.pad : 0; };
+  auto offset = [&](int operand) { return cs.padded & operand ? cs.offset : 0; };
+  p.lda = std::max<int64_t>(a_cols, 1) + pad(1), p.ldb = std::max<int64_t>(b_cols, 1) + pad(2);
+  p.ldc = std::max<int64_t>(cs.n, 1) + pad(4);
   p.stride_a = a_rows * p.lda + cs.gap, p.stride_b = cs.broadcast_b ? 0 : b_rows * p.ldb + cs.gap;
   p.stride_c = cs.m * p.ldc + cs.gap;
   pr->ha = rounded<TAB>(test::random_doubles(size_t(cs.batch * p.stride_a), seed, -1.0, 1.0));
@@ -137,9 +140,9 @@ std::unique_ptr<Problem<TAB, TC>> make_problem(const Case& cs, uint32_t seed) {
     if (in_matrix >= cs.m * p.ldc || in_matrix % p.ldc >= cs.n) pr->hc[i] = kPaddingSentinel;
     else if (cs.beta == 0.0f) pr->hc[i] = NAN;  // must not be read
   }
-  pr->a = std::make_unique<GuardedArray<TAB>>(test::from_doubles<TAB>(pr->ha), cs.offset);
-  pr->b = std::make_unique<GuardedArray<TAB>>(test::from_doubles<TAB>(pr->hb), cs.offset);
-  pr->c = std::make_unique<GuardedArray<TC>>(test::from_doubles<TC>(pr->hc), cs.offset);
+  pr->a = std::make_unique<GuardedArray<TAB>>(test::from_doubles<TAB>(pr->ha), offset(1));
+  pr->b = std::make_unique<GuardedArray<TAB>>(test::from_doubles<TAB>(pr->hb), offset(2));
+  pr->c = std::make_unique<GuardedArray<TC>>(test::from_doubles<TC>(pr->hc), offset(4));
   p.a = pr->a->data(), p.b = pr->b->data(), p.c = pr->c->data();
   return pr;
 }
@@ -238,6 +241,13 @@ TEST(CudaGemm, SgemmMisalignedLeadingDimensionsAndBases) {
         cs.offset = 1;                // and bases 4 bytes past 16-byte alignment
         expect_sgemm_matches(v, cs, seed++);
       }
+  // One operand misaligned, the others aligned (128 x 128 tiles, k a multiple of 8: v5
+  // would run its unchecked loop but for the misaligned one).
+  for (SgemmVersion v : kSgemmVersions)
+    for (int operand : {1, 2, 4}) {
+      expect_sgemm_matches(v, Case{128, 256, 16, false, true, 1.0f, 0.0f, 0, 1, 1, false, 0, operand}, seed++);
+      expect_sgemm_matches(v, Case{256, 128, 8, true, false, 1.0f, 0.5f, 2, 0, 1, false, 0, operand}, seed++);
+    }
 }
 
 TEST(CudaGemm, SgemmAlphaAndBeta) {
@@ -332,6 +342,27 @@ TEST(CudaGemm, SgemmVersionsByNumberAndName) {
   pr->c->upload(test::from_doubles<float>(pr->hc));
   sgemm("double_buffered", p, nullptr);
   EXPECT_TRUE(matches_reference(*pr, kF32Unit, 0.0));
+}
+
+// grid.z holds 65535 matrices: larger batches take several launches, each starting at the
+// right matrix (checked on the host side alone: 65536 emulated blocks would be slow).
+TEST(CudaGemm, BatchesSplitIntoLaunchesOfAtMost65535) {
+  EMBER_NEED_DEVICE();
+  GemmProblem<float, float> p;
+  p.batch = 2 * kMaxGridZ + 7, p.stride_a = 3, p.stride_b = 0, p.stride_c = 5;
+  const float* a = reinterpret_cast<const float*>(uintptr_t(1) << 20);
+  p.a = p.b = a, p.c = const_cast<float*>(a);
+  std::vector<std::pair<int64_t, int64_t>> launches;  // (first matrix, count)
+  for_each_batch_chunk(p, [&](const GemmArgs<float, float>& g, int64_t count) {
+    const int64_t first = (g.a - a) / 3;
+    EXPECT_EQ(g.b, a);
+    EXPECT_EQ(g.c - p.c, first * 5);
+    launches.emplace_back(first, count);
+  });
+  const std::vector<std::pair<int64_t, int64_t>> want = {{0, kMaxGridZ}, {kMaxGridZ, kMaxGridZ}, {2 * kMaxGridZ, 7}};
+  EXPECT_EQ(launches, want);
+  EXPECT_EQ(sgemm_config(SgemmVersion::DoubleBuffered, 300, 200, 7).grid.z, 7u);
+  EXPECT_EQ(sgemm_config(SgemmVersion::DoubleBuffered, 300, 200, 7).grid.x, 3u * 2u);
 }
 
 TEST(CudaGemm, BadArgumentsRaiseErrors) {
