@@ -22,10 +22,13 @@
 //   whose rows are not 16-byte aligned (leading dimension not a multiple of 8, or an odd
 //   base) are copied element by element instead, synchronously: correct, slower.
 //
-// The emulator cannot run inline PTX: the kernel body exists only for __CUDA_ARCH__ >= 800,
-// and the host launcher raises ember::Error in the emulator build (tests skip there).
+// The emulator cannot run inline PTX: the PTX exists only for __CUDA_ARCH__ >= 800, and the
+// emulator build gets models of the three primitives (cp.async, ldmatrix, mma; see "The
+// tensor-core primitives" below), so CI still runs everything around them.
 #pragma once
 
+#include <bit>
+#include <cstring>
 #include <type_traits>
 
 #include "kernels/cuda/gemm_common.cuh"
@@ -52,7 +55,23 @@ struct Tile {
   }
 };
 
+// --- The tensor-core primitives -------------------------------------------------------------
+// On sm_80+: inline PTX. In the emulator (host compiler): the same operations as the PTX
+// ISA defines them, done warp-synchronously through a per-warp scratch area, so that the
+// emulator runs this kernel's tiling, swizzle, pipeline, fragment addressing and edges
+// against the reference. Only a GPU run confirms the PTX itself. Shared-memory addresses
+// are 32-bit shared-window addresses on the GPU, offsets into the block's dynamic shared
+// memory in the emulator.
+//
+// Fragments of mma.m16n8k16 (lane = 4 g + t): A (16 x 16, row-major) a0 = A[g][2t, 2t+1],
+// a1 = A[g+8][2t..], a2 = A[g][2t+8..], a3 = A[g+8][2t+8..]; B (16 x 8) b0 = B[2t, 2t+1][g],
+// b1 = B[2t+8, 2t+9][g]; C/D (16 x 8) d0, d1 = C[g][2t, 2t+1], d2, d3 = C[g+8][2t, 2t+1].
+// ldmatrix.x4: lanes 8q..8q+7 give the row addresses of matrix q; register q of lane
+// 4 g + t receives row g, elements 2t, 2t+1 of matrix q (with .trans: elements [2t][g] and
+// [2t+1][g], i.e. the same of the transposed matrix).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+
+__device__ __forceinline__ uint32_t shared_address(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
 
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, int src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
@@ -83,6 +102,75 @@ __device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const uint32_t (&a
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
+
+#elif defined(__CUDACC__)  // nvcc's host pass, or a GPU below sm_80 (the host launcher refuses those)
+
+__device__ __forceinline__ uint32_t shared_address(const void*) { return 0; }
+__device__ __forceinline__ void cp_async16(uint32_t, const void*, int) { __trap(); }
+__device__ __forceinline__ void cp_async_commit() {}
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {}
+template <bool kTrans>
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&)[4], uint32_t) { __trap(); }
+__device__ __forceinline__ void mma_bf16_16816(float (&)[4], const uint32_t (&)[4], const uint32_t (&)[2]) { __trap(); }
+
+#else  // the emulator
+
+inline unsigned char* shared_base() { return static_cast<unsigned char*>(::ember::emu::detail::dynamic_shared()); }
+inline uint32_t shared_address(const void* p) { return uint32_t(static_cast<const unsigned char*>(p) - shared_base()); }
+
+// cp.async with its zero fill, done at once (so commit and wait have nothing to do).
+inline void cp_async16(uint32_t dst, const void* src, int src_bytes) {
+  unsigned char* d = shared_base() + dst;
+  std::memcpy(d, src, size_t(src_bytes));
+  std::memset(d + src_bytes, 0, size_t(16 - src_bytes));
+}
+inline void cp_async_commit() {}
+template <int kPending>
+void cp_async_wait() {}
+
+// Each lane publishes its operands in its warp's row of `scratch`, then reads the others'.
+inline constexpr int kEmuWarps = 32;
+template <bool kTrans>
+void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
+  __shared__ uint32_t row_addr[kEmuWarps][32];
+  const int warp = int(threadIdx.x / 32), lane = int(threadIdx.x % 32), g = lane / 4, t = lane % 4;
+  row_addr[warp][lane] = addr;
+  __syncwarp();
+  auto half = [&](int q, int row, int col) {  // element [row][col] of matrix q
+    uint16_t v;
+    std::memcpy(&v, shared_base() + row_addr[warp][8 * q + row] + 2 * col, 2);
+    return uint32_t(v);
+  };
+  for (int q = 0; q < 4; ++q)
+    r[q] = kTrans ? half(q, 2 * t, g) | half(q, 2 * t + 1, g) << 16 : half(q, g, 2 * t) | half(q, g, 2 * t + 1) << 16;
+  __syncwarp();  // row_addr is reused by the next call
+}
+
+inline void mma_bf16_16816(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  __shared__ uint32_t frag[kEmuWarps][32][6];
+  const int warp = int(threadIdx.x / 32), lane = int(threadIdx.x % 32), g = lane / 4, t = lane % 4;
+  for (int i = 0; i < 4; ++i) frag[warp][lane][i] = a[i];
+  frag[warp][lane][4] = b[0], frag[warp][lane][5] = b[1];
+  __syncwarp();
+  auto bf16 = [&](int from_lane, int reg, int kk) {  // the half of a register that holds k index kk
+    const uint32_t bits = (frag[warp][from_lane][reg] >> (16 * (kk % 2))) & 0xFFFFu;
+    return std::bit_cast<float>(bits << 16);
+  };
+  for (int h = 0; h < 2; ++h)      // row g + 8h of D
+    for (int c = 0; c < 2; ++c) {  // column 2t + c
+      float sum = d[2 * h + c];
+      for (int kk = 0; kk < 16; ++kk) {
+        const float av = bf16(4 * g + kk % 8 / 2, h + 2 * (kk / 8), kk);
+        const float bv = bf16(4 * (2 * t + c) + kk % 8 / 2, 4 + kk / 8, kk);
+        sum += av * bv;
+      }
+      d[2 * h + c] = sum;
+    }
+  __syncwarp();  // frag is reused by the next call
+}
+
+#endif
 
 // Copies the 128 x 64 tile of a panel at (mn0, k0) into the shared tile at `dst` (shared
 // address; `dst_ptr` the same bytes as a pointer), zero outside [0, mn_ext) x [0, k_ext).
@@ -129,7 +217,7 @@ __device__ __forceinline__ uint32_t fragment_addr(uint32_t tile, int mn_base, in
 template <class TC>
 __device__ __forceinline__ void store_pair(TC* c, int64_t ldc, int m, int n, int row, int col, float v0, float v1,
                                            float alpha, float beta, bool vec) {
-  if (row >= m) return;
+  if (row >= m || col >= n) return;
   TC* out = c + int64_t(row) * ldc + col;
   if (vec && col + 1 < n) {
     float r0 = alpha * v0, r1 = alpha * v1;
@@ -152,19 +240,16 @@ __device__ __forceinline__ void store_pair(TC* c, int64_t ldc, int m, int n, int
   if (col + 1 < n) out[1] = gemm_from_float<TC>(gemm_epilogue(v1, alpha, beta, out + 1));
 }
 
-#endif  // __CUDA_ARCH__ >= 800
-
 }  // namespace bf16_gemm
 
 template <bool TransA, bool TransB, class TC>
 __global__ void __launch_bounds__(kBf16Threads, 2)
     gemm_bf16_tensor_core(GemmArgs<__nv_bfloat16, TC> g, bool async_a, bool async_b, bool vec_c) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   using namespace bf16_gemm;
   constexpr bool kA = !TransA, kB = TransB;  // which panels are k-contiguous
   constexpr int BM = kBf16BM, BN = kBf16BN, BK = kBf16BK, S = kBf16Stages;
   EMBER_DYNAMIC_SHARED(unsigned char, smem);
-  const uint32_t smem_base = uint32_t(__cvta_generic_to_shared(smem));
+  const uint32_t smem_base = shared_address(smem);
   int tm, tn;
   block_tile((g.m + BM - 1) / BM, (g.n + BN - 1) / BN, tm, tn);
   const int tid = int(threadIdx.x), lane = tid % 32, warp = tid / 32, wm = warp % 2, wn = warp / 2;
@@ -221,7 +306,6 @@ __global__ void __launch_bounds__(kBf16Threads, 2)
       store_pair(c, g.ldc, g.m, g.n, row, col, acc[i][j][0], acc[i][j][1], g.alpha, g.beta, vec_c);
       store_pair(c, g.ldc, g.m, g.n, row + 8, col, acc[i][j][2], acc[i][j][3], g.alpha, g.beta, vec_c);
     }
-#endif  // __CUDA_ARCH__ >= 800: nothing runs elsewhere; the host launcher refuses first
 }
 
 // The launch configuration: one 4-warp block per 128 x 128 tile, 96 KiB of shared memory.
@@ -232,23 +316,19 @@ inline LaunchConfig gemm_bf16_config(int64_t m, int64_t n, int64_t batch) {
 }
 
 // C (float or bf16) = alpha * op(A) @ op(B) + beta * C on the tensor cores (GemmProblem
-// describes the operands). Raises ember::Error in the emulator build and on GPUs older
-// than sm_80.
+// describes the operands). Raises ember::Error on GPUs older than sm_80.
 template <class TC>
 void gemm_bf16(const GemmProblem<__nv_bfloat16, TC>& p, cudaStream_t stream) {
   static_assert(std::is_same_v<TC, float> || std::is_same_v<TC, __nv_bfloat16>, "gemm_bf16 writes float or bf16");
   check_gemm_problem(p, "gemm_bf16");
   if (p.m == 0 || p.n == 0 || p.batch == 0) return;
-#if !defined(__CUDACC__)
-  (void)stream;
-  EMBER_FAIL("gemm_bf16: the CUDA emulator cannot run tensor-core code (mma.sync, ldmatrix, cp.async); "
-             "it runs on a GPU of compute capability 8.0 or newer");
-#else
+#if defined(__CUDACC__)
   int device = 0, major = 0;
   cudaGetDevice(&device);
   cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
   EMBER_CHECK(major >= 8, "gemm_bf16: needs a GPU of compute capability 8.0 or newer (bf16 mma.sync); device ",
               device, " is ", major, ".x");
+#endif
   const bool async_a = rows_aligned16(p.a, p.lda, p.stride_a, p.batch);
   const bool async_b = rows_aligned16(p.b, p.ldb, p.stride_b, p.batch);
   const bool vec_c = reinterpret_cast<uintptr_t>(p.c) % (2 * sizeof(TC)) == 0 && p.ldc % 2 == 0 &&
@@ -261,7 +341,6 @@ void gemm_bf16(const GemmProblem<__nv_bfloat16, TC>& p, cudaStream_t stream) {
       launch<kernel>(cfg, stream, g, async_a, async_b, vec_c);
     });
   });
-#endif
 }
 
 }  // namespace ember::kernels::cuda

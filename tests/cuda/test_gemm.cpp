@@ -99,7 +99,7 @@ std::string describe(const Case& c) {
   return os.str();
 }
 
-constexpr double kPaddingSentinel = 777.0;  // in C's padding columns, which no kernel may touch
+constexpr double kPaddingSentinel = 776.0;  // in C's padding (exact in bf16), which no kernel may touch
 
 // A problem on device memory, and the host values (as doubles, already rounded to the
 // element types) the reference is computed from.
@@ -412,9 +412,7 @@ void expect_bf16_matches(const Case& cs, uint32_t seed) {
 
 TEST(CudaGemm, Bf16TensorCoreGemmMatchesFloat64) {
   EMBER_NEED_DEVICE();
-#if !defined(__CUDACC__)
-  GTEST_SKIP() << "mma.sync, ldmatrix and cp.async have no emulation; this test runs on a GPU (sm_80+)";
-#endif
+  Timer timer;
   uint32_t seed = 800;
   for (int layout = 0; layout < 4; ++layout) {
     const bool ta = layout & 1, tb = layout & 2;
@@ -431,21 +429,6 @@ TEST(CudaGemm, Bf16TensorCoreGemmMatchesFloat64) {
     expect_bf16_matches<__nv_bfloat16>(Case{100, 140, 72, ta, tb, 1.5f, 0.5f, 1, 1, 2}, seed++);
     expect_bf16_matches<float>(Case{9, 8, 0, ta, tb, 1.0f, 0.5f}, seed++);  // k = 0: C = beta C
   }
-}
-
-TEST(CudaGemm, Bf16GemmRefusesToRunInTheEmulator) {
-  EMBER_NEED_DEVICE();
-#if defined(__CUDACC__)
-  GTEST_SKIP() << "the GPU build runs gemm_bf16 (Bf16TensorCoreGemmMatchesFloat64)";
-#else
-  auto pr = make_problem<__nv_bfloat16, float>(Case{4, 4, 4}, 900);
-  try {
-    gemm_bf16(pr->p, nullptr);
-    ADD_FAILURE() << "gemm_bf16 ran in the emulator, whose kernel body is empty";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("emulator"), std::string::npos) << e.what();
-  }
-#endif
 }
 
 }  // namespace
