@@ -7,8 +7,8 @@
 // Each output is the sum over k in increasing order, one fmaf per term: deterministic.
 //
 // Pick one with sgemm(SgemmVersion, problem, stream) or by name (parse_sgemm_version:
-// "v1".."v5", "naive", "shared", "register", "vectorized", "double_buffered"); the
-// fastest is kSgemmDefault.
+// "v1".."v5", "naive", "shared", "register", "vectorized", "double_buffered");
+// kSgemmDefault is the one designed to be fastest (speed is measured on a GPU, bench/).
 //
 // Note [SGEMM arithmetic intensity]
 // A GEMM does 2*m*n*k FLOPs on at least 4*(m*k + k*n + m*n) bytes (plus m*n more read when
@@ -28,7 +28,7 @@
 //   v5 double buffering: the global loads of K-tile t+1 are in flight while tile t is
 //      computed from the other shared buffer; one barrier per tile instead of two. This
 //      is the version designed for the target, >= 90% of cuBLAS SGEMM at 4096^3 on an H200
-//      (128 x 128 block tile, 8 x 8 per thread, 256 threads, BK = 16, 2 blocks per SM).
+//      (128 x 128 block tile, 8 x 8 per thread, 256 threads, BK = 8, 2 blocks per SM).
 #pragma once
 
 #include <string>

@@ -14,8 +14,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <chrono>
-#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <sstream>
@@ -206,18 +204,8 @@ void expect_sgemm_matches(SgemmVersion v, const Case& cs, uint32_t seed) {
 // sizes across 64- and 128-wide tiles with k not a multiple of any BK, and one whole tile.
 const Case kSizes[] = {{1, 1, 1}, {31, 33, 17}, {65, 127, 129}, {128, 128, 128}};
 
-// Times each test's kernel work in the emulator (the suite must stay quick there).
-struct Timer {
-  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
-  ~Timer() {
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::printf("  [%.2f s]\n", s);
-  }
-};
-
 TEST(CudaGemm, EverySgemmVersionAndLayoutMatchesFloat64) {
   EMBER_NEED_DEVICE();
-  Timer timer;
   uint32_t seed = 1;
   for (SgemmVersion v : kSgemmVersions)
     for (int layout = 0; layout < 4; ++layout)
@@ -231,7 +219,6 @@ TEST(CudaGemm, EverySgemmVersionAndLayoutMatchesFloat64) {
 
 TEST(CudaGemm, SgemmMisalignedLeadingDimensionsAndBases) {
   EMBER_NEED_DEVICE();
-  Timer timer;
   uint32_t seed = 100;
   for (SgemmVersion v : kSgemmVersions)
     for (int layout = 0; layout < 4; ++layout)
@@ -252,7 +239,6 @@ TEST(CudaGemm, SgemmMisalignedLeadingDimensionsAndBases) {
 
 TEST(CudaGemm, SgemmAlphaAndBeta) {
   EMBER_NEED_DEVICE();
-  Timer timer;
   uint32_t seed = 200;
   for (SgemmVersion v : kSgemmVersions) {
     expect_sgemm_matches(v, Case{33, 70, 19, false, true, -1.5f, 0.5f}, seed++);
@@ -286,7 +272,6 @@ TEST(CudaGemm, SgemmWithZeroKOrEmptyOutput) {
 // block_tile, and a batch with a broadcast B uses grid.z.
 TEST(CudaGemm, SgemmManyTilesAndBatches) {
   EMBER_NEED_DEVICE();
-  Timer timer;
   uint32_t seed = 400;
   for (SgemmVersion v : kSgemmVersions) {
     expect_sgemm_matches(v, Case{1100, 3, 5}, seed++);
@@ -412,7 +397,6 @@ void expect_bf16_matches(const Case& cs, uint32_t seed) {
 
 TEST(CudaGemm, Bf16TensorCoreGemmMatchesFloat64) {
   EMBER_NEED_DEVICE();
-  Timer timer;
   uint32_t seed = 800;
   for (int layout = 0; layout < 4; ++layout) {
     const bool ta = layout & 1, tb = layout & 2;
