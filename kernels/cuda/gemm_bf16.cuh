@@ -119,15 +119,52 @@ __device__ __forceinline__ void mma_bf16_16816(float (&)[4], const uint32_t (&)[
 inline unsigned char* shared_base() { return static_cast<unsigned char*>(::ember::emu::detail::dynamic_shared()); }
 inline uint32_t shared_address(const void* p) { return uint32_t(static_cast<const unsigned char*>(p) - shared_base()); }
 
-// cp.async with its zero fill, done at once (so commit and wait have nothing to do).
-inline void cp_async16(uint32_t dst, const void* src, int src_bytes) {
-  unsigned char* d = shared_base() + dst;
-  std::memcpy(d, src, size_t(src_bytes));
-  std::memset(d + src_bytes, 0, size_t(16 - src_bytes));
+// cp.async: each thread's copies wait in a queue and land as late as the PTX allows, at
+// the cp.async.wait_group that retires their group, so reading a stage before waiting for
+// it reads stale bytes here as it may on a GPU.
+struct EmuCopy {
+  uint32_t dst;
+  const void* src;
+  int bytes, group;  // group -1: not committed yet
+};
+struct EmuCopyQueue {
+  static constexpr int kCapacity = 64;
+  EmuCopy copy[kCapacity];
+  int size = 0, committed = 0;
+};
+inline EmuCopyQueue& copy_queue() {
+  __shared__ EmuCopyQueue queues[kBf16Threads];
+  EMBER_CHECK(threadIdx.x < unsigned(kBf16Threads), "emulated cp.async: blocks of at most ", kBf16Threads, " threads");
+  return queues[threadIdx.x];
 }
-inline void cp_async_commit() {}
+inline void cp_async16(uint32_t dst, const void* src, int src_bytes) {
+  EmuCopyQueue& q = copy_queue();
+  EMBER_CHECK(q.size < EmuCopyQueue::kCapacity, "emulated cp.async: more than ", EmuCopyQueue::kCapacity,
+              " copies in flight");
+  q.copy[q.size++] = {dst, src, src_bytes, -1};
+}
+inline void cp_async_commit() {
+  EmuCopyQueue& q = copy_queue();
+  for (int i = 0; i < q.size; ++i)
+    if (q.copy[i].group < 0) q.copy[i].group = q.committed;
+  ++q.committed;
+}
 template <int kPending>
-void cp_async_wait() {}
+void cp_async_wait() {  // lands every committed group but the kPending most recent
+  EmuCopyQueue& q = copy_queue();
+  int kept = 0;
+  for (int i = 0; i < q.size; ++i) {
+    const EmuCopy& c = q.copy[i];
+    if (c.group >= 0 && c.group < q.committed - kPending) {
+      unsigned char* d = shared_base() + c.dst;
+      std::memcpy(d, c.src, size_t(c.bytes));
+      std::memset(d + c.bytes, 0, size_t(16 - c.bytes));
+    } else {
+      q.copy[kept++] = c;
+    }
+  }
+  q.size = kept;
+}
 
 // Each lane publishes its operands in its warp's row of `scratch`, then reads the others'.
 inline constexpr int kEmuWarps = 32;
