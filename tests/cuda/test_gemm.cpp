@@ -49,7 +49,8 @@ class GuardedArray {
     const size_t page = size_t(sysconf(_SC_PAGESIZE));
     const size_t data_bytes = (n_ * sizeof(T) + 15) / 16 * 16 + (offset > 0 ? 16 : 0);
     map_bytes_ = (data_bytes + page - 1) / page * page + page;
-    map_ = static_cast<unsigned char*>(mmap(nullptr, map_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    map_ = static_cast<unsigned char*>(
+        mmap(nullptr, map_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
     EMBER_CHECK(map_ != MAP_FAILED, "GuardedArray: mmap of ", map_bytes_, " bytes failed");
     unsigned char* guard = map_ + map_bytes_ - page;
     EMBER_CHECK(mprotect(guard, page, PROT_NONE) == 0, "GuardedArray: mprotect failed");
@@ -135,7 +136,8 @@ std::unique_ptr<Problem<TAB, TC>> make_problem(const Case& cs, uint32_t seed) {
   p.stride_a = a_rows * p.lda + cs.gap, p.stride_b = cs.broadcast_b ? 0 : b_rows * p.ldb + cs.gap;
   p.stride_c = cs.m * p.ldc + cs.gap;
   pr->ha = rounded<TAB>(test::random_doubles(size_t(cs.batch * p.stride_a), seed, -1.0, 1.0));
-  pr->hb = rounded<TAB>(test::random_doubles(size_t(cs.broadcast_b ? b_rows * p.ldb : cs.batch * p.stride_b), seed + 1, -1.0, 1.0));
+  const int64_t b_size = cs.broadcast_b ? b_rows * p.ldb : cs.batch * p.stride_b;
+  pr->hb = rounded<TAB>(test::random_doubles(size_t(b_size), seed + 1, -1.0, 1.0));
   pr->hc = rounded<TC>(test::random_doubles(size_t(cs.batch * p.stride_c), seed + 2, -1.0, 1.0));
   for (size_t i = 0; i < pr->hc.size(); ++i) {
     const int64_t in_matrix = int64_t(i) % p.stride_c;
