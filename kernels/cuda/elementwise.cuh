@@ -19,60 +19,11 @@
 #include "kernels/common/binary_ops.h"
 #include "kernels/common/unary_ops.h"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/types.cuh"
 
 namespace ember::kernels::cuda {
 
-// ---- Element types ------------------------------------------------------------------------
-
-template <class T>
-inline constexpr bool kIsHalf = std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>;
-// The type math runs in: float for the 16-bit floats (as on the CPU backend), else T.
-template <class T>
-using compute_t = std::conditional_t<kIsHalf<T>, float, T>;
-
-// One value converted as the CPU backend converts it: 16-bit floats through float (so
-// double -> bf16 rounds twice, as kernels/cpu/loops.h's cast does), bool as "nonzero".
-template <class To, class From>
-__host__ __device__ __forceinline__ To convert(From v) {
-  if constexpr (std::is_same_v<To, From>) {
-    return v;
-  } else if constexpr (kIsHalf<From>) {
-    return convert<To>(static_cast<float>(v));
-  } else if constexpr (std::is_same_v<To, bool>) {
-    return v != From(0);
-  } else if constexpr (kIsHalf<To>) {
-    return To(static_cast<float>(v));
-  } else {
-    return static_cast<To>(v);
-  }
-}
-
-// ---- Layouts and the indexer ---------------------------------------------------------------
-
-inline constexpr int kMaxDims = 8;
-
-// A tensor's sizes and strides in elements (not bytes).
-struct Layout {
-  int ndim = 0;
-  int64_t sizes[kMaxDims] = {};
-  int64_t strides[kMaxDims] = {};
-};
-
-inline Layout make_layout(std::initializer_list<int64_t> sizes, std::initializer_list<int64_t> strides) {
-  EMBER_CHECK(sizes.size() == strides.size() && sizes.size() <= size_t(kMaxDims), "make_layout: ", sizes.size(),
-              " sizes and ", strides.size(), " strides (at most ", kMaxDims, " dims)");
-  Layout l;
-  l.ndim = static_cast<int>(sizes.size());
-  std::copy(sizes.begin(), sizes.end(), l.sizes);
-  std::copy(strides.begin(), strides.end(), l.strides);
-  return l;
-}
-inline Layout contiguous_layout(int64_t n) { return make_layout({n}, {1}); }
-inline int64_t numel(const Layout& l) {
-  int64_t n = 1;
-  for (int d = 0; d < l.ndim; ++d) n *= l.sizes[d];
-  return n;
-}
+// ---- The indexer ---------------------------------------------------------------------------
 
 // Maps a linear index over the (coalesced) shape to each operand's element offset.
 template <int N>
@@ -129,19 +80,10 @@ Indexer<N> make_indexer(const Layout* const (&layouts)[N]) {
 
 // ---- Vector packs ----------------------------------------------------------------------------
 
-template <class T, int V>
-struct alignas(sizeof(T) * V) Pack {
-  T v[V];
-};
-
 // Elements per pack for a set of element types: 16 bytes of the widest one.
 template <class... Ts>
 inline constexpr int kPackElems = 16 / std::max({sizeof(Ts)...});
 
-template <int V, class T>
-bool aligned_to_pack(const T* p) {
-  return reinterpret_cast<uintptr_t>(p) % (sizeof(T) * V) == 0;
-}
 // Elements before `out` reaches a pack boundary; -1 when the inputs do not reach theirs
 // at the same element (then only the scalar path is correct).
 template <int V, class R, class... Ts>
@@ -149,7 +91,7 @@ int64_t pack_head(int64_t n, const R* out, const Ts*... in) {
   const uintptr_t bytes = sizeof(R) * V, mis = reinterpret_cast<uintptr_t>(out) % bytes;
   if (mis % sizeof(R) != 0) return -1;
   const int64_t head = std::min<int64_t>(n, int64_t((bytes - mis) % bytes / sizeof(R)));
-  const bool ok = (aligned_to_pack<V>(in + head) && ...);
+  const bool ok = (vec_aligned<V>(in + head) && ...);
   return ok ? head : -1;
 }
 
@@ -177,23 +119,22 @@ __global__ void __launch_bounds__(kBlockThreads)
   static_assert(sizeof...(Ts) <= 2, "map kernels take up to two inputs");
   const int64_t stride = int64_t(gridDim.x) * blockDim.x, tid = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t packs = V > 1 ? (n - head) / V : 0;
-  auto* out_packs = reinterpret_cast<Pack<R, V>*>(out + head);
   for (int64_t p = tid; p < packs; p += stride) {
     Pack<R, V> r;
     if constexpr (sizeof...(Ts) == 0) {
-#pragma unroll
+      EMBER_UNROLL
       for (int j = 0; j < V; ++j) r.v[j] = f();
     } else if constexpr (sizeof...(Ts) == 1) {
-      const auto a = reinterpret_cast<const Pack<nth_t<0, Ts...>, V>*>(nth<0>(in...) + head)[p];
-#pragma unroll
+      const auto a = load_vec<Pack<nth_t<0, Ts...>, V>>(nth<0>(in...) + head + p * V);
+      EMBER_UNROLL
       for (int j = 0; j < V; ++j) r.v[j] = f(a.v[j]);
     } else {
-      const auto a = reinterpret_cast<const Pack<nth_t<0, Ts...>, V>*>(nth<0>(in...) + head)[p];
-      const auto b = reinterpret_cast<const Pack<nth_t<1, Ts...>, V>*>(nth<1>(in...) + head)[p];
-#pragma unroll
+      const auto a = load_vec<Pack<nth_t<0, Ts...>, V>>(nth<0>(in...) + head + p * V);
+      const auto b = load_vec<Pack<nth_t<1, Ts...>, V>>(nth<1>(in...) + head + p * V);
+      EMBER_UNROLL
       for (int j = 0; j < V; ++j) r.v[j] = f(a.v[j], b.v[j]);
     }
-    out_packs[p] = r;
+    store_vec(out + head + p * V, r);
   }
   // The scalar head and tail: at most 2 V - 2 elements (all of them when V == 1).
   const int64_t rest = n - packs * V;

@@ -28,7 +28,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "kernels/cuda/compute_type.cuh"
+#include "kernels/cuda/types.cuh"
 #include "kernels/cuda/launch.h"
 
 namespace ember::kernels::cuda {
@@ -81,9 +81,9 @@ __global__ void __launch_bounds__(256) index_select_rows_kernel(const V* __restr
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < nvec; e += step) {
     const int64_t r = e / row_len, col = e - r * row_len, o = r / L, l = r - o * L;
     const int64_t v = static_cast<int64_t>(index[l]);
-    check_carrier_alignment<V>(out + e);
+    check_vector_alignment<V>(out + e);
     if (v >= 0 && v < rows) {
-      check_carrier_alignment<V>(in + (o * rows + v) * row_len + col);
+      check_vector_alignment<V>(in + (o * rows + v) * row_len + col);
       out[e] = in[(o * rows + v) * row_len + col];
     } else {
       out[e] = V{};
@@ -251,7 +251,7 @@ __global__ void __launch_bounds__(256) embedding_segment_sum_kernel(const T* __r
                                                                     const uint32_t* __restrict__ sorted_pos,
                                                                     int64_t n, int64_t rows, int64_t D,
                                                                     T* __restrict__ grad_weight) {
-  using C = compute_type_t<T>;
+  using C = compute_t<T>;
   for (int64_t v = blockIdx.x * int64_t(blockDim.y) + threadIdx.y; v < rows; v += int64_t(gridDim.x) * blockDim.y) {
     // The run [lo, hi) of key v: two binary searches.
     int64_t lo = 0, hi = n;

@@ -216,7 +216,7 @@ __device__ __forceinline__ void load_tile(uint32_t dst, unsigned char* dst_ptr, 
                                           int mn_ext, int k_ext, int mn0, int k0, bool async, int tid) {
   using T = Tile<KContig>;
   constexpr int kPerThread = T::kRows * T::kChunks / kBf16Threads;
-  EMBER_GEMM_UNROLL
+  EMBER_UNROLL
   for (int i = 0; i < kPerThread; ++i) {
     const int id = tid + i * kBf16Threads, row = id / T::kChunks, chunk = id % T::kChunks;
     const int mn = KContig ? mn0 + row : mn0 + chunk * 8, kk = KContig ? k0 + chunk * 8 : k0 + row;
@@ -229,7 +229,7 @@ __device__ __forceinline__ void load_tile(uint32_t dst, unsigned char* dst_ptr, 
     } else {
       unsigned short e[8];
       const unsigned short* s = reinterpret_cast<const unsigned short*>(src);
-      EMBER_GEMM_UNROLL
+      EMBER_UNROLL
       for (int j = 0; j < 8; ++j) e[j] = j < valid ? s[j] : 0;
       uint4 v;
       v.x = e[0] | (uint32_t(e[1]) << 16), v.y = e[2] | (uint32_t(e[3]) << 16);
@@ -302,7 +302,7 @@ __global__ void __launch_bounds__(kBf16Threads, 2)
 
   float acc[4][8][4] = {};
   const int tiles = (g.k + BK - 1) / BK;
-  EMBER_GEMM_UNROLL
+  EMBER_UNROLL
   for (int s = 0; s < S - 1; ++s) {
     if (s < tiles) load_stage(s, s);
     cp_async_commit();  // one group per stage, empty or not, so the counting below holds
@@ -313,20 +313,20 @@ __global__ void __launch_bounds__(kBf16Threads, 2)
     if (t + S - 1 < tiles) load_stage((t + S - 1) % S, t + S - 1);
     cp_async_commit();
     const uint32_t at = smem_base + (t % S) * kBf16StageBytes, bt = at + kBf16TileBytes;
-    EMBER_GEMM_UNROLL
+    EMBER_UNROLL
     for (int ks = 0; ks < BK; ks += 16) {
       uint32_t fa[4][4], fb[8][2];
-      EMBER_GEMM_UNROLL
+      EMBER_UNROLL
       for (int i = 0; i < 4; ++i) ldmatrix_x4<!kA>(fa[i], fragment_addr<kA, true>(at, wm * 64 + i * 16, ks, lane));
-      EMBER_GEMM_UNROLL
+      EMBER_UNROLL
       for (int j = 0; j < 4; ++j) {
         uint32_t r[4];
         ldmatrix_x4<!kB>(r, fragment_addr<kB, false>(bt, wn * 64 + j * 16, ks, lane));
         fb[2 * j][0] = r[0], fb[2 * j][1] = r[1], fb[2 * j + 1][0] = r[2], fb[2 * j + 1][1] = r[3];
       }
-      EMBER_GEMM_UNROLL
+      EMBER_UNROLL
       for (int i = 0; i < 4; ++i)
-        EMBER_GEMM_UNROLL
+        EMBER_UNROLL
         for (int j = 0; j < 8; ++j) mma_bf16_16816(acc[i][j], fa[i], fb[j]);
     }
   }
@@ -335,9 +335,9 @@ __global__ void __launch_bounds__(kBf16Threads, 2)
   // Accumulator layout of m16n8: lane holds (row lane/4, cols 2*(lane%4) + {0, 1}) in
   // d0, d1 and the same 8 rows lower in d2, d3.
   TC* c = g.c + int64_t(blockIdx.z) * g.stride_c;
-  EMBER_GEMM_UNROLL
+  EMBER_UNROLL
   for (int i = 0; i < 4; ++i)
-    EMBER_GEMM_UNROLL
+    EMBER_UNROLL
     for (int j = 0; j < 8; ++j) {
       const int row = tm * BM + wm * 64 + i * 16 + lane / 4, col = tn * BN + wn * 64 + j * 8 + 2 * (lane % 4);
       store_pair(c, g.ldc, g.m, g.n, row, col, acc[i][j][0], acc[i][j][1], g.alpha, g.beta, vec_c);

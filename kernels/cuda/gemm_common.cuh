@@ -15,13 +15,8 @@
 #include <type_traits>
 
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/types.cuh"
 
-// `#pragma unroll` for nvcc; the host compiler (the emulator) would warn about it.
-#if defined(__CUDACC__)
-#define EMBER_GEMM_UNROLL _Pragma("unroll")
-#else
-#define EMBER_GEMM_UNROLL
-#endif
 
 namespace ember::kernels::cuda {
 
@@ -120,25 +115,6 @@ void gemm_dispatch_layout(bool trans_a, bool trans_b, F&& f) {
   }
 }
 
-// Vector loads and stores (V = float4, float2, ...). A GPU faults on a misaligned one and
-// a CPU does not, so in the emulator build they check the alignment and throw (the
-// emulator reports it as the kernel's error).
-template <class V, class T>
-__device__ __forceinline__ V load_vec(const T* p) {
-#if !defined(__CUDACC__)
-  EMBER_CHECK(reinterpret_cast<uintptr_t>(p) % sizeof(V) == 0, "misaligned ", sizeof(V), "-byte load at ",
-              static_cast<const void*>(p));
-#endif
-  return *reinterpret_cast<const V*>(p);
-}
-template <class V, class T>
-__device__ __forceinline__ void store_vec(T* p, V v) {
-#if !defined(__CUDACC__)
-  EMBER_CHECK(reinterpret_cast<uintptr_t>(p) % sizeof(V) == 0, "misaligned ", sizeof(V), "-byte store at ",
-              static_cast<void*>(p));
-#endif
-  *reinterpret_cast<V*>(p) = v;
-}
 
 // True when x + i*ld (and + j*stride) is 16-byte aligned for every i, j: the condition for
 // a kernel to read rows of x with 16-byte vector loads. `per16` elements make 16 bytes.

@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-#include "kernels/cuda/compute_type.cuh"
+#include "kernels/cuda/types.cuh"
 #include "kernels/cuda/launch.h"
 
 namespace ember::kernels::cuda {
@@ -74,7 +74,7 @@ __global__ void __launch_bounds__(256) im2col_kernel(const U* __restrict__ x, U*
 template <class T>
 __global__ void __launch_bounds__(256) col2im_kernel(const T* __restrict__ col, T* __restrict__ x, Im2colGeometry g,
                                                      int64_t total) {
-  using C = compute_type_t<T>;
+  using C = compute_t<T>;
   const int64_t plane = g.OH * g.OW, step = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += step) {
     int64_t t = i / g.W;

@@ -30,6 +30,13 @@
 #define EMBER_DYNAMIC_SHARED(T, name) T* name = static_cast<T*>(::ember::emu::detail::dynamic_shared())
 #endif
 
+// `#pragma unroll` for nvcc; GCC's spelling for the emulator build (which warns on nvcc's).
+#if defined(__CUDACC__)
+#define EMBER_UNROLL _Pragma("unroll")
+#else
+#define EMBER_UNROLL _Pragma("GCC unroll 16")
+#endif
+
 namespace ember::kernels::cuda {
 
 struct LaunchConfig {

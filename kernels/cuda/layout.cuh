@@ -11,20 +11,10 @@
 
 #include <cstdint>
 
-#include "kernels/cuda/compute_type.cuh"
+#include "kernels/cuda/types.cuh"
 #include "kernels/cuda/launch.h"
 
 namespace ember::kernels::cuda {
-
-inline constexpr int kMaxLayoutDims = 8;
-
-// A strided view: element (i_0, ..., i_{n-1}) is at base[sum_d i_d * strides[d]]
-// (strides in elements). Passed to kernels by value.
-struct StridedLayout {
-  int ndim = 0;
-  int64_t sizes[kMaxLayoutDims] = {};
-  int64_t strides[kMaxLayoutDims] = {};
-};
 
 // Note [Permute paths]. permute_contiguous(in, out, layout) writes the elements of the
 // strided view `layout` of `in` to `out` in row-major order. It first coalesces the view
@@ -56,8 +46,8 @@ struct TileMap {
   int64_t out_stride_a = 0;       // output stride of a (b's is 1)
   int64_t tiles_a = 1, tiles_b = 1;
   int nbatch = 0;
-  int64_t batch_sizes[kMaxLayoutDims - 2] = {};
-  int64_t batch_in[kMaxLayoutDims - 2] = {}, batch_out[kMaxLayoutDims - 2] = {};
+  int64_t batch_sizes[kMaxDims - 2] = {};
+  int64_t batch_in[kMaxDims - 2] = {}, batch_out[kMaxDims - 2] = {};
 };
 
 // Rows of `row_len` carriers V: row r of the output is contiguous at r * row_len, of the
@@ -65,7 +55,7 @@ struct TileMap {
 struct RowMap {
   int64_t row_len = 0;
   int nouter = 0;
-  int64_t outer_sizes[kMaxLayoutDims] = {}, outer_strides[kMaxLayoutDims] = {};
+  int64_t outer_sizes[kMaxDims] = {}, outer_strides[kMaxDims] = {};
 };
 
 // The offset of row-major index `i` in a view of `n` dims (the innermost last).
@@ -138,8 +128,8 @@ __global__ void __launch_bounds__(256) contiguous_copy_kernel(const U* __restric
   const V* vin = reinterpret_cast<const V*>(in + head);
   V* vout = reinterpret_cast<V*>(out + head);
   if (start < nvec) {
-    check_carrier_alignment<V>(vin + start);
-    check_carrier_alignment<V>(vout + start);
+    check_vector_alignment<V>(vin + start);
+    check_vector_alignment<V>(vout + start);
   }
   for (int64_t i = start; i < nvec; i += step) vout[i] = vin[i];
   if (start < head) out[start] = in[start];
@@ -161,8 +151,8 @@ __global__ void __launch_bounds__(256) strided_rows_kernel(const V* __restrict__
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < nvec; i += step) {
     const int64_t row = i / m.row_len, col = i - row * m.row_len;
     const V* src = in + layout_detail::strided_offset(row, m.nouter, m.outer_sizes, m.outer_strides) + col;
-    check_carrier_alignment<V>(src);
-    check_carrier_alignment<V>(out + i);
+    check_vector_alignment<V>(src);
+    check_vector_alignment<V>(out + i);
     out[i] = *src;
   }
 }
@@ -176,7 +166,7 @@ inline LaunchConfig strided_rows_config(int64_t nvec) {
 // per element (plus, with poor locality, whole sectors read for few bytes used).
 template <class U>
 __global__ void __launch_bounds__(256) strided_gather_kernel(const U* __restrict__ in, U* __restrict__ out,
-                                                             StridedLayout l, int64_t n) {
+                                                             Layout l, int64_t n) {
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += step)
     out[i] = in[layout_detail::strided_offset(i, l.ndim, l.sizes, l.strides)];
@@ -191,8 +181,8 @@ inline LaunchConfig strided_gather_config(int64_t n) {
 
 // The same view with size-1 dims dropped and each dim merged into the next where
 // strides[d] == strides[d + 1] * sizes[d + 1]; a view of one element becomes 1-D.
-inline StridedLayout coalesce_layout(const StridedLayout& l) {
-  StridedLayout c;
+inline Layout coalesce_layout(const Layout& l) {
+  Layout c;
   for (int d = 0; d < l.ndim; ++d) {
     if (l.sizes[d] == 1) continue;
     if (c.ndim > 0 && c.strides[c.ndim - 1] == l.strides[d] * l.sizes[d]) {
@@ -212,21 +202,16 @@ inline StridedLayout coalesce_layout(const StridedLayout& l) {
   return c;
 }
 
-inline int64_t layout_numel(const StridedLayout& l) {
-  int64_t n = 1;
-  for (int d = 0; d < l.ndim; ++d) n *= l.sizes[d];
-  return n;
-}
 
-inline void check_layout(const StridedLayout& l, const char* op) {
-  EMBER_CHECK(l.ndim >= 0 && l.ndim <= kMaxLayoutDims, op, ": ", l.ndim, " dims (at most ", kMaxLayoutDims, ")");
+inline void check_layout(const Layout& l, const char* op) {
+  EMBER_CHECK(l.ndim >= 0 && l.ndim <= kMaxDims, op, ": ", l.ndim, " dims (at most ", kMaxDims, ")");
   for (int d = 0; d < l.ndim; ++d)
     EMBER_CHECK(l.sizes[d] >= 0, op, ": size ", l.sizes[d], " of dim ", d, " is negative");
 }
 
 namespace layout_detail {
 // The dim of a coalesced view with stride 1, other than the innermost; -1 if none.
-inline int unit_stride_dim(const StridedLayout& c) {
+inline int unit_stride_dim(const Layout& c) {
   for (int d = c.ndim - 2; d >= 0; --d)
     if (c.strides[d] == 1) return d;
   return -1;
@@ -234,10 +219,10 @@ inline int unit_stride_dim(const StridedLayout& c) {
 }  // namespace layout_detail
 
 // Which path permute_contiguous takes for this view (Note [Permute paths]).
-inline PermutePath permute_path(const StridedLayout& layout) {
+inline PermutePath permute_path(const Layout& layout) {
   check_layout(layout, "permute_contiguous");
-  if (layout_numel(layout) == 0) return PermutePath::kEmpty;
-  const StridedLayout c = coalesce_layout(layout);
+  if (numel(layout) == 0) return PermutePath::kEmpty;
+  const Layout c = coalesce_layout(layout);
   const int inner = c.ndim - 1;
   if (c.ndim == 1 && c.strides[0] == 1) return PermutePath::kContiguous;
   if (c.strides[inner] == 1) return PermutePath::kRows;
@@ -265,9 +250,9 @@ void launch_contiguous(const U* in, U* out, int64_t n, cudaStream_t stream) {
 }
 
 template <class U>
-void launch_tiled(const U* in, U* out, const StridedLayout& c, cudaStream_t stream) {
+void launch_tiled(const U* in, U* out, const Layout& c, cudaStream_t stream) {
   const int b = c.ndim - 1, a = unit_stride_dim(c);
-  int64_t out_strides[kMaxLayoutDims];
+  int64_t out_strides[kMaxDims];
   int64_t s = 1;
   for (int d = c.ndim - 1; d >= 0; --d) {
     out_strides[d] = s;
@@ -293,7 +278,7 @@ void launch_tiled(const U* in, U* out, const StridedLayout& c, cudaStream_t stre
 }
 
 template <class U>
-void launch_rows(const U* in, U* out, const StridedLayout& c, cudaStream_t stream) {
+void launch_rows(const U* in, U* out, const Layout& c, cudaStream_t stream) {
   // The widest carrier that divides the row, every outer stride and both addresses.
   const int inner = c.ndim - 1;
   uint64_t g = reinterpret_cast<uintptr_t>(in) | reinterpret_cast<uintptr_t>(out) |
@@ -310,7 +295,7 @@ void launch_rows(const U* in, U* out, const StridedLayout& c, cudaStream_t strea
       m.outer_sizes[d] = c.sizes[d];
       m.outer_strides[d] = c.strides[d] / per;
     }
-    const int64_t nvec = layout_numel(c) / per;
+    const int64_t nvec = numel(c) / per;
     launch<strided_rows_kernel<V>>(strided_rows_config(nvec), stream, reinterpret_cast<const V*>(in),
                                    reinterpret_cast<V*>(out), m, nvec);
   };
@@ -318,11 +303,11 @@ void launch_rows(const U* in, U* out, const StridedLayout& c, cudaStream_t strea
 }
 
 template <class U>
-void permute_contiguous_carrier(const U* in, U* out, const StridedLayout& layout, cudaStream_t stream) {
+void permute_contiguous_carrier(const U* in, U* out, const Layout& layout, cudaStream_t stream) {
   const PermutePath path = permute_path(layout);
   if (path == PermutePath::kEmpty) return;
-  const StridedLayout c = coalesce_layout(layout);
-  const int64_t n = layout_numel(c);
+  const Layout c = coalesce_layout(layout);
+  const int64_t n = numel(c);
   switch (path) {
     case PermutePath::kContiguous: return launch_contiguous(in, out, n, stream);
     case PermutePath::kTiled: return launch_tiled(in, out, c, stream);
@@ -336,7 +321,7 @@ void permute_contiguous_carrier(const U* in, U* out, const StridedLayout& layout
 // out (contiguous, layout's sizes in row-major order) = the strided view `layout` of
 // `in`. Elements of any type of 1, 2, 4 or 8 bytes; `in` and `out` must not overlap.
 // (Tensor::contiguous(): pass the view's sizes and strides, and data_ptr().)
-inline void permute_contiguous_bytes(const void* in, void* out, const StridedLayout& layout, int element_size,
+inline void permute_contiguous_bytes(const void* in, void* out, const Layout& layout, int element_size,
                                      cudaStream_t stream) {
   auto go = [&](auto carrier) {
     using U = decltype(carrier);
@@ -352,7 +337,7 @@ inline void permute_contiguous_bytes(const void* in, void* out, const StridedLay
 }
 
 template <class T>
-void permute_contiguous(const T* in, T* out, const StridedLayout& layout, cudaStream_t stream) {
+void permute_contiguous(const T* in, T* out, const Layout& layout, cudaStream_t stream) {
   static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8, "elements of 1, 2, 4 or 8 bytes");
   permute_contiguous_bytes(in, out, layout, int(sizeof(T)), stream);
 }

@@ -17,16 +17,10 @@
 
 #include "core/error.h"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/types.cuh"
 
 // Fully unrolls the next loop (so per-thread arrays stay in registers); g++ spells it
 // differently and warns about nvcc's spelling.
-#ifndef EMBER_UNROLL
-#if defined(__CUDACC__)
-#define EMBER_UNROLL _Pragma("unroll")
-#else
-#define EMBER_UNROLL _Pragma("GCC unroll 16")
-#endif
-#endif
 
 namespace ember::kernels::cuda {
 
@@ -83,42 +77,6 @@ struct TileShape {
   }
 };
 
-// kVec elements loaded or stored as one access (16 bytes for float32 x 4).
-template <class T, int N>
-struct alignas(sizeof(T) * N) Pack {
-  T v[N];
-};
-
-// Storage type <-> compute type (16-bit floats are computed in float).
-template <class C, class T>
-__device__ __forceinline__ C to_compute(T x) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) return C(__bfloat162float(x));
-  else if constexpr (std::is_same_v<T, __half>) return C(__half2float(x));
-  else return C(x);
-}
-template <class T, class C>
-__device__ __forceinline__ T from_compute(C x) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) return __float2bfloat16(float(x));
-  else if constexpr (std::is_same_v<T, __half>) return __float2half(float(x));
-  else return T(x);
-}
-
-// True when p may be accessed as Pack<T, Vec> (null pointers, never accessed, count as aligned).
-template <int Vec, class T>
-__device__ __forceinline__ bool vec_aligned(const T* p) {
-  return reinterpret_cast<uintptr_t>(p) % (sizeof(T) * Vec) == 0;
-}
-
-// A GPU faults on a misaligned vector access where x86 would not: the emulator build
-// checks each one, so a wrong alignment test fails there too.
-template <int Vec, class T>
-__device__ __forceinline__ void check_vector_access(const T* p) {
-#if !defined(__CUDACC__)
-  EMBER_CHECK(vec_aligned<Vec>(p), "misaligned ", sizeof(T) * Vec, "-byte vector access at ",
-              static_cast<const void*>(p));
-#endif
-}
-
 // This thread's elements of the tile at `base` of x (n elements), converted to C;
 // elements past n read as 0.
 template <class Shape, class C, class T>
@@ -128,15 +86,14 @@ __device__ __forceinline__ void load_tile(const T* __restrict__ x, int64_t n, in
   for (int u = 0; u < Shape::kUnroll; ++u) {
     const int64_t i = base + Shape::offset(u * Shape::kVec, vec);
     if (vec && i + Shape::kVec <= n) {
-      check_vector_access<Shape::kVec>(x + i);
-      const Pack<T, Shape::kVec> pk = *reinterpret_cast<const Pack<T, Shape::kVec>*>(x + i);
+      const auto pk = load_vec<Pack<T, Shape::kVec>>(x + i);
       EMBER_UNROLL
-      for (int k = 0; k < Shape::kVec; ++k) out[u * Shape::kVec + k] = to_compute<C>(pk.v[k]);
+      for (int k = 0; k < Shape::kVec; ++k) out[u * Shape::kVec + k] = C(widen(pk.v[k]));
     } else {
       EMBER_UNROLL
       for (int k = 0; k < Shape::kVec; ++k) {
         const int64_t j = base + Shape::offset(u * Shape::kVec + k, vec);
-        out[u * Shape::kVec + k] = j < n ? to_compute<C>(x[j]) : C(0);
+        out[u * Shape::kVec + k] = j < n ? C(widen(x[j])) : C(0);
       }
     }
   }
@@ -150,16 +107,15 @@ __device__ __forceinline__ void store_tile(T* __restrict__ y, int64_t n, int64_t
   for (int u = 0; u < Shape::kUnroll; ++u) {
     const int64_t i = base + Shape::offset(u * Shape::kVec, vec);
     if (vec && i + Shape::kVec <= n) {
-      check_vector_access<Shape::kVec>(y + i);
       Pack<T, Shape::kVec> pk;
       EMBER_UNROLL
-      for (int k = 0; k < Shape::kVec; ++k) pk.v[k] = from_compute<T>(in[u * Shape::kVec + k]);
-      *reinterpret_cast<Pack<T, Shape::kVec>*>(y + i) = pk;
+      for (int k = 0; k < Shape::kVec; ++k) pk.v[k] = round_to<T>(in[u * Shape::kVec + k]);
+      store_vec(y + i, pk);
     } else {
       EMBER_UNROLL
       for (int k = 0; k < Shape::kVec; ++k) {
         const int64_t j = base + Shape::offset(u * Shape::kVec + k, vec);
-        if (j < n) y[j] = from_compute<T>(in[u * Shape::kVec + k]);
+        if (j < n) y[j] = round_to<T>(in[u * Shape::kVec + k]);
       }
     }
   }

@@ -18,7 +18,7 @@
 #include <cstdint>
 
 #include "kernels/common/pool_ops.h"
-#include "kernels/cuda/compute_type.cuh"
+#include "kernels/cuda/types.cuh"
 #include "kernels/cuda/launch.h"
 
 namespace ember::kernels::cuda {
@@ -83,7 +83,7 @@ template <class T, pool_detail::MaxIndex K>
 __global__ void __launch_bounds__(256) max_pool2d_kernel(const T* __restrict__ x, T* __restrict__ y,
                                                          int64_t* __restrict__ plane_idx, uint8_t* __restrict__ codes,
                                                          PoolGeometry g, bool relu, int64_t total) {
-  using C = compute_type_t<T>;
+  using C = compute_t<T>;
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
   for (int64_t o = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; o < total; o += step) {
     int64_t t = o / g.OW;
@@ -121,7 +121,7 @@ __global__ void __launch_bounds__(256) max_pool2d_backward_kernel(const T* __res
                                                                   const int64_t* __restrict__ plane_idx,
                                                                   const uint8_t* __restrict__ codes, T* __restrict__ gx,
                                                                   PoolGeometry g, int64_t total) {
-  using C = compute_type_t<T>;
+  using C = compute_t<T>;
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += step) {
     int64_t t = i / g.W;
@@ -151,7 +151,7 @@ __global__ void __launch_bounds__(256) max_pool2d_backward_kernel(const T* __res
 template <class T>
 __global__ void __launch_bounds__(256) avg_pool2d_kernel(const T* __restrict__ x, T* __restrict__ y, PoolGeometry g,
                                                          int64_t total) {
-  using C = compute_type_t<T>;
+  using C = compute_t<T>;
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
   for (int64_t o = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; o < total; o += step) {
     int64_t t = o / g.OW;
@@ -172,7 +172,7 @@ __global__ void __launch_bounds__(256) avg_pool2d_kernel(const T* __restrict__ x
 template <class T>
 __global__ void __launch_bounds__(256) avg_pool2d_backward_kernel(const T* __restrict__ gy, T* __restrict__ gx,
                                                                   PoolGeometry g, int64_t total) {
-  using C = compute_type_t<T>;
+  using C = compute_t<T>;
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += step) {
     int64_t t = i / g.W;

@@ -27,6 +27,7 @@
 
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/types.cuh"
 
 namespace ember::kernels::cuda {
 
@@ -40,30 +41,11 @@ namespace ember::kernels::cuda {
 //   write(out, o, acc, n)     stores output o of a reduction over n elements.
 // C is the compute type: float for float32/bfloat16/float16, double for float64.
 
-template <class T>
-using reduce_compute_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
-
-namespace reduce_detail {
-
-template <class T>
-__device__ __forceinline__ reduce_compute_t<T> to_compute(T v) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) return __bfloat162float(v);
-  else if constexpr (std::is_same_v<T, __half>) return __half2float(v);
-  else return v;
-}
-template <class T, class C>
-__device__ __forceinline__ T from_compute(C v) {  // round to nearest even
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) return __float2bfloat16(v);
-  else if constexpr (std::is_same_v<T, __half>) return __float2half(v);
-  else return T(v);
-}
-
-}  // namespace reduce_detail
 
 template <class T>
 struct SumReduce {
   using Elem = T;
-  using C = reduce_compute_t<T>;
+  using C = compute_t<T>;
   using Acc = C;
   using Out = T*;  // [outputs]
   static constexpr const char* kName = "sum";
@@ -77,7 +59,7 @@ struct SumReduce {
     return s;
   }
   __device__ __forceinline__ void write(Out out, int64_t o, Acc a, int64_t) const {
-    out[o] = reduce_detail::from_compute<T>(a);
+    out[o] = round_to<T>(a);
   }
 };
 
@@ -89,7 +71,7 @@ struct MeanReduce : SumReduce<T> {
   using typename SumReduce<T>::Out;
   static constexpr const char* kName = "mean";
   __device__ __forceinline__ void write(Out out, int64_t o, Acc a, int64_t n) const {
-    out[o] = reduce_detail::from_compute<T>(a / C(n));
+    out[o] = round_to<T>(a / C(n));
   }
 };
 
@@ -97,7 +79,7 @@ struct MeanReduce : SumReduce<T> {
 template <class T, bool kMax>
 struct ExtremumReduce {
   using Elem = T;
-  using C = reduce_compute_t<T>;
+  using C = compute_t<T>;
   using Acc = C;
   using Out = T*;  // [outputs]
   static constexpr const char* kName = kMax ? "amax" : "amin";
@@ -114,7 +96,7 @@ struct ExtremumReduce {
     return m;
   }
   __device__ __forceinline__ void write(Out out, int64_t o, Acc a, int64_t) const {
-    out[o] = reduce_detail::from_compute<T>(a);
+    out[o] = round_to<T>(a);
   }
 };
 template <class T> using MaxReduce = ExtremumReduce<T, true>;
@@ -134,7 +116,7 @@ struct WelfordAcc {
 template <class T>
 struct VarReduce {
   using Elem = T;
-  using C = reduce_compute_t<T>;
+  using C = compute_t<T>;
   using Acc = WelfordAcc<C>;
   using Out = T*;  // [outputs]
   static constexpr const char* kName = "var";
@@ -160,7 +142,7 @@ struct VarReduce {
   }
   __device__ __forceinline__ void write(Out out, int64_t o, Acc a, int64_t) const {
     const int64_t dof = a.n > correction ? a.n - correction : 0;
-    out[o] = reduce_detail::from_compute<T>(a.m2 / C(dof));
+    out[o] = round_to<T>(a.m2 / C(dof));
   }
 };
 
@@ -181,7 +163,7 @@ struct IndexedOut {
 template <class T, bool kMax>
 struct ArgExtremumReduce {
   using Elem = T;
-  using C = reduce_compute_t<T>;
+  using C = compute_t<T>;
   using Acc = ArgAcc<C>;
   using Out = IndexedOut<T>;
   static constexpr const char* kName = kMax ? "argmax" : "argmin";
@@ -210,7 +192,7 @@ struct ArgExtremumReduce {
     return best;
   }
   __device__ __forceinline__ void write(Out out, int64_t o, Acc a, int64_t) const {
-    if (out.values != nullptr) out.values[o] = reduce_detail::from_compute<T>(a.value);
+    if (out.values != nullptr) out.values[o] = round_to<T>(a.value);
     out.indices[o] = a.index;
   }
 };
@@ -282,14 +264,10 @@ __device__ __forceinline__ typename R::Acc block_merge(const R& r, typename R::A
 }
 
 // 16 bytes of T: one vector load.
-template <class T>
-struct alignas(16) Pack {
-  T v[16 / sizeof(T)];
-};
 
 template <class R>
 __device__ __forceinline__ typename R::Acc single(const R& r, typename R::Elem x, int64_t index) {
-  const typename R::C v[1] = {to_compute(x)};
+  const typename R::C v[1] = {widen(x)};
   return r.chunk(v, index, 1);
 }
 
@@ -311,26 +289,26 @@ __device__ __forceinline__ typename R::Acc accumulate_run(const R& r, const type
   Acc acc = r.identity();
   for (int64_t j = t; j < head; j += nt) acc = r.merge(acc, single(r, p[j], first + j));
   for (int64_t j = tail + t; j < n; j += nt) acc = r.merge(acc, single(r, p[j], first + j));
-  const Pack<T>* vp = reinterpret_cast<const Pack<T>*>(p + head);
+  const T* vp = p + head;
   const int64_t vfirst = first + head, step = nt;
   int64_t i = t;
   for (; i + (U - 1) * step < nvec; i += U * step) {
     Pack<T> pk[U];
-    for (int u = 0; u < U; ++u) pk[u] = vp[i + u * step];  // all loads issued before any use
+    for (int u = 0; u < U; ++u) pk[u] = load_vec<Pack<T>>(vp + (i + u * step) * V);  // all loads issued before any use
     for (int u = 0; u < U; ++u) {
       C v[V];
-      for (int j = 0; j < V; ++j) v[j] = to_compute(pk[u].v[j]);
+      for (int j = 0; j < V; ++j) v[j] = widen(pk[u].v[j]);
       acc = r.merge(acc, r.chunk(v, vfirst + (i + u * step) * V, 1));
     }
   }
   if (i < nvec) {  // fewer than U vectors left: load them all, then use them
     Pack<T> pk[U];
     for (int u = 0; u < U; ++u)
-      if (i + u * step < nvec) pk[u] = vp[i + u * step];
+      if (i + u * step < nvec) pk[u] = load_vec<Pack<T>>(vp + (i + u * step) * V);
     for (int u = 0; u < U; ++u) {
       if (i + u * step >= nvec) break;
       C v[V];
-      for (int j = 0; j < V; ++j) v[j] = to_compute(pk[u].v[j]);
+      for (int j = 0; j < V; ++j) v[j] = widen(pk[u].v[j]);
       acc = r.merge(acc, r.chunk(v, vfirst + (i + u * step) * V, 1));
     }
   }
@@ -532,7 +510,7 @@ __global__ void __launch_bounds__(kBlockThreads)
       } else {
         for (; k + (U - 1) * ny < end; k += U * ny) {
           C v[U];
-          for (int u = 0; u < U; ++u) v[u] = to_compute(col[(k + u * ny) * inner]);
+          for (int u = 0; u < U; ++u) v[u] = widen(col[(k + u * ny) * inner]);
           acc = r.merge(acc, r.chunk(v, k, ny));
         }
         for (; k < end; k += ny) acc = r.merge(acc, single(r, col[k * inner], k));
@@ -571,7 +549,7 @@ __global__ void __launch_bounds__(kBlockThreads)
     int64_t k = 0;
     for (; k + 3 < n; k += 4) {
       C v[4];
-      for (int u = 0; u < 4; ++u) v[u] = to_compute(col[(k + u) * inner]);
+      for (int u = 0; u < 4; ++u) v[u] = widen(col[(k + u) * inner]);
       acc = r.merge(acc, r.chunk(v, k, 1));
     }
     for (; k < n; ++k) acc = r.merge(acc, single(r, col[k * inner], k));

@@ -110,7 +110,7 @@ struct PanelTile {
   template <bool kChecked = true>
   __device__ __forceinline__ void fetch(const float* x, int64_t ld, int mn_ext, int k_ext, int mn0, int k0, bool vec,
                                         int tid) {
-    EMBER_GEMM_UNROLL
+    EMBER_UNROLL
     for (int r = 0; r < kRuns; ++r) {
       int mn, kk;
       coords(tid + r * kThreads, mn, kk);
@@ -124,7 +124,7 @@ struct PanelTile {
         v[r] = load_vec<float4>(panel_ptr<KContig>(x, ld, mn, kk));
       } else {
         float e[4];
-        EMBER_GEMM_UNROLL
+        EMBER_UNROLL
         for (int i = 0; i < 4; ++i) {
           const int emn = KContig ? mn : mn + i, ekk = KContig ? kk + i : kk;
           e[i] = emn < mn_ext && ekk < k_ext ? *panel_ptr<KContig>(x, ld, emn, ekk) : 0.0f;
@@ -136,7 +136,7 @@ struct PanelTile {
 
   template <int kPitch>
   __device__ __forceinline__ void stash(float (*s)[kPitch], int tid) const {
-    EMBER_GEMM_UNROLL
+    EMBER_UNROLL
     for (int r = 0; r < kRuns; ++r) {
       int mn, kk;
       coords(tid + r * kThreads, mn, kk);
@@ -226,7 +226,7 @@ __global__ void __launch_bounds__(kSgemmV2Tile * kSgemmV2Tile) sgemm_v2_shared(S
     load_panel_scalar<TransB, T, T, T * T>(b, g.ldb, g.n, g.k, tn * T, k0, tid,
                                            [&](int mn, int kk, float v) { bs[kk][mn] = v; });
     __syncthreads();
-    EMBER_GEMM_UNROLL
+    EMBER_UNROLL
     for (int kk = 0; kk < T; ++kk) acc = fmaf(as[ty][kk], bs[kk][tx], acc);
     __syncthreads();  // before the next tile overwrites as and bs
   }
@@ -263,16 +263,16 @@ __global__ void __launch_bounds__(kSgemmThreads) sgemm_v3_register(SgemmArgs g) 
     load_panel_scalar<TransB, BN, BK, kSgemmThreads>(b, g.ldb, g.n, g.k, tn * BN, k0, tid,
                                                      [&](int mn, int kk, float v) { bs[kk][mn] = v; });
     __syncthreads();
-    EMBER_GEMM_UNROLL
+    EMBER_UNROLL
     for (int kk = 0; kk < BK; ++kk) {
       float ra[TM], rb[TN];
-      EMBER_GEMM_UNROLL
+      EMBER_UNROLL
       for (int i = 0; i < TM; ++i) ra[i] = as[ty * TM + i][kk];
-      EMBER_GEMM_UNROLL
+      EMBER_UNROLL
       for (int j = 0; j < TN; ++j) rb[j] = bs[kk][tx * TN + j];
-      EMBER_GEMM_UNROLL
+      EMBER_UNROLL
       for (int i = 0; i < TM; ++i)
-        EMBER_GEMM_UNROLL
+        EMBER_UNROLL
         for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(ra[i], rb[j], acc[i][j]);
     }
     __syncthreads();
@@ -301,7 +301,7 @@ inline constexpr int kSgemmPad = 4;
 template <int BK, int kPitch>
 __device__ __forceinline__ void sgemm_quads_fma(const float (*as)[kPitch], const float (*bs)[kPitch], int ty, int tx,
                                                 float (&acc)[8][8]) {
-  EMBER_GEMM_UNROLL
+  EMBER_UNROLL
   for (int kk = 0; kk < BK; ++kk) {
     const float4 a0 = load_vec<float4>(&as[kk][ty * 4]);
     const float4 a1 = load_vec<float4>(&as[kk][64 + ty * 4]);
@@ -309,9 +309,9 @@ __device__ __forceinline__ void sgemm_quads_fma(const float (*as)[kPitch], const
     const float4 b1 = load_vec<float4>(&bs[kk][64 + tx * 4]);
     const float ra[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
     const float rb[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
-    EMBER_GEMM_UNROLL
+    EMBER_UNROLL
     for (int i = 0; i < 8; ++i)
-      EMBER_GEMM_UNROLL
+      EMBER_UNROLL
       for (int j = 0; j < 8; ++j) acc[i][j] = fmaf(ra[i], rb[j], acc[i][j]);
   }
 }
@@ -319,10 +319,10 @@ __device__ __forceinline__ void sgemm_quads_fma(const float (*as)[kPitch], const
 __device__ __forceinline__ void sgemm_quads_store(const SgemmArgs& g, int tm, int tn, int ty, int tx,
                                                   const float (&acc)[8][8], bool vec_c) {
   float* c = batch_entry(g.c, g.stride_c);
-  EMBER_GEMM_UNROLL
+  EMBER_UNROLL
   for (int i = 0; i < 8; ++i) {
     const int row = tm * kSgemmBM + (i < 4 ? ty * 4 + i : 64 + ty * 4 + i - 4);
-    EMBER_GEMM_UNROLL
+    EMBER_UNROLL
     for (int h = 0; h < 2; ++h) {
       const int col = tn * kSgemmBN + h * 64 + tx * 4;
       const float4 v = make_float4(acc[i][4 * h], acc[i][4 * h + 1], acc[i][4 * h + 2], acc[i][4 * h + 3]);

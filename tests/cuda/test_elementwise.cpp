@@ -169,7 +169,7 @@ TEST(CudaElementwise, CastsMatchTheCpuBitForBit) {
   check_cast<float, uint8_t>(kFloat32, kUInt8, 0, 255);
 }
 
-TEST(CudaElementwise, CopyBetweenStridedLayouts) {
+TEST(CudaElementwise, CopyBetweenLayouts) {
   EMBER_NEED_DEVICE();
   // A [7, 9, 5] tensor permuted to [5, 7, 9] and copied into contiguous memory, as f32 -> f16.
   const int64_t a = 7, b = 9, c = 5;

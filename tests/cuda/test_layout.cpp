@@ -18,8 +18,8 @@
 namespace ember::kernels::cuda::test {
 namespace {
 
-StridedLayout layout_of(const Tensor& view) {
-  StridedLayout l;
+Layout layout_of(const Tensor& view) {
+  Layout l;
   l.ndim = int(view.dim());
   for (int d = 0; d < l.ndim; ++d) {
     l.sizes[d] = view.shape()[d];
@@ -58,7 +58,7 @@ void check_permute(const Tensor& view, int64_t base_numel, PermutePath expect, s
   SCOPED_TRACE("view " + shape_str(view.shape()) + " strides " + shape_str(view.strides()) + " offset " +
                std::to_string(view.offset()) + ", " + std::to_string(sizeof(T)) + "-byte elements, pads " +
                std::to_string(in_pad) + "/" + std::to_string(out_pad));
-  const StridedLayout l = layout_of(view);
+  const Layout l = layout_of(view);
   EXPECT_EQ(permute_path(l), expect);
   const auto host = random_bits<T>(size_t(base_numel), uint32_t(base_numel * 7 + sizeof(T)));
   DeviceArray<T> in(host, in_pad);
@@ -155,7 +155,7 @@ TEST(CudaLayout, GeneralPathForEverythingElse) {
 
 TEST(CudaLayout, BadArgumentsAreErrors) {
   EMBER_NEED_DEVICE();
-  StridedLayout l;
+  Layout l;
   l.ndim = 9;
   EXPECT_THROW(permute_path(l), Error);
   l.ndim = 1;

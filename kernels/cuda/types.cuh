@@ -1,0 +1,153 @@
+// What kernels of every family share about data: the type each element type computes in
+// (as the CPU backend's compute_t in kernels/cpu/loops.h: float for __half and
+// __nv_bfloat16, converted on load and rounded to nearest even once on store; the type
+// itself otherwise), value conversions as the CPU converts, vector packs and the one way
+// to load and store them (alignment-checked in the emulator), raw carriers for kernels
+// that only move bytes, and Layout, a strided view's sizes and strides.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <initializer_list>
+#include <type_traits>
+
+#include "core/error.h"
+#include "kernels/cuda/launch.h"
+
+namespace ember::kernels::cuda {
+
+template <class T>
+inline constexpr bool is_16bit_float_v = std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>;
+
+template <class T>
+using compute_t = std::conditional_t<is_16bit_float_v<T>, float, T>;
+
+// A stored value in its compute type.
+template <class T>
+__host__ __device__ __forceinline__ compute_t<T> widen(T v) {
+  if constexpr (std::is_same_v<T, __half>) return __half2float(v);
+  else if constexpr (std::is_same_v<T, __nv_bfloat16>) return __bfloat162float(v);
+  else return v;
+}
+
+// A computed value rounded (to nearest even) to the storage type T.
+template <class T, class C = compute_t<T>>
+__host__ __device__ __forceinline__ T round_to(C v) {
+  if constexpr (std::is_same_v<T, __half>) return __float2half_rn(float(v));
+  else if constexpr (std::is_same_v<T, __nv_bfloat16>) return __float2bfloat16_rn(float(v));
+  else return T(v);
+}
+
+// One value converted as the CPU backend converts it (kernels/cpu/loops.h's cast): 16-bit
+// floats through float (so double -> bf16 rounds twice, as there), bool as "nonzero".
+template <class To, class From>
+__host__ __device__ __forceinline__ To convert(From v) {
+  if constexpr (std::is_same_v<To, From>) {
+    return v;
+  } else if constexpr (is_16bit_float_v<From>) {
+    return convert<To>(static_cast<float>(v));
+  } else if constexpr (std::is_same_v<To, bool>) {
+    return v != From(0);
+  } else if constexpr (is_16bit_float_v<To>) {
+    return To(static_cast<float>(v));
+  } else {
+    return static_cast<To>(v);
+  }
+}
+
+// ---- Vector packs --------------------------------------------------------------------------
+
+// N elements moved as one access (16 bytes: float x 4, bf16 x 8, double x 2).
+template <class T, int N = 16 / sizeof(T)>
+struct alignas(sizeof(T) * N) Pack {
+  T v[N];
+};
+
+// True when p may be accessed as N-element packs of T.
+template <int N, class T>
+__host__ __device__ __forceinline__ bool vec_aligned(const T* p) {
+  return reinterpret_cast<uintptr_t>(p) % (sizeof(T) * N) == 0;
+}
+
+// In the emulator a vector access at an address a GPU would fault on is an error,
+// although x86 would not fault: every emulated test checks the kernels' alignment logic.
+template <class V>
+__device__ __forceinline__ void check_vector_alignment(const void* p) {
+#if !defined(__CUDACC__)
+  if (reinterpret_cast<uintptr_t>(p) % sizeof(V) != 0)
+    throw ::ember::Error(::ember::detail::str("misaligned ", sizeof(V), "-byte access at ", p));
+#else
+  (void)p;
+#endif
+}
+
+// The one way kernels load and store a vector V (a Pack, float4, a carrier...).
+template <class V, class T>
+__device__ __forceinline__ V load_vec(const T* p) {
+  check_vector_alignment<V>(p);
+  return *reinterpret_cast<const V*>(p);
+}
+template <class V, class T>
+__device__ __forceinline__ void store_vec(T* p, const V& v) {
+  check_vector_alignment<V>(p);
+  *reinterpret_cast<V*>(p) = v;
+}
+
+// An unsigned type of exactly `Bytes` bytes (16: uint4), to copy elements bit for bit.
+template <int Bytes> struct CarrierOf;
+template <> struct CarrierOf<1> { using type = uint8_t; };
+template <> struct CarrierOf<2> { using type = uint16_t; };
+template <> struct CarrierOf<4> { using type = uint32_t; };
+template <> struct CarrierOf<8> { using type = unsigned long long; };
+template <> struct CarrierOf<16> { using type = uint4; };
+template <int Bytes>
+using carrier_t = typename CarrierOf<Bytes>::type;
+
+// Calls f(carrier_t<B>{}) with the widest B in {1, 2, 4, 8, 16} that is <= `width`, but
+// at least kMinBytes (callers pass their element size: carriers narrower than an element
+// are never instantiated).
+template <int kMinBytes, class F>
+void with_carrier(int width, F&& f) {
+  if constexpr (kMinBytes <= 1) if (width < 2) return f(carrier_t<1>{});
+  if constexpr (kMinBytes <= 2) if (width < 4) return f(carrier_t<2>{});
+  if constexpr (kMinBytes <= 4) if (width < 8) return f(carrier_t<4>{});
+  if constexpr (kMinBytes <= 8) if (width < 16) return f(carrier_t<8>{});
+  return f(carrier_t<16>{});
+}
+
+// The widest power of two <= 16 that divides `v` (16 when v is 0).
+inline int max_alignment(uint64_t v) {
+  int a = 16;
+  while (a > 1 && v % a != 0) a /= 2;
+  return a;
+}
+
+// ---- Layouts --------------------------------------------------------------------------------
+
+inline constexpr int kMaxDims = 8;
+
+// A strided view: element (i_0, ..., i_{n-1}) is at base[sum_d i_d * strides[d]]
+// (strides in elements, not bytes). Passed to kernels by value.
+struct Layout {
+  int ndim = 0;
+  int64_t sizes[kMaxDims] = {};
+  int64_t strides[kMaxDims] = {};
+};
+
+inline Layout make_layout(std::initializer_list<int64_t> sizes, std::initializer_list<int64_t> strides) {
+  EMBER_CHECK(sizes.size() == strides.size() && sizes.size() <= size_t(kMaxDims), "make_layout: ", sizes.size(),
+              " sizes and ", strides.size(), " strides (at most ", kMaxDims, " dims)");
+  Layout l;
+  l.ndim = static_cast<int>(sizes.size());
+  std::copy(sizes.begin(), sizes.end(), l.sizes);
+  std::copy(strides.begin(), strides.end(), l.strides);
+  return l;
+}
+inline Layout contiguous_layout(int64_t n) { return make_layout({n}, {1}); }
+inline int64_t numel(const Layout& l) {
+  int64_t n = 1;
+  for (int d = 0; d < l.ndim; ++d) n *= l.sizes[d];
+  return n;
+}
+
+}  // namespace ember::kernels::cuda
