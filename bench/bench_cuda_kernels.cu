@@ -19,8 +19,15 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cuda/bucket.cuh"
 #include "kernels/cuda/elementwise.cuh"
+#include "kernels/cuda/gemm_bf16.cuh"
+#include "kernels/cuda/layout.cuh"
+#include "kernels/cuda/optim.cuh"
+#include "kernels/cuda/pool.cuh"
 #include "kernels/cuda/random.cuh"
+#include "kernels/cuda/reduce.cuh"
+#include "kernels/cuda/sgemm.cuh"
 
 namespace {
 
@@ -143,6 +150,116 @@ void elementwise_cases(Table& t, Arena& arena) {
   t.bandwidth("dropout f32 with mask", 9.0 * n, 90, [&] { dropout(a, c, mask, n, 0.1, 1, 0); });
 }
 
+void reduction_cases(Table& t, Arena& arena) {
+  const int64_t n = int64_t(t.options().mib) << 20 >> 2;
+  float* x = arena.get<float>(n);
+  float* out = arena.get<float>(n / 1024 + 1);
+  int64_t* idx = arena.get<int64_t>(n / 1024 + 1);
+  const size_t ws_bytes = std::max({reduce_all_workspace<SumReduce<float>>(n),
+                                    reduce_last_dim_workspace<VarReduce<float>>(n / 1024, 1024),
+                                    reduce_middle_dim_workspace<SumReduce<float>>(n / (1024 * 256), 1024, 256)});
+  void* ws = arena.get<unsigned char>(ws_bytes);
+  t.bandwidth("sum f32, all elements", 4.0 * n, 94,
+              [&] { reduce_all(SumReduce<float>{}, x, out, n, ws, ws_bytes, cudaStream_t{}); });
+  t.bandwidth("sum f32, last dim of [n/1024, 1024]", 4.0 * n, 94,
+              [&] { reduce_last_dim(SumReduce<float>{}, x, out, n / 1024, 1024, ws, ws_bytes, cudaStream_t{}); });
+  t.bandwidth("sum f32, middle dim of [n/262144, 1024, 256]", 4.0 * n, 94, [&] {
+    reduce_middle_dim(SumReduce<float>{}, x, out, n / (1024 * 256), 1024, 256, ws, ws_bytes, cudaStream_t{});
+  });
+  t.bandwidth("var f32, last dim of [n/1024, 1024]", 4.0 * n, 94, [&] {
+    reduce_last_dim(VarReduce<float>{1}, x, out, n / 1024, 1024, ws, ws_bytes, cudaStream_t{});
+  });
+  t.bandwidth("argmax f32, last dim of [n/1024, 1024]", 4.0 * n, 94, [&] {
+    reduce_last_dim(ArgMaxReduce<float>{}, x, IndexedOut<float>{out, idx}, n / 1024, 1024, ws, ws_bytes,
+                    cudaStream_t{});
+  });
+}
+
+void data_movement_cases(Table& t, Arena& arena) {
+  const int64_t n = int64_t(t.options().mib) << 20 >> 2;
+  float* a = arena.get<float>(n);
+  float* b = arena.get<float>(n);
+  const int64_t cols = 4096, rows = n / cols;
+  t.bandwidth("transpose f32 [rows, 4096]", 8.0 * n, 90, [&] { transpose_batched(a, b, 1, rows, cols, cudaStream_t{}); });
+  // NCHW -> NHWC of [n/(64*56*56), 64, 56, 56].
+  const int64_t N = n / (64 * 56 * 56);
+  const Layout nhwc = make_layout({N, 56, 56, 64}, {64 * 56 * 56, 56, 1, 56 * 56});
+  t.bandwidth("permute f32 NCHW -> NHWC", 8.0 * N * 64 * 56 * 56, 90,
+              [&] { permute_contiguous(a, b, nhwc, cudaStream_t{}); });
+  // The CNN's 2x2 max pool at a large batch: reads x, writes y and 1-byte codes.
+  const int64_t planes = n / (56 * 56);
+  const PoolGeometry g = pool_geometry(planes, 1, 56, 56, 2, 2, 2, 2, 0, 0, 1, 1, false);
+  uint8_t* codes = arena.get<uint8_t>(n / 4);
+  t.bandwidth("max pool 2x2 f32 forward, with codes", 4.0 * n + 5.0 * n / 4, 90,
+              [&] { max_pool2d_forward(a, b, static_cast<int64_t*>(nullptr), codes, g, false, cudaStream_t{}); });
+  t.bandwidth("max pool 2x2 f32 backward, from codes", 5.0 * n / 4 + 4.0 * n, 75, [&] {
+    max_pool2d_backward(b, static_cast<const int64_t*>(nullptr), codes, a, g, cudaStream_t{});
+  });
+}
+
+void optimizer_cases(Table& t, Arena& arena) {
+  // A model's parameters: 200 tensors of awkward sizes adding up to --mib of float32.
+  const int64_t total = int64_t(t.options().mib) << 20 >> 2, count = 200;
+  std::vector<AdamTensor<float, float>> adam;
+  std::vector<SgdTensor<float, float>> sgd;
+  std::vector<BucketSlot<float>> slots;
+  float* p = arena.get<float>(total);
+  float* g = arena.get<float>(total);
+  float* m = arena.get<float>(total);
+  float* v = arena.get<float>(total);
+  float* flat = arena.get<float>(total);
+  int64_t offset = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t size = i + 1 < count ? total / count - 3 * (i % 7) : total - offset;
+    adam.push_back({p + offset, g + offset, m + offset, v + offset, size});
+    sgd.push_back({p + offset, g + offset, m + offset, size});
+    slots.push_back({g + offset, size, offset});
+    offset += size;
+  }
+  ember::kernels::ops::AdamUpdate adamw{1e-3, 0.9, 0.999, 1e-8, 1e-2, true, 0.1, 0.05};
+  t.bandwidth("AdamW f32, 200 tensors, one launch", 28.0 * total, 80,
+              [&] { adam_update<float, float>(adam, adamw, cudaStream_t{}); });
+  ember::kernels::ops::SgdUpdate momentum{0.01, 0.9, 0, 0, false, false};
+  t.bandwidth("SGD momentum f32, 200 tensors", 20.0 * total, 80,
+              [&] { sgd_update<float, float>(sgd, momentum, cudaStream_t{}); });
+  t.bandwidth("bucket flatten f32, 200 tensors, scale 1/8", 8.0 * total, 90,
+              [&] { bucket_flatten<float>(slots, flat, total, 0.125, cudaStream_t{}); });
+}
+
+void gemm_cases(Table& t, Arena& arena) {
+  const int64_t s = 4096;
+  float* a = arena.get<float>(s * s);
+  float* b = arena.get<float>(s * s);
+  float* c = arena.get<float>(s * s);
+  cublasHandle_t handle;
+  if (cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS) {
+    std::printf("| cuBLAS | could not be initialised | | | | |\n");
+    return;
+  }
+  const float one = 1.0f, zero = 0.0f;
+  const double flops = 2.0 * s * s * s;
+  // Row-major C = A B is column-major C^T = B^T A^T.
+  const double cublas_ms = t.compute("cuBLAS SGEMM 4096^3", flops, "-", [&] {
+    cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, int(s), int(s), int(s), &one, b, int(s), a, int(s), &zero, c, int(s));
+  });
+  for (SgemmVersion v : kSgemmVersions) {
+    if (v == SgemmVersion::Naive) continue;  // minutes at 4096^3; v2 shows the first step
+    const std::string name = std::string("sgemm ") + sgemm_version_name(v) + " 4096^3";
+    t.compute(name, flops, v == kSgemmDefault ? ">= 90% of cuBLAS" : "-",
+              [&] { sgemm(v, false, false, s, s, s, 1.0f, a, s, b, s, 0.0f, c, s, cudaStream_t{}); }, cublas_ms);
+  }
+  __nv_bfloat16* ha = arena.get<__nv_bfloat16>(s * s * 4);
+  __nv_bfloat16* hb = arena.get<__nv_bfloat16>(s * s * 4);
+  float* hc = arena.get<float>(s * s * 4);
+  const int64_t big = 8192;
+  GemmProblem<__nv_bfloat16, float> p;
+  p.m = p.n = p.k = big;
+  p.a = ha, p.lda = big, p.b = hb, p.ldb = big, p.c = hc, p.ldc = big;
+  t.compute("bf16 mma.sync GEMM 8192^3, f32 out", 2.0 * big * big * big, ">= 450 TFLOP/s",
+            [&] { gemm_bf16(p, cudaStream_t{}); });
+  cublasDestroy(handle);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -188,5 +305,9 @@ int main(int argc, char** argv) {
   Table table(o);
   Arena arena;
   elementwise_cases(table, arena);
+  reduction_cases(table, arena);
+  data_movement_cases(table, arena);
+  optimizer_cases(table, arena);
+  gemm_cases(table, arena);
   return 0;
 }
