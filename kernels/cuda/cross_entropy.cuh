@@ -4,7 +4,8 @@
 //   mean   = sum_i loss_i / #{i : t_i != ignore_index}   (NaN when every row is ignored)
 //   dx_ij  = (softmax(x_i)_j - [j == t_i]) * g_i          (0 where ignored)
 // with g_i = grad_i (reduction none), grad (sum) or grad / count (mean). The forward saves
-// each row's log-sum-exp, so the backward is one elementwise pass with no reduction.
+// each row's max and log-normalizer (lse = max + log sum exp(x - max), kept in two parts),
+// so the backward is one elementwise pass with no reduction.
 //
 // Note [Out-of-range targets]
 // A target outside [0, C) that is not ignore_index is a caller error that the kernels do
@@ -13,9 +14,10 @@
 // counts) and NaN throughout that row's gradient. Core checks targets on the host before
 // calling, as the CPU's nll_loss does, so a user sees an ember::Error naming the target.
 //
-// Precision: rows are read in their dtype and computed in float (double for float64); the
-// saved log-sum-exp is one float, so for logits of magnitude M the gradient's relative
-// error is about M * 2^-24 (1e-6 for logits near 16).
+// Precision: rows are read in their dtype and computed in float (double for float64).
+// Both passes take x - max first, which is exact near the max, so logits of magnitude 1e4
+// keep float's relative precision (a single saved lse would lose ulp(1e4) = 1e-3 to
+// cancellation).
 #pragma once
 
 #include <cmath>
@@ -41,7 +43,7 @@ __global__ void __launch_bounds__(rowwise::kMaxBlockThreads)
     cross_entropy_forward_kernel(const T* __restrict__ logits,       // [n, c] input
                                  const int64_t* __restrict__ target,  // [n] input
                                  acc_t<T>* __restrict__ loss,         // [n] output
-                                 acc_t<T>* __restrict__ lse,          // [n] output, saved for backward
+                                 acc_t<T>* __restrict__ stats,        // [n, 2] output, saved for backward
                                  acc_t<T>* __restrict__ partials,     // [2 * gridDim.x] output, or null
                                  int64_t n, int64_t c, int64_t ignore_index, bool vec) {
   using namespace rowwise;
@@ -67,7 +69,8 @@ __global__ void __launch_bounds__(rowwise::kMaxBlockThreads)
       }
       my_sum += l;
       loss[row] = l;
-      lse[row] = st.log_sum_exp();
+      stats[2 * row] = OnlineSoftmax<A>::shift(st.max);
+      stats[2 * row + 1] = log_acc(st.sum);
     }
   }
   if (partials != nullptr) {
@@ -111,14 +114,14 @@ __global__ void cross_entropy_reduce_kernel(const A* __restrict__ partials,  // 
   }
 }
 
-// Backward: dx = (exp(x - lse) - onehot) * g, row by row (no reduction: the forward
-// saved lse). Memory-bound: reads s and writes s bytes per logit (2s), plus 8 +
-// sizeof(acc) per row.
+// Backward: dx = (exp((x - max) - log_sum) - onehot) * g, row by row (no reduction: the
+// forward saved max and log_sum). Memory-bound: reads s and writes s bytes per logit (2s),
+// plus 8 + 2 sizeof(acc) per row.
 template <class T, class Group>
 __global__ void __launch_bounds__(rowwise::kMaxBlockThreads)
     cross_entropy_backward_kernel(const T* __restrict__ logits,        // [n, c] input
                                   const int64_t* __restrict__ target,  // [n] input
-                                  const acc_t<T>* __restrict__ lse,    // [n] input, from the forward
+                                  const acc_t<T>* __restrict__ stats,  // [n, 2] input, from the forward
                                   const acc_t<T>* __restrict__ grad,   // [n] (grad_stride 1) or [1] (0) input
                                   int64_t grad_stride,
                                   const acc_t<T>* __restrict__ total_weight,  // [1] input (mean), or null
@@ -134,13 +137,13 @@ __global__ void __launch_bounds__(rowwise::kMaxBlockThreads)
     A g = 0;
     if (!ignored) g = total_weight != nullptr ? grad[row * grad_stride] / *total_weight : grad[row * grad_stride];
     if (bad) g = A(NAN);
-    const A l = lse[row];
+    const A shift = stats[2 * row], log_sum = stats[2 * row + 1];
     for_each_chunk(xr, c, Group::rank(), Group::lanes(), vec, [&](int64_t col, auto width) {
       constexpr int w = decltype(width)::value;
       A v[w];
       load<w>(xr + col, v);
       EMBER_ROW_UNROLL
-      for (int i = 0; i < w; ++i) v[i] = ignored ? A(0) : (exp_acc(v[i] - l) - (col + i == t ? A(1) : A(0))) * g;
+      for (int i = 0; i < w; ++i) v[i] = ignored ? A(0) : (exp_acc((v[i] - shift) - log_sum) - (col + i == t ? A(1) : A(0))) * g;
       store<w>(dr + col, v);
     });
   }
@@ -182,15 +185,16 @@ size_t cross_entropy_workspace_bytes(int64_t n, int64_t c, RowVariant variant = 
   return size_t(cross_entropy_config(n, c, sizeof(T), false, variant).cfg.grid.x) * 2 * sizeof(acc_t<T>);
 }
 
-// loss[i] for each row (0 where ignored), lse[i] saved for backward, and for kMean / kSum
+// loss[i] for each row (0 where ignored), stats[i] = {max, log sum exp(x - max)} of each
+// row saved for backward (their sum is the row's log-sum-exp), and for kMean / kSum
 // reduced[0] and total_weight[0] (the count of rows not ignored). T: float, double, __half,
-// __nv_bfloat16; loss, lse, reduced in acc_t<T> (float; double for float64). Out-of-range
+// __nv_bfloat16; loss, stats, reduced in acc_t<T> (float; double for float64). Out-of-range
 // targets: Note [Out-of-range targets].
 template <class T>
 void cross_entropy_forward(const T* logits,        // [n, c] input
                            const int64_t* target,  // [n] input: class indices or ignore_index
                            acc_t<T>* loss,         // [n] output
-                           acc_t<T>* lse,          // [n] output, saved for backward
+                           acc_t<T>* stats,        // [n, 2] output, saved for backward
                            int64_t n, int64_t c, int64_t ignore_index, LossReduction reduction,
                            acc_t<T>* reduced,       // [1] output (kMean, kSum), else unused
                            acc_t<T>* total_weight,  // [1] output (kMean, kSum), saved for backward
@@ -198,8 +202,8 @@ void cross_entropy_forward(const T* logits,        // [n, c] input
                            cudaStream_t stream, RowVariant variant = RowVariant::kAuto) {
   using A = acc_t<T>;
   EMBER_CHECK(n == 0 || c > 0, "cross_entropy: ", n, " rows of 0 classes");
-  EMBER_CHECK(n == 0 || (logits && target && loss && lse), "cross_entropy: null pointer for [", n, ", ", c,
-              "] logits, target, loss or lse");
+  EMBER_CHECK(n == 0 || (logits && target && loss && stats), "cross_entropy: null pointer for [", n, ", ", c,
+              "] logits, target, loss or stats");
   const bool reduce = reduction != LossReduction::kNone;
   EMBER_CHECK(!reduce || (reduced && total_weight && workspace),
               "cross_entropy: a mean or sum needs reduced, total_weight and workspace");
@@ -208,10 +212,10 @@ void cross_entropy_forward(const T* logits,        // [n, c] input
   A* partials = reduce ? static_cast<A*>(workspace) : nullptr;
   if (n > 0) {
     if (p.block_per_row)
-      launch<cross_entropy_forward_kernel<T, rowwise::BlockPerRow>>(p.cfg, stream, logits, target, loss, lse,
+      launch<cross_entropy_forward_kernel<T, rowwise::BlockPerRow>>(p.cfg, stream, logits, target, loss, stats,
                                                                     partials, n, c, ignore_index, p.vec);
     else
-      launch<cross_entropy_forward_kernel<T, rowwise::WarpPerRow>>(p.cfg, stream, logits, target, loss, lse,
+      launch<cross_entropy_forward_kernel<T, rowwise::WarpPerRow>>(p.cfg, stream, logits, target, loss, stats,
                                                                    partials, n, c, ignore_index, p.vec);
   }
   if (reduce)
@@ -220,19 +224,19 @@ void cross_entropy_forward(const T* logits,        // [n, c] input
                                            total_weight);
 }
 
-// dlogits from the forward's lse and the loss's gradient: grad [n] for kNone, [1] for
+// dlogits from the forward's stats and the loss's gradient: grad [n] for kNone, [1] for
 // kMean (divided by total_weight[0], from the forward) and kSum.
 template <class T>
 void cross_entropy_backward(const T* logits,               // [n, c] input
                             const int64_t* target,         // [n] input
-                            const acc_t<T>* lse,           // [n] input, from cross_entropy_forward
+                            const acc_t<T>* stats,         // [n, 2] input, from cross_entropy_forward
                             const acc_t<T>* grad,          // [n] or [1] input
                             const acc_t<T>* total_weight,  // [1] input for kMean, else unused
                             T* dlogits,                    // [n, c] output
                             int64_t n, int64_t c, int64_t ignore_index, LossReduction reduction,
                             cudaStream_t stream, RowVariant variant = RowVariant::kAuto) {
   EMBER_CHECK(n == 0 || c > 0, "cross_entropy_backward: ", n, " rows of 0 classes");
-  EMBER_CHECK(n == 0 || (logits && target && lse && grad && dlogits), "cross_entropy_backward: null pointer for [", n,
+  EMBER_CHECK(n == 0 || (logits && target && stats && grad && dlogits), "cross_entropy_backward: null pointer for [", n,
               ", ", c, "] tensors");
   EMBER_CHECK(reduction != LossReduction::kMean || total_weight, "cross_entropy_backward: a mean needs total_weight");
   if (n == 0) return;
@@ -241,11 +245,11 @@ void cross_entropy_backward(const T* logits,               // [n, c] input
   const int64_t grad_stride = reduction == LossReduction::kNone ? 1 : 0;
   const acc_t<T>* tw = reduction == LossReduction::kMean ? total_weight : nullptr;
   if (p.block_per_row)
-    launch<cross_entropy_backward_kernel<T, rowwise::BlockPerRow>>(p.cfg, stream, logits, target, lse, grad,
+    launch<cross_entropy_backward_kernel<T, rowwise::BlockPerRow>>(p.cfg, stream, logits, target, stats, grad,
                                                                    grad_stride, tw, dlogits, n, c, ignore_index,
                                                                    p.vec);
   else
-    launch<cross_entropy_backward_kernel<T, rowwise::WarpPerRow>>(p.cfg, stream, logits, target, lse, grad,
+    launch<cross_entropy_backward_kernel<T, rowwise::WarpPerRow>>(p.cfg, stream, logits, target, stats, grad,
                                                                   grad_stride, tw, dlogits, n, c, ignore_index,
                                                                   p.vec);
 }
