@@ -71,6 +71,12 @@ __device__ __forceinline__ A log_acc(A x) {
   return log(x);
 }
 
+template <class A>
+__device__ __forceinline__ A rsqrt_acc(A x) {
+  using std::sqrt;
+  return A(1) / sqrt(x);  // exact division, as the CPU backend's rsqrt
+}
+
 // Elements in a 16-byte vector: 4 floats, 8 halves, 2 doubles.
 template <class T> inline constexpr int kVec = 16 / int(sizeof(T));
 template <class T> struct alignas(16) Vec { T v[kVec<T>]; };
