@@ -38,6 +38,29 @@ struct OnlineSoftmax {
     sum = d;
   }
 
+  // The pair of n values that replaces each by exp(v - shift(max)), the terms of its sum:
+  // a kernel that keeps the values then finishes softmax with one multiply each
+  // (exp_scale), one exp per value in all.
+  EMBER_HD static OnlineSoftmax of_exps(T* v, int n) {
+    using std::exp;
+    T m = T(-INFINITY);
+    for (int i = 0; i < n; ++i) m = v[i] > m ? v[i] : m;
+    const T s = shift(m);
+    T d = 0;
+    for (int i = 0; i < n; ++i) {
+      v[i] = exp(v[i] - s);
+      d += v[i];
+    }
+    return {m, d};
+  }
+
+  // What turns of_exps' values for this pair into softmax over `whole` (a merge of it):
+  // exp(shift(max) - shift(whole.max)) / whole.sum.
+  EMBER_HD T exp_scale(const OnlineSoftmax& whole) const {
+    using std::exp;
+    return exp(shift(max) - shift(whole.max)) / whole.sum;
+  }
+
   // The pair of the union of both sets. Symmetric to the last bit (max and the two
   // products commute), so a butterfly leaves the same pair in every lane.
   EMBER_HD OnlineSoftmax merge(const OnlineSoftmax& o) const {

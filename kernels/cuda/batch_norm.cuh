@@ -133,6 +133,11 @@ inline BatchNormStatsPlan batch_norm_stats_config(int64_t n, int64_t c, int64_t 
   return p;
 }
 
+// The finishing kernel: a thread per channel.
+inline LaunchConfig batch_norm_stats_finish_config(int64_t c) {
+  return {dim3(grid_stride_blocks(c, kBlockThreads)), dim3(kBlockThreads), 0};
+}
+
 // Bytes of workspace batch_norm_stats needs (the partials: c * splits of 8 + 2 sizeof(acc)).
 template <class T>
 size_t batch_norm_stats_workspace_bytes(int64_t n, int64_t c, int64_t hw) {
@@ -169,8 +174,7 @@ void batch_norm_stats(const T* x,                // [n, c, hw] input
   if (n * hw > 0)
     launch<batch_norm_stats_kernel<T>>(p.cfg, stream, x, n, c, hw, p.splits, p.per, p.pieces, p.warp_segments, count,
                                        part_mean, part_m2);
-  const LaunchConfig fin{dim3(grid_stride_blocks(c, kBlockThreads)), dim3(kBlockThreads), 0};
-  launch<batch_norm_stats_finish_kernel<T>>(fin, stream, x, hw, count, part_mean, part_m2, c, n * hw > 0 ? p.splits : 0,
+  launch<batch_norm_stats_finish_kernel<T>>(batch_norm_stats_finish_config(c), stream, x, hw, count, part_mean, part_m2, c, n * hw > 0 ? p.splits : 0,
                                             A(momentum), mean, var, var_unbiased, running_mean, running_var);
 }
 

@@ -179,6 +179,9 @@ inline CrossEntropyPlan cross_entropy_config(int64_t n, int64_t c, int elem_byte
   return p;
 }
 
+// The reduction's one block: the partials are at most a few thousand.
+inline LaunchConfig cross_entropy_reduce_config() { return {dim3(1), dim3(256), 0}; }
+
 // Bytes of workspace cross_entropy_forward needs for a mean or sum (the per-block partials).
 template <class T>
 size_t cross_entropy_workspace_bytes(int64_t n, int64_t c, RowVariant variant = RowVariant::kAuto) {
@@ -219,7 +222,7 @@ void cross_entropy_forward(const T* logits,        // [n, c] input
                                                                    partials, n, c, ignore_index, p.vec);
   }
   if (reduce)
-    launch<cross_entropy_reduce_kernel<A>>(LaunchConfig{dim3(1), dim3(256), 0}, stream, partials,
+    launch<cross_entropy_reduce_kernel<A>>(cross_entropy_reduce_config(), stream, partials,
                                            n > 0 ? int(p.cfg.grid.x) : 0, reduction == LossReduction::kMean, reduced,
                                            total_weight);
 }

@@ -58,18 +58,18 @@ __device__ __forceinline__ void layer_norm_row(const T* x, const T* gamma, const
   const A rstd = rsqrt_acc(Red::sum(q) / A(cols) + eps);
   EMBER_ROW_UNROLL
   for (int k = 0; k < kN; ++k) v[k] = (v[k] - mean) * rstd;
-  if (gamma != nullptr) {
-    A g[kN];
-    tile_load<kN>(gamma, cols, rank, lanes, vec, g, A(0));
+  // gamma and beta a chunk at a time: whole tiles of them would spill kBlock's registers.
+  tile_for_each<kN, T>(cols, rank, lanes, vec, [&](int k, int64_t c, auto width) {
+    constexpr int n = decltype(width)::value;
+    A g[n], b[n];
+    if (gamma != nullptr) load<n>(gamma + c, g);
+    if (beta != nullptr) load<n>(beta + c, b);
     EMBER_ROW_UNROLL
-    for (int k = 0; k < kN; ++k) v[k] *= g[k];
-  }
-  if (beta != nullptr) {
-    A b[kN];
-    tile_load<kN>(beta, cols, rank, lanes, vec, b, A(0));
-    EMBER_ROW_UNROLL
-    for (int k = 0; k < kN; ++k) v[k] += b[k];
-  }
+    for (int i = 0; i < n; ++i) {
+      if (gamma != nullptr) v[k + i] *= g[i];
+      if (beta != nullptr) v[k + i] += b[i];
+    }
+  });
   tile_store<kN>(y, cols, rank, lanes, vec, v);
   if (rank == 0 && cols > 0) {
     *mean_out = mean;
@@ -94,12 +94,14 @@ __device__ __forceinline__ void layer_norm_backward_row(const T* dy, const T* x,
     dg[k] += g[k] * xh[k];
     db[k] += g[k];
   }
-  if (gamma != nullptr) {
-    A w[kN];
-    tile_load<kN>(gamma, cols, rank, lanes, vec, w, A(0));
-    EMBER_ROW_UNROLL
-    for (int k = 0; k < kN; ++k) g[k] *= w[k];
-  }
+  if (gamma != nullptr)
+    tile_for_each<kN, T>(cols, rank, lanes, vec, [&](int k, int64_t c, auto width) {
+      constexpr int n = decltype(width)::value;
+      A w[n];
+      load<n>(gamma + c, w);
+      EMBER_ROW_UNROLL
+      for (int i = 0; i < n; ++i) g[k + i] *= w[i];
+    });
   A s1 = 0, s2 = 0;
   EMBER_ROW_UNROLL
   for (int k = 0; k < kN; ++k) {
@@ -365,10 +367,13 @@ __global__ void layer_norm_param_grad_kernel(const acc_t<T>* __restrict__ partia
 
 // --- Host side -----------------------------------------------------------------------------------
 
-// The plan of the layer-norm forward kernels.
+// The plan of the layer-norm forward kernels: kBlock holds at most 16 values a thread
+// (rows up to 8192); at 32, the row, gamma's and beta's chunks and their addresses
+// outgrow the 128 registers a 512-thread block allows, and spill.
 inline RowPlan layer_norm_config(int64_t rows, int64_t cols, int elem_bytes, bool aligned, bool stream_vec,
                                  RowVariant variant = RowVariant::kAuto) {
-  return rowwise::plan_rows("layer_norm", rows, cols, elem_bytes, aligned, stream_vec, variant);
+  return rowwise::plan_rows("layer_norm", rows, cols, elem_bytes, aligned, stream_vec, variant,
+                            /*max_block_regs=*/16);
 }
 
 // The plan of the layer-norm backward kernels: kBlock keeps four arrays in registers, so
@@ -419,7 +424,7 @@ void layer_norm(const T* x,          // [rows, cols] input
       });
       break;
     case RowVariant::kBlock:
-      dispatch_pow2<kMinBlockRegs, 32>(p.per_thread, [&](auto kn) {
+      dispatch_pow2<kMinBlockRegs, kMaxBlockRegs<T, 16>>(p.per_thread, [&](auto kn) {
         launch<layer_norm_block_kernel<T, decltype(kn)::value>>(p.cfg, stream, x, gamma, beta, y, mean, rstd, rows,
                                                                 cols, e, p.vec);
       });
@@ -427,6 +432,11 @@ void layer_norm(const T* x,          // [rows, cols] input
     default:
       launch<layer_norm_stream_kernel<T>>(p.cfg, stream, x, gamma, beta, y, mean, rstd, rows, cols, e, p.vec);
   }
+}
+
+// A thread per column of dgamma / dbeta.
+inline LaunchConfig layer_norm_param_grad_config(int64_t cols) {
+  return {dim3(grid_stride_blocks(cols, kBlockThreads)), dim3(kBlockThreads), 0};
 }
 
 // Bytes of workspace layer_norm_backward needs for dgamma / dbeta (two partial rows per block).
@@ -470,7 +480,7 @@ void layer_norm_backward(const T* dy,              // [rows, cols] input
         });
         break;
       case RowVariant::kBlock:
-        dispatch_pow2<kMinBlockRegs, 16>(p.per_thread, [&](auto kn) {
+        dispatch_pow2<kMinBlockRegs, kMaxBlockRegs<T, 16>>(p.per_thread, [&](auto kn) {
           launch<layer_norm_backward_block_kernel<T, decltype(kn)::value>>(p.cfg, stream, dy, x, mean, rstd, gamma,
                                                                            dx, pg, pb, rows, cols, p.vec);
         });
@@ -482,8 +492,7 @@ void layer_norm_backward(const T* dy,              // [rows, cols] input
   }
   if (params) {
     // Reads nparts x cols partials per column pair; no rows: zeros.
-    const LaunchConfig cfg{dim3(grid_stride_blocks(cols, kBlockThreads)), dim3(kBlockThreads), 0};
-    launch<layer_norm_param_grad_kernel<T>>(cfg, stream, pg, pb, rows > 0 ? int64_t(p.cfg.grid.x) : int64_t(0), cols,
+    launch<layer_norm_param_grad_kernel<T>>(layer_norm_param_grad_config(cols), stream, pg, pb, rows > 0 ? int64_t(p.cfg.grid.x) : int64_t(0), cols,
                                             dgamma, dbeta);
   }
 }

@@ -9,7 +9,8 @@
 //   kWarp   cols <= 1024: a warp (or an aligned group of kW = 1..32 lanes, for short rows)
 //           per row, the row cached in registers: kN = kP / kW values per lane, kP =
 //           next_pow2(cols). One read and one write of the row.
-//   kBlock  cols <= 512 * 32: a block per row, kN = 4..32 values per thread in registers.
+//   kBlock  cols <= 512 * 32: a block per row, kN = 4..32 values per thread in registers
+//           (kernels holding several arrays cap kN at 16; float64 at half).
 //   kStream longer rows: a block per row streams the row from memory once per pass
 //           (softmax: two reads and a write), vectors between a scalar head and tail.
 // The register variants read 16-byte vectors when every pointer is 16-byte aligned and
@@ -89,7 +90,7 @@ __device__ __forceinline__ void load(const T* p, acc_t<T>* out) {
   } else {
     static_assert(n == kVec<T>);
     const Vec<T> v = *reinterpret_cast<const Vec<T>*>(p);
-EMBER_ROW_UNROLL
+    EMBER_ROW_UNROLL
     for (int i = 0; i < n; ++i) out[i] = to_acc(v.v[i]);
   }
 }
@@ -100,7 +101,7 @@ __device__ __forceinline__ void store(T* p, const acc_t<T>* in) {
   } else {
     static_assert(n == kVec<T>);
     Vec<T> v;
-EMBER_ROW_UNROLL
+    EMBER_ROW_UNROLL
     for (int i = 0; i < n; ++i) v.v[i] = from_acc<T>(in[i]);
     *reinterpret_cast<Vec<T>*>(p) = v;
   }
@@ -124,20 +125,20 @@ __device__ __forceinline__ void tile_load(const T* row, int64_t cols, int rank, 
   constexpr int V = kVec<T>;
   if constexpr (kN % V == 0) {
     if (vec) {
-EMBER_ROW_UNROLL
+      EMBER_ROW_UNROLL
       for (int j = 0; j < kN / V; ++j) {
         const int64_t c = (int64_t(j) * lanes + rank) * V;
         if (c < cols) {
           load<V>(row + c, &v[j * V]);
         } else {
-EMBER_ROW_UNROLL
+          EMBER_ROW_UNROLL
           for (int i = 0; i < V; ++i) v[j * V + i] = fill;
         }
       }
       return;
     }
   }
-EMBER_ROW_UNROLL
+  EMBER_ROW_UNROLL
   for (int k = 0; k < kN; ++k) {
     const int64_t c = int64_t(k) * lanes + rank;
     v[k] = c < cols ? to_acc(row[c]) : fill;
@@ -150,7 +151,7 @@ __device__ __forceinline__ void tile_store(T* row, int64_t cols, int rank, int l
   constexpr int V = kVec<T>;
   if constexpr (kN % V == 0) {
     if (vec) {
-EMBER_ROW_UNROLL
+      EMBER_ROW_UNROLL
       for (int j = 0; j < kN / V; ++j) {
         const int64_t c = (int64_t(j) * lanes + rank) * V;
         if (c < cols) store<V>(row + c, &v[j * V]);
@@ -158,10 +159,34 @@ EMBER_ROW_UNROLL
       return;
     }
   }
-EMBER_ROW_UNROLL
+  EMBER_ROW_UNROLL
   for (int k = 0; k < kN; ++k) {
     const int64_t c = int64_t(k) * lanes + rank;
     if (c < cols) row[c] = from_acc<T>(v[k]);
+  }
+}
+
+// Calls f(k, col, std::integral_constant<int, n>) for each chunk of the thread's registers
+// that lies inside the row: registers [k, k + n) hold columns [col, col + n), n = kVec in
+// the vector layout, else 1. For arrays read alongside the row (gamma, beta) one chunk at
+// a time, without registers for the whole tile.
+template <int kN, class T, class F>
+__device__ __forceinline__ void tile_for_each(int64_t cols, int rank, int lanes, bool vec, F&& f) {
+  constexpr int V = kVec<T>;
+  if constexpr (kN % V == 0) {
+    if (vec) {
+      EMBER_ROW_UNROLL
+      for (int j = 0; j < kN / V; ++j) {
+        const int64_t c = (int64_t(j) * lanes + rank) * V;
+        if (c < cols) f(j * V, c, std::integral_constant<int, V>{});
+      }
+      return;
+    }
+  }
+  EMBER_ROW_UNROLL
+  for (int k = 0; k < kN; ++k) {
+    const int64_t c = int64_t(k) * lanes + rank;
+    if (c < cols) f(k, c, std::integral_constant<int, 1>{});
   }
 }
 
@@ -183,7 +208,7 @@ __device__ __forceinline__ void for_each_chunk(const T* row, int64_t cols, int r
   const int64_t nvec = (cols - head) / V;
   const int64_t tail = head + nvec * V;
   for (int64_t c = rank; c < head; c += lanes) f(c, std::integral_constant<int, 1>{});
-EMBER_ROW_UNROLL_4
+  EMBER_ROW_UNROLL_4
   for (int64_t k = rank; k < nvec; k += lanes) f(head + k * V, std::integral_constant<int, V>{});
   for (int64_t c = tail + rank; c < cols; c += lanes) f(c, std::integral_constant<int, 1>{});
 }
@@ -198,13 +223,13 @@ using ops::Welford;
 // bits in every lane of a group.
 template <int kW, class A>
 __device__ __forceinline__ A group_sum(A v) {
-EMBER_ROW_UNROLL
+  EMBER_ROW_UNROLL
   for (int o = kW / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
 template <int kW, class A>
 __device__ __forceinline__ OnlineSoftmax<A> group_merge(OnlineSoftmax<A> s) {
-EMBER_ROW_UNROLL
+  EMBER_ROW_UNROLL
   for (int o = kW / 2; o > 0; o /= 2)
     s = s.merge({__shfl_xor_sync(0xffffffffu, s.max, o), __shfl_xor_sync(0xffffffffu, s.sum, o)});
   return s;
@@ -235,7 +260,7 @@ __device__ __forceinline__ OnlineSoftmax<A> block_merge(OnlineSoftmax<A> s) {
 // broadcasts: every thread gets the same statistics.
 template <class A>
 __device__ __forceinline__ Welford<A> warp_welford(Welford<A> w) {
-EMBER_ROW_UNROLL
+  EMBER_ROW_UNROLL
   for (int o = 16; o > 0; o /= 2) {
     const Welford<A> other{__shfl_down_sync(0xffffffffu, w.count, o), __shfl_down_sync(0xffffffffu, w.mean, o),
                            __shfl_down_sync(0xffffffffu, w.m2, o)};
@@ -334,6 +359,17 @@ struct RowPlan {
   LaunchConfig cfg;
 };
 
+// The longest row kBlock takes with at most max_block_regs values a thread. Registers
+// count compute-type values: float64 rows hold doubles, two registers each, so their cap
+// halves.
+inline int64_t block_variant_max_cols(int elem_bytes, int max_block_regs = 32) {
+  return int64_t(kMaxBlockThreads) * (elem_bytes == 8 ? max_block_regs / 2 : max_block_regs);
+}
+
+// The largest kN a kBlock kernel of T is instantiated with (block_variant_max_cols).
+template <class T, int kMaxRegs>
+inline constexpr int kMaxBlockRegs = sizeof(T) == 8 ? kMaxRegs / 2 : kMaxRegs;
+
 // The plan for `rows` rows of `cols` elements of elem_bytes each. aligned: the register
 // variants' alignment holds (all_aligned16); stream_vec: kStream's (same_alignment).
 // max_block_regs caps kN for kernels that keep several arrays in registers.
@@ -341,7 +377,7 @@ inline RowPlan plan_rows(const char* op, int64_t rows, int64_t cols, int elem_by
                          RowVariant want, int max_block_regs = 32) {
   EMBER_CHECK(rows >= 0 && cols >= 0, op, ": negative shape [", rows, ", ", cols, "]");
   const int V = 16 / elem_bytes;
-  const int64_t max_block_cols = int64_t(kMaxBlockThreads) * max_block_regs;
+  const int64_t max_block_cols = block_variant_max_cols(elem_bytes, max_block_regs);
   RowVariant v = want;
   if (v == RowVariant::kAuto)
     v = cols <= kMaxWarpRow ? RowVariant::kWarp : (cols <= max_block_cols ? RowVariant::kBlock : RowVariant::kStream);

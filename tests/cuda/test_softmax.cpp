@@ -58,7 +58,11 @@ std::vector<RowsCols> shapes() {
   s.push_back({300, 4});
   return s;
 }
-bool variant_takes(RowVariant v, int64_t cols) { return v != RowVariant::kWarp || cols <= rowwise::kMaxWarpRow; }
+template <class T = float>
+bool variant_takes(RowVariant v, int64_t cols) {
+  return (v != RowVariant::kWarp || cols <= rowwise::kMaxWarpRow) &&
+         (v != RowVariant::kBlock || cols <= rowwise::block_variant_max_cols(sizeof(T)));
+}
 
 template <class T>
 std::vector<double> rounded(const std::vector<double>& v) {
