@@ -174,8 +174,9 @@ void batch_norm_stats(const T* x,                // [n, c, hw] input
   if (n * hw > 0)
     launch<batch_norm_stats_kernel<T>>(p.cfg, stream, x, n, c, hw, p.splits, p.per, p.pieces, p.warp_segments, count,
                                        part_mean, part_m2);
-  launch<batch_norm_stats_finish_kernel<T>>(batch_norm_stats_finish_config(c), stream, x, hw, count, part_mean, part_m2, c, n * hw > 0 ? p.splits : 0,
-                                            A(momentum), mean, var, var_unbiased, running_mean, running_var);
+  launch<batch_norm_stats_finish_kernel<T>>(batch_norm_stats_finish_config(c), stream, x, hw, count, part_mean,
+                                            part_m2, c, n * hw > 0 ? p.splits : 0, A(momentum), mean, var,
+                                            var_unbiased, running_mean, running_var);
 }
 
 }  // namespace ember::kernels::cuda

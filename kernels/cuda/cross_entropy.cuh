@@ -37,7 +37,7 @@ enum class LossReduction { kNone, kMean, kSum };
 // the online max/normalizer, then reads the target's logit. Memory-bound: s bytes per
 // logit (s = sizeof(T)) plus 8 + 2 sizeof(acc) per row. Each block also leaves the sum of
 // its rows' losses and their count in partials[2 * blockIdx.x + {0, 1}] (when given), for
-// a deterministic mean.
+// a deterministic mean (counts in acc_t: exact up to 2^24 rows in float).
 template <class T, class Group>
 __global__ void __launch_bounds__(rowwise::kMaxBlockThreads)
     cross_entropy_forward_kernel(const T* __restrict__ logits,       // [n, c] input
@@ -143,7 +143,10 @@ __global__ void __launch_bounds__(rowwise::kMaxBlockThreads)
       A v[w];
       load<w>(xr + col, v);
       EMBER_ROW_UNROLL
-      for (int i = 0; i < w; ++i) v[i] = ignored ? A(0) : (exp_acc((v[i] - shift) - log_sum) - (col + i == t ? A(1) : A(0))) * g;
+      for (int i = 0; i < w; ++i) {
+        const A onehot = col + i == t ? A(1) : A(0);
+        v[i] = ignored ? A(0) : (exp_acc((v[i] - shift) - log_sum) - onehot) * g;
+      }
       store<w>(dr + col, v);
     });
   }

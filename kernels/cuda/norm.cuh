@@ -156,8 +156,8 @@ __global__ void __launch_bounds__(rowwise::kMaxBlockThreads)
 }
 
 // kStream: a block per row; Welford/Chan statistics of x - x[0] in one read, then a second
-// read that writes y (often from L2). Memory-bound: 3s bytes per element (2s from DRAM when the row
-// stays in L2).
+// read that writes y (often from L2). Memory-bound: 3s bytes per element (2s from DRAM
+// when the row stays in L2).
 template <class T>
 __global__ void __launch_bounds__(rowwise::kMaxBlockThreads)
     layer_norm_stream_kernel(const T* __restrict__ x, const T* __restrict__ gamma, const T* __restrict__ beta,
@@ -409,6 +409,7 @@ void layer_norm(const T* x,          // [rows, cols] input
                 acc_t<T>* rstd,      // [rows] output
                 int64_t rows, int64_t cols, double eps, cudaStream_t stream, RowVariant variant = RowVariant::kAuto) {
   using namespace rowwise;
+  EMBER_CHECK(rows >= 0 && cols >= 0, "layer_norm: negative shape [", rows, ", ", cols, "]");
   EMBER_CHECK(rows == 0 || cols > 0, "layer_norm: ", rows, " rows of 0 elements have no mean");
   EMBER_CHECK(rows == 0 || (x && y && mean && rstd), "layer_norm: null pointer for a [", rows, ", ", cols, "] tensor");
   EMBER_CHECK(eps >= 0, "layer_norm: eps must be >= 0, got ", eps);
@@ -463,6 +464,7 @@ void layer_norm_backward(const T* dy,              // [rows, cols] input
   using namespace rowwise;
   using A = acc_t<T>;
   const bool params = dgamma != nullptr || dbeta != nullptr;
+  EMBER_CHECK(rows >= 0 && cols >= 0, "layer_norm_backward: negative shape [", rows, ", ", cols, "]");
   EMBER_CHECK(rows == 0 || cols == 0 || (dy && x && mean && rstd && dx), "layer_norm_backward: null pointer for a [",
               rows, ", ", cols, "] tensor");
   EMBER_CHECK(!params || cols == 0 || workspace, "layer_norm_backward: dgamma / dbeta need a workspace");
@@ -491,9 +493,9 @@ void layer_norm_backward(const T* dy,              // [rows, cols] input
     }
   }
   if (params) {
-    // Reads nparts x cols partials per column pair; no rows: zeros.
-    launch<layer_norm_param_grad_kernel<T>>(layer_norm_param_grad_config(cols), stream, pg, pb, rows > 0 ? int64_t(p.cfg.grid.x) : int64_t(0), cols,
-                                            dgamma, dbeta);
+    const int64_t nparts = rows > 0 ? int64_t(p.cfg.grid.x) : 0;  // no rows: zeros
+    launch<layer_norm_param_grad_kernel<T>>(layer_norm_param_grad_config(cols), stream, pg, pb, nparts, cols, dgamma,
+                                            dbeta);
   }
 }
 

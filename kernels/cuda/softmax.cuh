@@ -1,6 +1,5 @@
-// softmax and log_softmax over the last dim of a contiguous [rows, cols] tensor, their
-// backward passes, and the fused cross-entropy loss from logits [N, C] and int64 class
-// indices [N] (forward and backward).
+// softmax and log_softmax over the last dim of a contiguous [rows, cols] tensor, and their
+// backward passes. (The fused cross-entropy loss is in cross_entropy.cuh.)
 //
 // Every kernel is memory-bound: its comment gives the bytes it moves per element (float32:
 // s = 4; bfloat16 / float16: s = 2; float64: s = 8), the figure a benchmark divides by the
@@ -89,8 +88,8 @@ __global__ void __launch_bounds__(rowwise::kWarpRowBlock)
   for (int64_t first = warp * kRowsPerWarp; first < rows; first += warps * kRowsPerWarp) {
     const int64_t row = first + lane / kW;
     const bool live = row < rows;
-    softmax_detail::softmax_row<kLog, kN, rowwise::SubWarp<kW>>(x + (live ? row * cols : 0), y + (live ? row * cols : 0),
-                                                                 live ? cols : 0, lane % kW, kW, vec);
+    const int64_t at = live ? row * cols : 0;
+    softmax_detail::softmax_row<kLog, kN, rowwise::SubWarp<kW>>(x + at, y + at, live ? cols : 0, lane % kW, kW, vec);
   }
 }
 
@@ -224,8 +223,10 @@ namespace softmax_detail {
 
 template <bool kLog, class T>
 void softmax_forward(const T* x, T* y, int64_t rows, int64_t cols, cudaStream_t stream, RowVariant variant) {
-  EMBER_CHECK(rows == 0 || cols == 0 || (x != nullptr && y != nullptr), kLog ? "log_softmax" : "softmax",
-              ": null pointer for a [", rows, ", ", cols, "] tensor");
+  const char* op = kLog ? "log_softmax" : "softmax";
+  EMBER_CHECK(rows >= 0 && cols >= 0, op, ": negative shape [", rows, ", ", cols, "]");
+  EMBER_CHECK(rows == 0 || cols == 0 || (x != nullptr && y != nullptr), op, ": null pointer for a [", rows, ", ",
+              cols, "] tensor");
   if (rows == 0 || cols == 0) return;
   const bool aligned = all_aligned16(x, y), stream_vec = same_alignment(x, y);
   const RowPlan p = softmax_config(rows, cols, sizeof(T), aligned, stream_vec, variant);
@@ -248,9 +249,10 @@ void softmax_forward(const T* x, T* y, int64_t rows, int64_t cols, cudaStream_t 
 template <bool kLog, class T>
 void softmax_backward(const T* y, const T* dy, T* dx, int64_t rows, int64_t cols, cudaStream_t stream,
                       RowVariant variant) {
-  EMBER_CHECK(rows == 0 || cols == 0 || (y != nullptr && dy != nullptr && dx != nullptr),
-              kLog ? "log_softmax_backward" : "softmax_backward", ": null pointer for a [", rows, ", ", cols,
-              "] tensor");
+  const char* op = kLog ? "log_softmax_backward" : "softmax_backward";
+  EMBER_CHECK(rows >= 0 && cols >= 0, op, ": negative shape [", rows, ", ", cols, "]");
+  EMBER_CHECK(rows == 0 || cols == 0 || (y != nullptr && dy != nullptr && dx != nullptr), op,
+              ": null pointer for a [", rows, ", ", cols, "] tensor");
   if (rows == 0 || cols == 0) return;
   const bool aligned = all_aligned16(y, dy, dx), stream_vec = same_alignment(y, dy, dx);
   const RowPlan p = softmax_config(rows, cols, sizeof(T), aligned, stream_vec, variant);

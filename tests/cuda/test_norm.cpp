@@ -203,6 +203,17 @@ TEST(CudaNorm, LayerNormInHalfBFloat16AndDouble) {
     }
 }
 
+// The automatic choice on long rows: kBlock at its largest (16 values a thread) and
+// kStream past it.
+TEST(CudaNorm, LayerNormLongRowsTakeTheAutomaticVariant) {
+  EMBER_NEED_DEVICE();
+  uint32_t seed = 1500;
+  for (int64_t cols : {int64_t(8192), int64_t(8193), int64_t(12000)}) {
+    check_layer_norm<float>(2, cols, RowVariant::kAuto, true, seed += 4);
+    check_layer_norm<__nv_bfloat16>(2, cols, RowVariant::kAuto, true, seed += 4, /*offset=*/1);
+  }
+}
+
 // Views one element past a 16-byte boundary: register variants read scalars, kStream
 // peels each row.
 TEST(CudaNorm, LayerNormRowsNotAligned) {

@@ -256,6 +256,21 @@ TEST(CudaSoftmax, BackwardMatchesCpuInEveryVariant) {
     }
 }
 
+// The automatic choice on long rows: kBlock at its largest (32 values a thread, 512
+// threads) and kStream past it.
+TEST(CudaSoftmax, LongRowsTakeTheAutomaticVariant) {
+  EMBER_NEED_DEVICE();
+  uint32_t seed = 350;
+  for (int64_t cols : {int64_t(16384), int64_t(16385), int64_t(20000)}) {
+    const auto x = random_doubles(2 * cols, seed++, -4, 4);
+    for (bool log : {false, true}) {
+      check_forward<float>(x, 2, cols, RowVariant::kAuto, log, seed);
+      check_forward<__nv_bfloat16>(x, 2, cols, RowVariant::kAuto, log, seed, 1, 1);
+      check_backward<float>(2, cols, RowVariant::kAuto, log, seed += 2);
+    }
+  }
+}
+
 // The backward formulas are the gradients autograd gives for ember::softmax on the CPU.
 TEST(CudaSoftmax, BackwardIsTheAutogradGradient) {
   EMBER_NEED_DEVICE();
