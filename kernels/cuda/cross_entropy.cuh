@@ -35,7 +35,7 @@ enum class LossReduction { kNone, kMean, kSum };
 
 // Forward: a warp (C <= 2048) or a block (longer rows) per row streams the row once with
 // the online max/normalizer, then reads the target's logit. Memory-bound: s bytes per
-// logit (s = sizeof(T)) plus 8 + 2 sizeof(acc) per row. Each block also leaves the sum of
+// logit (s = sizeof(T)) plus, per row, 8 (target) + 3 sizeof(acc) (loss, stats). Each block also leaves the sum of
 // its rows' losses and their count in partials[2 * blockIdx.x + {0, 1}] (when given), for
 // a deterministic mean (counts in acc_t: exact up to 2^24 rows in float).
 template <class T, class Group>
@@ -116,7 +116,7 @@ __global__ void cross_entropy_reduce_kernel(const A* __restrict__ partials,  // 
 
 // Backward: dx = (exp((x - max) - log_sum) - onehot) * g, row by row (no reduction: the
 // forward saved max and log_sum). Memory-bound: reads s and writes s bytes per logit (2s),
-// plus 8 + 2 sizeof(acc) per row.
+// plus, per row, 8 (target) + 2 or 3 sizeof(acc) (stats, a per-row grad).
 template <class T, class Group>
 __global__ void __launch_bounds__(rowwise::kMaxBlockThreads)
     cross_entropy_backward_kernel(const T* __restrict__ logits,        // [n, c] input
