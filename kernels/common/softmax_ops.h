@@ -1,0 +1,80 @@
+// The numerically stable softmax step, written once for the CPU loops and the CUDA
+// kernels: the online normalizer of Milakov & Gimelshein ("Online normalizer calculation
+// for softmax", 2018). A row's softmax needs its max m and d = sum exp(x - m); both are
+// kept as a running pair that absorbs values one chunk at a time and merges with another
+// pair, so a single read of the row gives both, in any order and split any way.
+//
+// Non-finite values follow PyTorch: a row of only -inf has d = 0 (so softmax gives 0/0 =
+// NaN); +inf or NaN anywhere makes d NaN, and so every output of the row.
+#pragma once
+
+#include <cmath>
+
+#include "core/macros.h"
+
+namespace ember::kernels::ops {
+
+// T is the compute type: float (also for float16 / bfloat16 data) or double.
+template <class T>
+struct OnlineSoftmax {
+  T max;  // the largest value seen (-inf when none)
+  T sum;  // sum of exp(x - shift(max)) over the values seen
+
+  EMBER_HD static OnlineSoftmax empty() { return {T(-INFINITY), T(0)}; }
+
+  // What exp's argument is taken relative to: the max, or 0 while every value seen is
+  // -inf (then exp(-inf - 0) = 0 where exp(-inf - (-inf)) would be NaN).
+  EMBER_HD static T shift(T m) { return m == T(-INFINITY) ? T(0) : m; }
+
+  // Absorbs n values (a chunk a thread holds): one exp per value plus one to rescale.
+  EMBER_HD void add(const T* v, int n) {
+    using std::exp;
+    T m = max;
+    for (int i = 0; i < n; ++i) m = v[i] > m ? v[i] : m;
+    const T s = shift(m);
+    T d = sum * exp(max - s);
+    for (int i = 0; i < n; ++i) d += exp(v[i] - s);
+    max = m;
+    sum = d;
+  }
+
+  // The pair of n values that replaces each by exp(v - shift(max)), the terms of its sum:
+  // a kernel that keeps the values then finishes softmax with one multiply each
+  // (exp_scale), one exp per value in all.
+  EMBER_HD static OnlineSoftmax of_exps(T* v, int n) {
+    using std::exp;
+    T m = T(-INFINITY);
+    for (int i = 0; i < n; ++i) m = v[i] > m ? v[i] : m;
+    const T s = shift(m);
+    T d = 0;
+    for (int i = 0; i < n; ++i) {
+      v[i] = exp(v[i] - s);
+      d += v[i];
+    }
+    return {m, d};
+  }
+
+  // What turns of_exps' values for this pair into softmax over `whole` (a merge of it):
+  // exp(shift(max) - shift(whole.max)) / whole.sum.
+  EMBER_HD T exp_scale(const OnlineSoftmax& whole) const {
+    using std::exp;
+    return exp(shift(max) - shift(whole.max)) / whole.sum;
+  }
+
+  // The pair of the union of both sets. Symmetric to the last bit (max and the two
+  // products commute), so a butterfly leaves the same pair in every lane.
+  EMBER_HD OnlineSoftmax merge(const OnlineSoftmax& o) const {
+    using std::exp;
+    const T m = o.max > max ? o.max : max;
+    const T s = shift(m);
+    return {m, sum * exp(max - s) + o.sum * exp(o.max - s)};
+  }
+
+  // log sum exp(x) of the values seen: softmax(x) = exp(x - lse), log_softmax(x) = x - lse.
+  EMBER_HD T log_sum_exp() const {
+    using std::log;
+    return shift(max) + log(sum);
+  }
+};
+
+}  // namespace ember::kernels::ops

@@ -1,0 +1,502 @@
+// Normalization kernels: layer norm over the last dim of a contiguous [rows, cols] tensor
+// (forward saving each row's mean and rstd; backward giving dx and, reduced over rows,
+// dgamma and dbeta), and batch-norm statistics per channel of an NCHW tensor.
+//
+// All are memory-bound; each comment gives bytes moved per element (s = sizeof(T): 4 for
+// float32, 2 for bfloat16 / float16, 8 for float64) to compare with the bandwidth (H200:
+// 4.8 TB/s). Rows use the variants of Note [Row variants] (rowwise.cuh). Compute is in
+// float (double for float64); statistics are PyTorch's: biased variance for the
+// normalization, rstd = 1 / sqrt(var + eps).
+//
+// Note [Deterministic parameter gradients]
+// dgamma and dbeta sum over rows. No atomics: each block accumulates the rows it handles,
+// in order, in registers (kWarp, kBlock) or in its own row of the workspace (kStream),
+// then writes one partial row [cols]; a second kernel adds the partial rows in block
+// order. The sums depend only on the launch shape, so repeated runs give the same bits.
+// The partial rows cost 16 bytes per column per block (written, then read), against 3s
+// per element of the main pass; the grid is capped at max(#SMs, rows / 32) blocks so
+// that this stays a few percent when rows are many.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/cuda/launch.h"
+#include "kernels/cuda/rowwise.cuh"
+
+namespace ember::kernels::cuda {
+
+using rowwise::acc_t;
+using rowwise::RowPlan;
+using rowwise::RowVariant;
+
+namespace norm_detail {
+
+using namespace rowwise;
+
+// One row of layer norm held in registers by `lanes` threads (Red reduces over them).
+// Mean first, then the sum of squared deviations from it (two passes over registers, no
+// cancellation). A thread of a dead row passes cols = 0 and writes nothing.
+template <int kN, class Red, class T>
+__device__ __forceinline__ void layer_norm_row(const T* x, const T* gamma, const T* beta, T* y, acc_t<T>* mean_out,
+                                               acc_t<T>* rstd_out, int64_t cols, int rank, int lanes, bool vec,
+                                               acc_t<T> eps) {
+  using A = acc_t<T>;
+  A v[kN];
+  tile_load<kN>(x, cols, rank, lanes, vec, v, A(0));
+  A s = 0;
+  EMBER_ROW_UNROLL
+  for (int k = 0; k < kN; ++k) s += v[k];
+  const A mean = Red::sum(s) / A(cols);
+  A q = 0;
+  EMBER_ROW_UNROLL
+  for (int k = 0; k < kN; ++k) {
+    const A d = tile_col<T>(k, rank, lanes, vec) < cols ? v[k] - mean : A(0);
+    q += d * d;
+  }
+  const A rstd = rsqrt_acc(Red::sum(q) / A(cols) + eps);
+  EMBER_ROW_UNROLL
+  for (int k = 0; k < kN; ++k) v[k] = (v[k] - mean) * rstd;
+  // gamma and beta a chunk at a time: whole tiles of them would spill kBlock's registers.
+  tile_for_each<kN, T>(cols, rank, lanes, vec, [&](int k, int64_t c, auto width) {
+    constexpr int n = decltype(width)::value;
+    A g[n], b[n];
+    if (gamma != nullptr) load<n>(gamma + c, g);
+    if (beta != nullptr) load<n>(beta + c, b);
+    EMBER_ROW_UNROLL
+    for (int i = 0; i < n; ++i) {
+      if (gamma != nullptr) v[k + i] *= g[i];
+      if (beta != nullptr) v[k + i] += b[i];
+    }
+  });
+  tile_store<kN>(y, cols, rank, lanes, vec, v);
+  if (rank == 0 && cols > 0) {
+    *mean_out = mean;
+    *rstd_out = rstd;
+  }
+}
+
+// dx of one row in registers; adds the row's dy * xhat and dy to the thread's dgamma and
+// dbeta accumulators (same columns every row). With g = dy * gamma:
+//   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)).
+template <int kN, class Red, class T>
+__device__ __forceinline__ void layer_norm_backward_row(const T* dy, const T* x, acc_t<T> mean, acc_t<T> rstd,
+                                                        const T* gamma, T* dx, int64_t cols, int rank, int lanes,
+                                                        bool vec, acc_t<T> (&dg)[kN], acc_t<T> (&db)[kN]) {
+  using A = acc_t<T>;
+  A xh[kN], g[kN];
+  tile_load<kN>(x, cols, rank, lanes, vec, xh, A(0));
+  tile_load<kN>(dy, cols, rank, lanes, vec, g, A(0));  // padding: dy = 0, so it adds nothing below
+  EMBER_ROW_UNROLL
+  for (int k = 0; k < kN; ++k) {
+    xh[k] = (xh[k] - mean) * rstd;
+    dg[k] += g[k] * xh[k];
+    db[k] += g[k];
+  }
+  if (gamma != nullptr)
+    tile_for_each<kN, T>(cols, rank, lanes, vec, [&](int k, int64_t c, auto width) {
+      constexpr int n = decltype(width)::value;
+      A w[n];
+      load<n>(gamma + c, w);
+      EMBER_ROW_UNROLL
+      for (int i = 0; i < n; ++i) g[k + i] *= w[i];
+    });
+  A s1 = 0, s2 = 0;
+  EMBER_ROW_UNROLL
+  for (int k = 0; k < kN; ++k) {
+    s1 += g[k];
+    s2 += g[k] * xh[k];
+  }
+  const A inv_n = A(1) / A(cols);
+  const A m1 = Red::sum(s1) * inv_n, m2 = Red::sum(s2) * inv_n;
+  EMBER_ROW_UNROLL
+  for (int k = 0; k < kN; ++k) g[k] = rstd * (g[k] - m1 - xh[k] * m2);
+  tile_store<kN>(dx, cols, rank, lanes, vec, g);
+}
+
+}  // namespace norm_detail
+
+// --- Layer norm forward ----------------------------------------------------------------------
+// y = (x - mean) * rstd * gamma + beta; gamma and beta [cols] may be null (no affine).
+
+// kWarp: groups of kW = min(kP, 32) lanes, one row each. Memory-bound: reads s and writes
+// s bytes per element (2s), plus gamma and beta (cached) and 2 sizeof(acc) per row.
+template <class T, int kP>
+__global__ void __launch_bounds__(rowwise::kWarpRowBlock)
+    layer_norm_warp_kernel(const T* __restrict__ x,      // [rows, cols] input
+                           const T* __restrict__ gamma,  // [cols] input, or null
+                           const T* __restrict__ beta,   // [cols] input, or null
+                           T* __restrict__ y,            // [rows, cols] output
+                           acc_t<T>* __restrict__ mean,  // [rows] output, saved for backward
+                           acc_t<T>* __restrict__ rstd,  // [rows] output, saved for backward
+                           int64_t rows, int64_t cols, acc_t<T> eps, bool vec) {
+  constexpr int kW = kP < 32 ? kP : 32, kN = kP / kW, kRowsPerWarp = 32 / kW;
+  const int lane = threadIdx.x % 32;
+  const int64_t warp = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  for (int64_t first = warp * kRowsPerWarp; first < rows; first += warps * kRowsPerWarp) {
+    const int64_t row = first + lane / kW;
+    const bool live = row < rows;
+    const int64_t r = live ? row : 0;
+    norm_detail::layer_norm_row<kN, rowwise::SubWarp<kW>>(x + r * cols, gamma, beta, y + r * cols, mean + r, rstd + r,
+                                                          live ? cols : 0, lane % kW, kW, vec, eps);
+  }
+}
+
+// kBlock: a block per row. Memory-bound: 2s bytes per element.
+template <class T, int kN>
+__global__ void __launch_bounds__(rowwise::kMaxBlockThreads)
+    layer_norm_block_kernel(const T* __restrict__ x, const T* __restrict__ gamma, const T* __restrict__ beta,
+                            T* __restrict__ y, acc_t<T>* __restrict__ mean, acc_t<T>* __restrict__ rstd,
+                            int64_t rows, int64_t cols, acc_t<T> eps, bool vec) {  // shapes: layer_norm_warp_kernel
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x)
+    norm_detail::layer_norm_row<kN, rowwise::BlockPerRow>(x + row * cols, gamma, beta, y + row * cols, mean + row,
+                                                          rstd + row, cols, threadIdx.x, blockDim.x, vec, eps);
+}
+
+// kStream: a block per row; Welford/Chan statistics of x - x[0] in one read, then a second
+// read that writes y (often from L2). Memory-bound: 3s bytes per element (2s from DRAM
+// when the row stays in L2).
+template <class T>
+__global__ void __launch_bounds__(rowwise::kMaxBlockThreads)
+    layer_norm_stream_kernel(const T* __restrict__ x, const T* __restrict__ gamma, const T* __restrict__ beta,
+                             T* __restrict__ y, acc_t<T>* __restrict__ mean, acc_t<T>* __restrict__ rstd,
+                             int64_t rows, int64_t cols, acc_t<T> eps, bool vec) {  // shapes: layer_norm_warp_kernel
+  using namespace rowwise;
+  using A = acc_t<T>;
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T* xr = x + row * cols;
+    T* yr = y + row * cols;
+    // Statistics of x - x[0]: the shift keeps the means Welford merges small, so a row far
+    // from 0 loses no more than eps of its spread (x - x[0] is exact within a factor of 2).
+    const A shift = to_acc(xr[0]);
+    Welford<A> w = Welford<A>::empty();
+    for_each_chunk(xr, cols, threadIdx.x, blockDim.x, vec, [&](int64_t c, auto width) {
+      constexpr int n = decltype(width)::value;
+      A v[n];
+      load<n>(xr + c, v);
+      EMBER_ROW_UNROLL
+      for (int i = 0; i < n; ++i) v[i] -= shift;
+      w = w.merge(Welford<A>::of(v, n));
+    });
+    w = block_welford(w);
+    const A m = shift + w.mean, r = rsqrt_acc(w.variance(0) + eps);
+    for_each_chunk(xr, cols, threadIdx.x, blockDim.x, vec, [&](int64_t c, auto width) {
+      constexpr int n = decltype(width)::value;
+      A v[n];
+      load<n>(xr + c, v);
+      EMBER_ROW_UNROLL
+      for (int i = 0; i < n; ++i) {
+        A o = (v[i] - m) * r;
+        if (gamma != nullptr) o *= to_acc(gamma[c + i]);  // gamma, beta: scalar loads, cached
+        if (beta != nullptr) o += to_acc(beta[c + i]);
+        v[i] = o;
+      }
+      store<n>(yr + c, v);
+    });
+    if (threadIdx.x == 0) {
+      mean[row] = m;
+      rstd[row] = r;
+    }
+  }
+}
+
+// --- Layer norm backward ---------------------------------------------------------------------
+// dx, and partial rows of dgamma / dbeta when partial_gamma is given (Note [Deterministic
+// parameter gradients]): partial_gamma, partial_beta [gridDim.x, cols].
+
+// kWarp: lanes keep their columns' sums across rows; the groups of a warp fold together
+// by shuffles, then the block's warps add into shared memory in warp order. Memory-bound:
+// reads x and dy, writes dx: 3s bytes per element, plus 2 sizeof(acc) per row.
+template <class T, int kP>
+__global__ void __launch_bounds__(256)
+    layer_norm_backward_warp_kernel(const T* __restrict__ dy,           // [rows, cols] input
+                                    const T* __restrict__ x,            // [rows, cols] input
+                                    const acc_t<T>* __restrict__ mean,  // [rows] input, from the forward
+                                    const acc_t<T>* __restrict__ rstd,  // [rows] input, from the forward
+                                    const T* __restrict__ gamma,        // [cols] input, or null
+                                    T* __restrict__ dx,                 // [rows, cols] output
+                                    acc_t<T>* __restrict__ partial_gamma,  // [gridDim.x, cols] output, or null
+                                    acc_t<T>* __restrict__ partial_beta,   // [gridDim.x, cols] output, or null
+                                    int64_t rows, int64_t cols, bool vec) {
+  using A = acc_t<T>;
+  constexpr int kW = kP < 32 ? kP : 32, kN = kP / kW, kRowsPerWarp = 32 / kW;
+  const int lane = threadIdx.x % 32, rank = lane % kW;
+  const int64_t warp = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  A dg[kN], db[kN];
+  for (int k = 0; k < kN; ++k) dg[k] = db[k] = A(0);
+  for (int64_t first = warp * kRowsPerWarp; first < rows; first += warps * kRowsPerWarp) {
+    const int64_t row = first + lane / kW;
+    const bool live = row < rows;
+    const int64_t r = live ? row : 0;
+    norm_detail::layer_norm_backward_row<kN, rowwise::SubWarp<kW>>(
+        dy + r * cols, x + r * cols, live ? mean[r] : A(0), live ? rstd[r] : A(0), gamma, dx + r * cols,
+        live ? cols : 0, rank, kW, vec, dg, db);
+  }
+  if (partial_gamma == nullptr) return;
+  // The warp's groups hold the same columns: fold them (xor over the group bits).
+  for (int o = kW; o < 32; o *= 2)
+    for (int k = 0; k < kN; ++k) {
+      dg[k] += __shfl_xor_sync(0xffffffffu, dg[k], o);
+      db[k] += __shfl_xor_sync(0xffffffffu, db[k], o);
+    }
+  EMBER_DYNAMIC_SHARED(A, sums);  // [2, cols]: dgamma, dbeta of the block
+  const int warp_in_block = threadIdx.x / 32;
+  for (int w = 0; w < int(blockDim.x / 32); ++w) {
+    if (warp_in_block == w && lane < kW)
+      for (int k = 0; k < kN; ++k) {
+        const int64_t c = rowwise::tile_col<T>(k, rank, kW, vec);
+        if (c < cols) {
+          sums[c] = w == 0 ? dg[k] : sums[c] + dg[k];
+          sums[cols + c] = w == 0 ? db[k] : sums[cols + c] + db[k];
+        }
+      }
+    __syncthreads();
+  }
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    partial_gamma[blockIdx.x * cols + c] = sums[c];
+    partial_beta[blockIdx.x * cols + c] = sums[cols + c];
+  }
+}
+
+// kBlock: a block per row, each thread keeps its columns' sums. Memory-bound: 3s bytes per
+// element.
+template <class T, int kN>
+__global__ void __launch_bounds__(rowwise::kMaxBlockThreads)
+    layer_norm_backward_block_kernel(const T* __restrict__ dy, const T* __restrict__ x,
+                                     const acc_t<T>* __restrict__ mean, const acc_t<T>* __restrict__ rstd,
+                                     const T* __restrict__ gamma, T* __restrict__ dx,
+                                     acc_t<T>* __restrict__ partial_gamma, acc_t<T>* __restrict__ partial_beta,
+                                     int64_t rows, int64_t cols, bool vec) {  // shapes: the warp kernel's
+  using A = acc_t<T>;
+  A dg[kN], db[kN];
+  for (int k = 0; k < kN; ++k) dg[k] = db[k] = A(0);
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x)
+    norm_detail::layer_norm_backward_row<kN, rowwise::BlockPerRow>(dy + row * cols, x + row * cols, mean[row],
+                                                                   rstd[row], gamma, dx + row * cols, cols,
+                                                                   threadIdx.x, blockDim.x, vec, dg, db);
+  if (partial_gamma == nullptr) return;
+  for (int k = 0; k < kN; ++k) {
+    const int64_t c = rowwise::tile_col<T>(k, threadIdx.x, blockDim.x, vec);
+    if (c < cols) {
+      partial_gamma[blockIdx.x * cols + c] = dg[k];
+      partial_beta[blockIdx.x * cols + c] = db[k];
+    }
+  }
+}
+
+// kStream: a block per row, x and dy read twice; the block's partial row lives in the
+// workspace (L2) and is updated in place, rows apart by the barriers of the row's sums.
+// Memory-bound: 5s bytes per element (3s from DRAM when the row stays in L2), plus the
+// partial row's 4 sizeof(acc) per element in L2.
+template <class T>
+__global__ void __launch_bounds__(rowwise::kMaxBlockThreads)
+    layer_norm_backward_stream_kernel(const T* __restrict__ dy, const T* __restrict__ x,
+                                      const acc_t<T>* __restrict__ mean, const acc_t<T>* __restrict__ rstd,
+                                      const T* __restrict__ gamma, T* __restrict__ dx,
+                                      acc_t<T>* __restrict__ partial_gamma, acc_t<T>* __restrict__ partial_beta,
+                                      int64_t rows, int64_t cols, bool vec) {  // shapes: the warp kernel's
+  using namespace rowwise;
+  using A = acc_t<T>;
+  A* pg = partial_gamma != nullptr ? partial_gamma + blockIdx.x * cols : nullptr;
+  A* pb = partial_beta != nullptr ? partial_beta + blockIdx.x * cols : nullptr;
+  if (pg != nullptr)
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) pg[c] = pb[c] = A(0);
+  __syncthreads();
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T* xr = x + row * cols;
+    const T* gr = dy + row * cols;
+    T* dr = dx + row * cols;
+    const A m = mean[row], r = rstd[row];
+    A s1 = 0, s2 = 0;
+    for_each_chunk(xr, cols, threadIdx.x, blockDim.x, vec, [&](int64_t c, auto width) {
+      constexpr int n = decltype(width)::value;
+      A xv[n], g[n];
+      load<n>(xr + c, xv);
+      load<n>(gr + c, g);
+      EMBER_ROW_UNROLL
+      for (int i = 0; i < n; ++i) {
+        const A gg = gamma != nullptr ? g[i] * to_acc(gamma[c + i]) : g[i];
+        s1 += gg;
+        s2 += gg * (xv[i] - m) * r;
+      }
+    });
+    const A inv_n = A(1) / A(cols);
+    const A m1 = block_sum(s1) * inv_n, m2 = block_sum(s2) * inv_n;  // also orders the partial rows' updates
+    for_each_chunk(xr, cols, threadIdx.x, blockDim.x, vec, [&](int64_t c, auto width) {
+      constexpr int n = decltype(width)::value;
+      A xv[n], g[n];
+      load<n>(xr + c, xv);
+      load<n>(gr + c, g);
+      EMBER_ROW_UNROLL
+      for (int i = 0; i < n; ++i) {
+        const A xh = (xv[i] - m) * r;
+        if (pg != nullptr) {
+          pg[c + i] += g[i] * xh;
+          pb[c + i] += g[i];
+        }
+        const A gg = gamma != nullptr ? g[i] * to_acc(gamma[c + i]) : g[i];
+        g[i] = r * (gg - m1 - xh * m2);
+      }
+      store<n>(dr + c, g);
+    });
+  }
+}
+
+// dgamma[c] = sum over partial rows of partial_gamma[., c], in row order (likewise dbeta).
+// Memory-bound: reads 2 sizeof(acc) per partial element.
+template <class T>
+__global__ void layer_norm_param_grad_kernel(const acc_t<T>* __restrict__ partial_gamma,  // [nparts, cols] input
+                                             const acc_t<T>* __restrict__ partial_beta,   // [nparts, cols] input
+                                             int64_t nparts, int64_t cols,
+                                             T* __restrict__ dgamma,  // [cols] output, or null
+                                             T* __restrict__ dbeta) {  // [cols] output, or null
+  using A = acc_t<T>;
+  for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < cols; c += int64_t(gridDim.x) * blockDim.x) {
+    A a = 0, b = 0;
+    for (int64_t p = 0; p < nparts; ++p) {
+      a += partial_gamma[p * cols + c];
+      b += partial_beta[p * cols + c];
+    }
+    if (dgamma != nullptr) dgamma[c] = rowwise::from_acc<T>(a);
+    if (dbeta != nullptr) dbeta[c] = rowwise::from_acc<T>(b);
+  }
+}
+
+// --- Host side -----------------------------------------------------------------------------------
+
+// The plan of the layer-norm forward kernels: kBlock holds at most 16 values a thread
+// (rows up to 8192); at 32, the row, gamma's and beta's chunks and their addresses
+// outgrow the 128 registers a 512-thread block allows, and spill.
+inline RowPlan layer_norm_config(int64_t rows, int64_t cols, int elem_bytes, bool aligned, bool stream_vec,
+                                 RowVariant variant = RowVariant::kAuto) {
+  return rowwise::plan_rows("layer_norm", rows, cols, elem_bytes, aligned, stream_vec, variant,
+                            /*max_block_regs=*/16);
+}
+
+// The plan of the layer-norm backward kernels: kBlock keeps four arrays in registers, so
+// at most 16 a thread (rows up to 8192); kWarp runs 256-thread blocks that add their
+// warps' sums in shared memory; the grid is capped (Note [Deterministic parameter gradients]).
+inline RowPlan layer_norm_backward_config(int64_t rows, int64_t cols, int elem_bytes, int acc_bytes, bool aligned,
+                                          bool stream_vec, RowVariant variant = RowVariant::kAuto) {
+  RowPlan p = rowwise::plan_rows("layer_norm_backward", rows, cols, elem_bytes, aligned, stream_vec, variant,
+                                 /*max_block_regs=*/16);
+  const int64_t cap = rows / 32 > sm_count() ? rows / 32 : sm_count();
+  if (p.variant == RowVariant::kWarp) {
+    constexpr int kThreads = 256;
+    const int kw = p.per_thread < 32 ? p.per_thread : 32;
+    const int64_t rows_per_block = (kThreads / 32) * (32 / kw);
+    int64_t blocks = (rows + rows_per_block - 1) / rows_per_block;
+    blocks = blocks < 1 ? 1 : (blocks > cap ? cap : blocks);
+    p.cfg = {dim3(unsigned(blocks)), dim3(kThreads), size_t(2 * cols * acc_bytes)};
+  } else {
+    p.cfg.grid.x = unsigned(rows < 1 ? 1 : (rows < cap ? rows : cap));  // not by block size: alignment may change it
+  }
+  return p;
+}
+
+// y = layer_norm(x) over the last dim of contiguous [rows, cols] tensors, and each row's
+// mean and rstd = 1 / sqrt(biased var + eps) for backward. T: float, double, __half,
+// __nv_bfloat16 (mean and rstd in acc_t<T>: float, or double). gamma and beta may be null.
+template <class T>
+void layer_norm(const T* x,          // [rows, cols] input
+                const std::type_identity_t<T>* gamma,  // [cols] input, or null
+                const std::type_identity_t<T>* beta,   // [cols] input, or null
+                T* y,                // [rows, cols] output
+                acc_t<T>* mean,      // [rows] output
+                acc_t<T>* rstd,      // [rows] output
+                int64_t rows, int64_t cols, double eps, cudaStream_t stream, RowVariant variant = RowVariant::kAuto) {
+  using namespace rowwise;
+  EMBER_CHECK(rows >= 0 && cols >= 0, "layer_norm: negative shape [", rows, ", ", cols, "]");
+  EMBER_CHECK(rows == 0 || cols > 0, "layer_norm: ", rows, " rows of 0 elements have no mean");
+  EMBER_CHECK(rows == 0 || (x && y && mean && rstd), "layer_norm: null pointer for a [", rows, ", ", cols, "] tensor");
+  EMBER_CHECK(eps >= 0, "layer_norm: eps must be >= 0, got ", eps);
+  if (rows == 0) return;
+  const bool aligned = all_aligned16(x, gamma, beta, y), stream_vec = same_alignment(x, y);
+  const RowPlan p = layer_norm_config(rows, cols, sizeof(T), aligned, stream_vec, variant);
+  const acc_t<T> e = acc_t<T>(eps);
+  switch (p.variant) {
+    case RowVariant::kWarp:
+      dispatch_pow2<1, kMaxWarpRow>(p.per_thread, [&](auto kp) {
+        launch<layer_norm_warp_kernel<T, decltype(kp)::value>>(p.cfg, stream, x, gamma, beta, y, mean, rstd, rows,
+                                                               cols, e, p.vec);
+      });
+      break;
+    case RowVariant::kBlock:
+      dispatch_pow2<kMinBlockRegs, kMaxBlockRegs<T, 16>>(p.per_thread, [&](auto kn) {
+        launch<layer_norm_block_kernel<T, decltype(kn)::value>>(p.cfg, stream, x, gamma, beta, y, mean, rstd, rows,
+                                                                cols, e, p.vec);
+      });
+      break;
+    default:
+      launch<layer_norm_stream_kernel<T>>(p.cfg, stream, x, gamma, beta, y, mean, rstd, rows, cols, e, p.vec);
+  }
+}
+
+// A thread per column of dgamma / dbeta.
+inline LaunchConfig layer_norm_param_grad_config(int64_t cols) {
+  return {dim3(grid_stride_blocks(cols, kBlockThreads)), dim3(kBlockThreads), 0};
+}
+
+// Bytes of workspace layer_norm_backward needs for dgamma / dbeta (two partial rows per block).
+template <class T>
+size_t layer_norm_backward_workspace_bytes(int64_t rows, int64_t cols, RowVariant variant = RowVariant::kAuto) {
+  const RowPlan p = layer_norm_backward_config(rows, cols, sizeof(T), sizeof(acc_t<T>), false, false, variant);
+  return size_t(p.cfg.grid.x) * size_t(cols) * 2 * sizeof(acc_t<T>);
+}
+
+// dx from dy, the forward's input x and its saved mean and rstd; dgamma and dbeta (each
+// may be null; both null: no workspace needed) summed over rows deterministically.
+template <class T>
+void layer_norm_backward(const T* dy,              // [rows, cols] input
+                         const T* x,               // [rows, cols] input
+                         const acc_t<T>* mean,     // [rows] input, from layer_norm
+                         const acc_t<T>* rstd,     // [rows] input, from layer_norm
+                         const std::type_identity_t<T>* gamma,  // [cols] input, or null
+                         T* dx,                                 // [rows, cols] output
+                         std::type_identity_t<T>* dgamma,       // [cols] output, or null
+                         std::type_identity_t<T>* dbeta,        // [cols] output, or null
+                         int64_t rows, int64_t cols,
+                         void* workspace,          // layer_norm_backward_workspace_bytes<T>(rows, cols) bytes
+                         cudaStream_t stream, RowVariant variant = RowVariant::kAuto) {
+  using namespace rowwise;
+  using A = acc_t<T>;
+  const bool params = dgamma != nullptr || dbeta != nullptr;
+  EMBER_CHECK(rows >= 0 && cols >= 0, "layer_norm_backward: negative shape [", rows, ", ", cols, "]");
+  EMBER_CHECK(rows == 0 || cols == 0 || (dy && x && mean && rstd && dx), "layer_norm_backward: null pointer for a [",
+              rows, ", ", cols, "] tensor");
+  EMBER_CHECK(!params || cols == 0 || workspace, "layer_norm_backward: dgamma / dbeta need a workspace");
+  if (cols == 0) return;
+  const bool aligned = all_aligned16(dy, x, gamma, dx), stream_vec = same_alignment(dy, x, dx);
+  const RowPlan p = layer_norm_backward_config(rows, cols, sizeof(T), sizeof(A), aligned, stream_vec, variant);
+  A* pg = params ? static_cast<A*>(workspace) : nullptr;
+  A* pb = params ? pg + size_t(p.cfg.grid.x) * cols : nullptr;
+  if (rows > 0) {
+    switch (p.variant) {
+      case RowVariant::kWarp:
+        dispatch_pow2<1, kMaxWarpRow>(p.per_thread, [&](auto kp) {
+          launch<layer_norm_backward_warp_kernel<T, decltype(kp)::value>>(p.cfg, stream, dy, x, mean, rstd, gamma, dx,
+                                                                          pg, pb, rows, cols, p.vec);
+        });
+        break;
+      case RowVariant::kBlock:
+        dispatch_pow2<kMinBlockRegs, kMaxBlockRegs<T, 16>>(p.per_thread, [&](auto kn) {
+          launch<layer_norm_backward_block_kernel<T, decltype(kn)::value>>(p.cfg, stream, dy, x, mean, rstd, gamma,
+                                                                           dx, pg, pb, rows, cols, p.vec);
+        });
+        break;
+      default:
+        launch<layer_norm_backward_stream_kernel<T>>(p.cfg, stream, dy, x, mean, rstd, gamma, dx, pg, pb, rows, cols,
+                                                     p.vec);
+    }
+  }
+  if (params) {
+    const int64_t nparts = rows > 0 ? int64_t(p.cfg.grid.x) : 0;  // no rows: zeros
+    launch<layer_norm_param_grad_kernel<T>>(layer_norm_param_grad_config(cols), stream, pg, pb, nparts, cols, dgamma,
+                                            dbeta);
+  }
+}
+
+}  // namespace ember::kernels::cuda
