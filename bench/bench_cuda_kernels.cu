@@ -23,11 +23,13 @@
 #include "kernels/cuda/elementwise.cuh"
 #include "kernels/cuda/gemm_bf16.cuh"
 #include "kernels/cuda/layout.cuh"
+#include "kernels/cuda/norm.cuh"
 #include "kernels/cuda/optim.cuh"
 #include "kernels/cuda/pool.cuh"
 #include "kernels/cuda/random.cuh"
 #include "kernels/cuda/reduce.cuh"
 #include "kernels/cuda/sgemm.cuh"
+#include "kernels/cuda/softmax.cuh"
 
 namespace {
 
@@ -175,6 +177,37 @@ void reduction_cases(Table& t, Arena& arena) {
   });
 }
 
+void row_cases(Table& t, Arena& arena) {
+  const int64_t n = int64_t(t.options().mib) << 20 >> 2;
+  float* x = arena.get<float>(n);
+  float* y = arena.get<float>(n);
+  float* dy = arena.get<float>(n);
+  float* dx = arena.get<float>(n);
+  for (int64_t cols : {int64_t(1024), int64_t(32768)}) {
+    const int64_t rows = n / cols;
+    const std::string shape = " [" + std::to_string(rows) + ", " + std::to_string(cols) + "]";
+    t.bandwidth("softmax f32" + shape, 8.0 * n, 85, [&] { softmax(x, y, rows, cols, cudaStream_t{}); });
+    t.bandwidth("log_softmax f32" + shape, 8.0 * n, 85, [&] { log_softmax(x, y, rows, cols, cudaStream_t{}); });
+    t.bandwidth("softmax backward f32" + shape, 12.0 * n, 75,
+                [&] { softmax_backward(y, dy, dx, rows, cols, cudaStream_t{}); });
+  }
+  const int64_t cols = 4096, rows = n / cols;
+  float* gamma = arena.get<float>(cols);
+  float* beta = arena.get<float>(cols);
+  float* mean = arena.get<float>(rows);
+  float* rstd = arena.get<float>(rows);
+  float* dgamma = arena.get<float>(cols);
+  float* dbeta = arena.get<float>(cols);
+  const size_t ws_bytes = layer_norm_backward_workspace_bytes<float>(rows, cols);
+  void* ws = arena.get<unsigned char>(ws_bytes);
+  const std::string shape = " [" + std::to_string(rows) + ", 4096]";
+  t.bandwidth("layer norm f32" + shape, 8.0 * n, 85,
+              [&] { layer_norm(x, gamma, beta, y, mean, rstd, rows, cols, 1e-5, cudaStream_t{}); });
+  t.bandwidth("layer norm backward f32" + shape, 12.0 * n, 75, [&] {
+    layer_norm_backward(dy, x, mean, rstd, gamma, dx, dgamma, dbeta, rows, cols, ws, cudaStream_t{});
+  });
+}
+
 void data_movement_cases(Table& t, Arena& arena) {
   const int64_t n = int64_t(t.options().mib) << 20 >> 2;
   float* a = arena.get<float>(n);
@@ -306,6 +339,7 @@ int main(int argc, char** argv) {
   Arena arena;
   elementwise_cases(table, arena);
   reduction_cases(table, arena);
+  row_cases(table, arena);
   data_movement_cases(table, arena);
   optimizer_cases(table, arena);
   gemm_cases(table, arena);

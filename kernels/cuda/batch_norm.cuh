@@ -50,7 +50,7 @@ __global__ void __launch_bounds__(256)
   for (int64_t item = blockIdx.x; item < c * splits; item += gridDim.x) {
     const int64_t ch = item / splits, split = item % splits;
     const int64_t first = split * per, last = (split + 1) * per < n * pieces ? (split + 1) * per : n * pieces;
-    const A shift = to_acc(x[ch * hw]);  // Note [Shifted statistics]
+    const A shift = widen(x[ch * hw]);  // Note [Shifted statistics]
     Welford<A> w = Welford<A>::empty();
     for (int64_t seg = first + group; seg < last; seg += groups) {
       const int64_t plane = seg / pieces, lo = (seg % pieces) * kBatchNormSegment;
@@ -60,7 +60,7 @@ __global__ void __launch_bounds__(256)
         constexpr int k = decltype(width)::value;
         A v[k];
         load<k>(p + col, v);
-        EMBER_ROW_UNROLL
+        EMBER_UNROLL
         for (int i = 0; i < k; ++i) v[i] -= shift;
         w = w.merge(Welford<A>::of(v, k));
       });
@@ -96,7 +96,7 @@ __global__ void batch_norm_stats_finish_kernel(const T* __restrict__ x,         
       const int64_t i = ch * splits + s;
       w = w.merge(W{part_count[i], part_mean[i], part_m2[i]});
     }
-    const A m = w.count > 0 ? rowwise::to_acc(x[ch * hw]) + w.mean : A(NAN), unbiased = w.variance(1);
+    const A m = w.count > 0 ? widen(x[ch * hw]) + w.mean : A(NAN), unbiased = w.variance(1);
     mean[ch] = m;
     var[ch] = w.variance(0);
     if (var_unbiased != nullptr) var_unbiased[ch] = unbiased;

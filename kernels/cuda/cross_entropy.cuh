@@ -64,7 +64,7 @@ __global__ void __launch_bounds__(rowwise::kMaxBlockThreads)
       A l = 0;
       if (t != ignore_index) {
         // log(sum) - (x_t - max): x_t - max is exact near the max (see softmax_row).
-        l = (t >= 0 && t < c) ? log_acc(st.sum) - (to_acc(xr[t]) - OnlineSoftmax<A>::shift(st.max)) : A(NAN);
+        l = (t >= 0 && t < c) ? log_acc(st.sum) - (widen(xr[t]) - OnlineSoftmax<A>::shift(st.max)) : A(NAN);
         my_count += 1;
       }
       my_sum += l;
@@ -142,7 +142,7 @@ __global__ void __launch_bounds__(rowwise::kMaxBlockThreads)
       constexpr int w = decltype(width)::value;
       A v[w];
       load<w>(xr + col, v);
-      EMBER_ROW_UNROLL
+      EMBER_UNROLL
       for (int i = 0; i < w; ++i) {
         const A onehot = col + i == t ? A(1) : A(0);
         v[i] = ignored ? A(0) : (exp_acc((v[i] - shift) - log_sum) - onehot) * g;

@@ -20,6 +20,7 @@
 #include <string_view>
 
 #include "core/error.h"
+#include "core/macros.h"
 
 // The block's dynamic shared memory as a T*, named `name`.
 #if defined(__CUDACC__)
@@ -31,10 +32,13 @@
 #endif
 
 // `#pragma unroll` for nvcc; GCC's spelling for the emulator build (which warns on nvcc's).
+// EMBER_UNROLL_BY(n) unrolls n times.
 #if defined(__CUDACC__)
 #define EMBER_UNROLL _Pragma("unroll")
+#define EMBER_UNROLL_BY(n) _Pragma(EMBER_STRINGIFY(unroll n))
 #else
 #define EMBER_UNROLL _Pragma("GCC unroll 16")
+#define EMBER_UNROLL_BY(n) _Pragma(EMBER_STRINGIFY(GCC unroll n))
 #endif
 
 namespace ember::kernels::cuda {

@@ -46,25 +46,25 @@ __device__ __forceinline__ void layer_norm_row(const T* x, const T* gamma, const
   A v[kN];
   tile_load<kN>(x, cols, rank, lanes, vec, v, A(0));
   A s = 0;
-  EMBER_ROW_UNROLL
+  EMBER_UNROLL
   for (int k = 0; k < kN; ++k) s += v[k];
   const A mean = Red::sum(s) / A(cols);
   A q = 0;
-  EMBER_ROW_UNROLL
+  EMBER_UNROLL
   for (int k = 0; k < kN; ++k) {
     const A d = tile_col<T>(k, rank, lanes, vec) < cols ? v[k] - mean : A(0);
     q += d * d;
   }
   const A rstd = rsqrt_acc(Red::sum(q) / A(cols) + eps);
-  EMBER_ROW_UNROLL
+  EMBER_UNROLL
   for (int k = 0; k < kN; ++k) v[k] = (v[k] - mean) * rstd;
   // gamma and beta a chunk at a time: whole tiles of them would spill kBlock's registers.
   tile_for_each<kN, T>(cols, rank, lanes, vec, [&](int k, int64_t c, auto width) {
     constexpr int n = decltype(width)::value;
-    A g[n], b[n];
+    A g[n] = {}, b[n] = {};  // read only where gamma and beta exist
     if (gamma != nullptr) load<n>(gamma + c, g);
     if (beta != nullptr) load<n>(beta + c, b);
-    EMBER_ROW_UNROLL
+    EMBER_UNROLL
     for (int i = 0; i < n; ++i) {
       if (gamma != nullptr) v[k + i] *= g[i];
       if (beta != nullptr) v[k + i] += b[i];
@@ -88,7 +88,7 @@ __device__ __forceinline__ void layer_norm_backward_row(const T* dy, const T* x,
   A xh[kN], g[kN];
   tile_load<kN>(x, cols, rank, lanes, vec, xh, A(0));
   tile_load<kN>(dy, cols, rank, lanes, vec, g, A(0));  // padding: dy = 0, so it adds nothing below
-  EMBER_ROW_UNROLL
+  EMBER_UNROLL
   for (int k = 0; k < kN; ++k) {
     xh[k] = (xh[k] - mean) * rstd;
     dg[k] += g[k] * xh[k];
@@ -99,18 +99,18 @@ __device__ __forceinline__ void layer_norm_backward_row(const T* dy, const T* x,
       constexpr int n = decltype(width)::value;
       A w[n];
       load<n>(gamma + c, w);
-      EMBER_ROW_UNROLL
+      EMBER_UNROLL
       for (int i = 0; i < n; ++i) g[k + i] *= w[i];
     });
   A s1 = 0, s2 = 0;
-  EMBER_ROW_UNROLL
+  EMBER_UNROLL
   for (int k = 0; k < kN; ++k) {
     s1 += g[k];
     s2 += g[k] * xh[k];
   }
   const A inv_n = A(1) / A(cols);
   const A m1 = Red::sum(s1) * inv_n, m2 = Red::sum(s2) * inv_n;
-  EMBER_ROW_UNROLL
+  EMBER_UNROLL
   for (int k = 0; k < kN; ++k) g[k] = rstd * (g[k] - m1 - xh[k] * m2);
   tile_store<kN>(dx, cols, rank, lanes, vec, g);
 }
@@ -170,13 +170,13 @@ __global__ void __launch_bounds__(rowwise::kMaxBlockThreads)
     T* yr = y + row * cols;
     // Statistics of x - x[0]: the shift keeps the means Welford merges small, so a row far
     // from 0 loses no more than eps of its spread (x - x[0] is exact within a factor of 2).
-    const A shift = to_acc(xr[0]);
+    const A shift = widen(xr[0]);
     Welford<A> w = Welford<A>::empty();
     for_each_chunk(xr, cols, threadIdx.x, blockDim.x, vec, [&](int64_t c, auto width) {
       constexpr int n = decltype(width)::value;
       A v[n];
       load<n>(xr + c, v);
-      EMBER_ROW_UNROLL
+      EMBER_UNROLL
       for (int i = 0; i < n; ++i) v[i] -= shift;
       w = w.merge(Welford<A>::of(v, n));
     });
@@ -186,11 +186,11 @@ __global__ void __launch_bounds__(rowwise::kMaxBlockThreads)
       constexpr int n = decltype(width)::value;
       A v[n];
       load<n>(xr + c, v);
-      EMBER_ROW_UNROLL
+      EMBER_UNROLL
       for (int i = 0; i < n; ++i) {
         A o = (v[i] - m) * r;
-        if (gamma != nullptr) o *= to_acc(gamma[c + i]);  // gamma, beta: scalar loads, cached
-        if (beta != nullptr) o += to_acc(beta[c + i]);
+        if (gamma != nullptr) o *= widen(gamma[c + i]);  // gamma, beta: scalar loads, cached
+        if (beta != nullptr) o += widen(beta[c + i]);
         v[i] = o;
       }
       store<n>(yr + c, v);
@@ -316,9 +316,9 @@ __global__ void __launch_bounds__(rowwise::kMaxBlockThreads)
       A xv[n], g[n];
       load<n>(xr + c, xv);
       load<n>(gr + c, g);
-      EMBER_ROW_UNROLL
+      EMBER_UNROLL
       for (int i = 0; i < n; ++i) {
-        const A gg = gamma != nullptr ? g[i] * to_acc(gamma[c + i]) : g[i];
+        const A gg = gamma != nullptr ? g[i] * widen(gamma[c + i]) : g[i];
         s1 += gg;
         s2 += gg * (xv[i] - m) * r;
       }
@@ -330,14 +330,14 @@ __global__ void __launch_bounds__(rowwise::kMaxBlockThreads)
       A xv[n], g[n];
       load<n>(xr + c, xv);
       load<n>(gr + c, g);
-      EMBER_ROW_UNROLL
+      EMBER_UNROLL
       for (int i = 0; i < n; ++i) {
         const A xh = (xv[i] - m) * r;
         if (pg != nullptr) {
           pg[c + i] += g[i] * xh;
           pb[c + i] += g[i];
         }
-        const A gg = gamma != nullptr ? g[i] * to_acc(gamma[c + i]) : g[i];
+        const A gg = gamma != nullptr ? g[i] * widen(gamma[c + i]) : g[i];
         g[i] = r * (gg - m1 - xh * m2);
       }
       store<n>(dr + c, g);
@@ -360,8 +360,8 @@ __global__ void layer_norm_param_grad_kernel(const acc_t<T>* __restrict__ partia
       a += partial_gamma[p * cols + c];
       b += partial_beta[p * cols + c];
     }
-    if (dgamma != nullptr) dgamma[c] = rowwise::from_acc<T>(a);
-    if (dbeta != nullptr) dbeta[c] = rowwise::from_acc<T>(b);
+    if (dgamma != nullptr) dgamma[c] = round_to<T>(a);
+    if (dbeta != nullptr) dbeta[c] = round_to<T>(b);
   }
 }
 

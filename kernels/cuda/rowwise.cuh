@@ -27,37 +27,16 @@
 #include "kernels/common/softmax_ops.h"
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/types.cuh"
 
-// `#pragma unroll` for nvcc; g++ unrolls the constant-trip loops by itself (and would warn).
-#if defined(__CUDACC__)
-#define EMBER_ROW_UNROLL _Pragma("unroll")
-#define EMBER_ROW_UNROLL_4 _Pragma("unroll 4")
-#else
-#define EMBER_ROW_UNROLL
-#define EMBER_ROW_UNROLL_4
-#endif
 
 namespace ember::kernels::cuda::rowwise {
 
 // --- Element types ------------------------------------------------------------------------
 
-// The compute type: float for float32 / float16 / bfloat16 data, double for float64.
-template <class T> struct AccOf { using type = float; };
-template <> struct AccOf<double> { using type = double; };
-template <class T> using acc_t = typename AccOf<T>::type;
-
-template <class T>
-__device__ __forceinline__ acc_t<T> to_acc(T v) {
-  if constexpr (std::is_same_v<T, __half>) return __half2float(v);
-  else if constexpr (std::is_same_v<T, __nv_bfloat16>) return __bfloat162float(v);
-  else return v;
-}
-template <class T>
-__device__ __forceinline__ T from_acc(acc_t<T> v) {
-  if constexpr (std::is_same_v<T, __half>) return __float2half_rn(v);
-  else if constexpr (std::is_same_v<T, __nv_bfloat16>) return __float2bfloat16_rn(v);
-  else return v;
-}
+// The compute type: float for float32 / float16 / bfloat16 data, double for float64
+// (types.cuh's compute_t, which the row kernels take only for floating T).
+template <class T> using acc_t = compute_t<T>;
 
 // exp in the compute type (std::exp's float overload, not the double one).
 template <class A>
@@ -80,30 +59,29 @@ __device__ __forceinline__ A rsqrt_acc(A x) {
 
 // Elements in a 16-byte vector: 4 floats, 8 halves, 2 doubles.
 template <class T> inline constexpr int kVec = 16 / int(sizeof(T));
-template <class T> struct alignas(16) Vec { T v[kVec<T>]; };
 
 // n = 1 or kVec<T> consecutive elements at p (16-byte aligned when n > 1), converted.
 template <int n, class T>
 __device__ __forceinline__ void load(const T* p, acc_t<T>* out) {
   if constexpr (n == 1) {
-    out[0] = to_acc(p[0]);
+    out[0] = widen(p[0]);
   } else {
     static_assert(n == kVec<T>);
-    const Vec<T> v = *reinterpret_cast<const Vec<T>*>(p);
-    EMBER_ROW_UNROLL
-    for (int i = 0; i < n; ++i) out[i] = to_acc(v.v[i]);
+    const Pack<T> v = load_vec<Pack<T>>(p);
+    EMBER_UNROLL
+    for (int i = 0; i < n; ++i) out[i] = widen(v.v[i]);
   }
 }
 template <int n, class T>
 __device__ __forceinline__ void store(T* p, const acc_t<T>* in) {
   if constexpr (n == 1) {
-    p[0] = from_acc<T>(in[0]);
+    p[0] = round_to<T>(in[0]);
   } else {
     static_assert(n == kVec<T>);
-    Vec<T> v;
-    EMBER_ROW_UNROLL
-    for (int i = 0; i < n; ++i) v.v[i] = from_acc<T>(in[i]);
-    *reinterpret_cast<Vec<T>*>(p) = v;
+    Pack<T> v;
+    EMBER_UNROLL
+    for (int i = 0; i < n; ++i) v.v[i] = round_to<T>(in[i]);
+    store_vec(p, v);
   }
 }
 
@@ -125,23 +103,23 @@ __device__ __forceinline__ void tile_load(const T* row, int64_t cols, int rank, 
   constexpr int V = kVec<T>;
   if constexpr (kN % V == 0) {
     if (vec) {
-      EMBER_ROW_UNROLL
+      EMBER_UNROLL
       for (int j = 0; j < kN / V; ++j) {
         const int64_t c = (int64_t(j) * lanes + rank) * V;
         if (c < cols) {
           load<V>(row + c, &v[j * V]);
         } else {
-          EMBER_ROW_UNROLL
+          EMBER_UNROLL
           for (int i = 0; i < V; ++i) v[j * V + i] = fill;
         }
       }
       return;
     }
   }
-  EMBER_ROW_UNROLL
+  EMBER_UNROLL
   for (int k = 0; k < kN; ++k) {
     const int64_t c = int64_t(k) * lanes + rank;
-    v[k] = c < cols ? to_acc(row[c]) : fill;
+    v[k] = c < cols ? widen(row[c]) : fill;
   }
 }
 
@@ -151,7 +129,7 @@ __device__ __forceinline__ void tile_store(T* row, int64_t cols, int rank, int l
   constexpr int V = kVec<T>;
   if constexpr (kN % V == 0) {
     if (vec) {
-      EMBER_ROW_UNROLL
+      EMBER_UNROLL
       for (int j = 0; j < kN / V; ++j) {
         const int64_t c = (int64_t(j) * lanes + rank) * V;
         if (c < cols) store<V>(row + c, &v[j * V]);
@@ -159,10 +137,10 @@ __device__ __forceinline__ void tile_store(T* row, int64_t cols, int rank, int l
       return;
     }
   }
-  EMBER_ROW_UNROLL
+  EMBER_UNROLL
   for (int k = 0; k < kN; ++k) {
     const int64_t c = int64_t(k) * lanes + rank;
-    if (c < cols) row[c] = from_acc<T>(v[k]);
+    if (c < cols) row[c] = round_to<T>(v[k]);
   }
 }
 
@@ -175,7 +153,7 @@ __device__ __forceinline__ void tile_for_each(int64_t cols, int rank, int lanes,
   constexpr int V = kVec<T>;
   if constexpr (kN % V == 0) {
     if (vec) {
-      EMBER_ROW_UNROLL
+      EMBER_UNROLL
       for (int j = 0; j < kN / V; ++j) {
         const int64_t c = (int64_t(j) * lanes + rank) * V;
         if (c < cols) f(j * V, c, std::integral_constant<int, V>{});
@@ -183,7 +161,7 @@ __device__ __forceinline__ void tile_for_each(int64_t cols, int rank, int lanes,
       return;
     }
   }
-  EMBER_ROW_UNROLL
+  EMBER_UNROLL
   for (int k = 0; k < kN; ++k) {
     const int64_t c = int64_t(k) * lanes + rank;
     if (c < cols) f(k, c, std::integral_constant<int, 1>{});
@@ -208,7 +186,7 @@ __device__ __forceinline__ void for_each_chunk(const T* row, int64_t cols, int r
   const int64_t nvec = (cols - head) / V;
   const int64_t tail = head + nvec * V;
   for (int64_t c = rank; c < head; c += lanes) f(c, std::integral_constant<int, 1>{});
-  EMBER_ROW_UNROLL_4
+  EMBER_UNROLL_BY(4)
   for (int64_t k = rank; k < nvec; k += lanes) f(head + k * V, std::integral_constant<int, V>{});
   for (int64_t c = tail + rank; c < cols; c += lanes) f(c, std::integral_constant<int, 1>{});
 }
@@ -223,13 +201,13 @@ using ops::Welford;
 // bits in every lane of a group.
 template <int kW, class A>
 __device__ __forceinline__ A group_sum(A v) {
-  EMBER_ROW_UNROLL
+  EMBER_UNROLL
   for (int o = kW / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
 template <int kW, class A>
 __device__ __forceinline__ OnlineSoftmax<A> group_merge(OnlineSoftmax<A> s) {
-  EMBER_ROW_UNROLL
+  EMBER_UNROLL
   for (int o = kW / 2; o > 0; o /= 2)
     s = s.merge({__shfl_xor_sync(0xffffffffu, s.max, o), __shfl_xor_sync(0xffffffffu, s.sum, o)});
   return s;
@@ -260,7 +238,7 @@ __device__ __forceinline__ OnlineSoftmax<A> block_merge(OnlineSoftmax<A> s) {
 // broadcasts: every thread gets the same statistics.
 template <class A>
 __device__ __forceinline__ Welford<A> warp_welford(Welford<A> w) {
-  EMBER_ROW_UNROLL
+  EMBER_UNROLL
   for (int o = 16; o > 0; o /= 2) {
     const Welford<A> other{__shfl_down_sync(0xffffffffu, w.count, o), __shfl_down_sync(0xffffffffu, w.mean, o),
                            __shfl_down_sync(0xffffffffu, w.m2, o)};

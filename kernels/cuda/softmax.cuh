@@ -39,7 +39,7 @@ __device__ __forceinline__ void softmax_row(const T* x, T* y, int64_t cols, int 
     // (x - max) - log(sum), as PyTorch: x - max is exact near the max, where x - lse
     // would lose lse's rounding (ulp(|x|)) to cancellation.
     const A shift = OnlineSoftmax<A>::shift(st.max), log_sum = log_acc(st.sum);
-    EMBER_ROW_UNROLL
+    EMBER_UNROLL
     for (int k = 0; k < kN; ++k) v[k] = (v[k] - shift) - log_sum;
   } else {
     // The thread's exps are kept and rescaled: one exp per value, not two. Napkin math,
@@ -47,7 +47,7 @@ __device__ __forceinline__ void softmax_row(const T* x, T* y, int64_t cols, int 
     // half of an H200's ~4e12 ex2/s.
     const OnlineSoftmax<A> mine = OnlineSoftmax<A>::of_exps(v, kN);
     const A scale = mine.exp_scale(Red::merge(mine));
-    EMBER_ROW_UNROLL
+    EMBER_UNROLL
     for (int k = 0; k < kN; ++k) v[k] *= scale;
   }
   tile_store<kN>(y, cols, rank, lanes, vec, v);
@@ -62,10 +62,10 @@ __device__ __forceinline__ void softmax_backward_row(const T* y, const T* dy, T*
   tile_load<kN>(y, cols, rank, lanes, vec, yv, A(0));
   tile_load<kN>(dy, cols, rank, lanes, vec, g, A(0));
   A s = 0;  // log: sum dy; softmax: sum dy * y (padding adds zeros)
-  EMBER_ROW_UNROLL
+  EMBER_UNROLL
   for (int k = 0; k < kN; ++k) s += kLog ? g[k] : g[k] * yv[k];
   s = Red::sum(s);
-  EMBER_ROW_UNROLL
+  EMBER_UNROLL
   for (int k = 0; k < kN; ++k) g[k] = kLog ? g[k] - exp_acc(yv[k]) * s : yv[k] * (g[k] - s);
   tile_store<kN>(dx, cols, rank, lanes, vec, g);
 }
@@ -130,7 +130,7 @@ __global__ void __launch_bounds__(rowwise::kMaxBlockThreads)
       constexpr int n = decltype(width)::value;
       A v[n];
       load<n>(xr + c, v);
-      EMBER_ROW_UNROLL
+      EMBER_UNROLL
       for (int i = 0; i < n; ++i) v[i] = kLog ? (v[i] - shift) - log_sum : exp_acc(v[i] - shift) * inv;
       store<n>(yr + c, v);
     });
@@ -194,7 +194,7 @@ __global__ void __launch_bounds__(rowwise::kMaxBlockThreads)
       A yv[n], g[n];
       load<n>(yr + c, yv);
       load<n>(gr + c, g);
-      EMBER_ROW_UNROLL
+      EMBER_UNROLL
       for (int i = 0; i < n; ++i) s += kLog ? g[i] : g[i] * yv[i];
     });
     s = block_sum(s);
@@ -203,7 +203,7 @@ __global__ void __launch_bounds__(rowwise::kMaxBlockThreads)
       A yv[n], g[n];
       load<n>(yr + c, yv);
       load<n>(gr + c, g);
-      EMBER_ROW_UNROLL
+      EMBER_UNROLL
       for (int i = 0; i < n; ++i) g[i] = kLog ? g[i] - exp_acc(yv[i]) * s : yv[i] * (g[i] - s);
       store<n>(dr + c, g);
     });

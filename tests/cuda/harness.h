@@ -139,7 +139,8 @@ std::vector<T> from_doubles(const std::vector<double>& v) {
   return out;
 }
 
-// Each got[i] within atol + rtol |want[i]| (NaN equals NaN only where want is NaN);
+// Each got[i] equal to want[i] or within atol + rtol |want[i]| (so infinities match
+// themselves; NaN matches only where want is NaN);
 // reports the first mismatches with their indices.
 template <class T>
 ::testing::AssertionResult all_close(const std::vector<T>& got, const std::vector<double>& want, double rtol,
@@ -150,7 +151,7 @@ template <class T>
   std::string first;
   for (size_t i = 0; i < got.size(); ++i) {
     const double g = to_double(got[i]), w = want[i];
-    const bool ok = std::isnan(w) ? std::isnan(g) : (std::abs(g - w) <= atol + rtol * std::abs(w));
+    const bool ok = std::isnan(w) ? std::isnan(g) : (g == w || std::abs(g - w) <= atol + rtol * std::abs(w));
     if (!ok && bad++ < 5) first += "\n  [" + std::to_string(i) + "] got " + std::to_string(g) + ", want " + std::to_string(w);
   }
   if (bad == 0) return ::testing::AssertionSuccess();
