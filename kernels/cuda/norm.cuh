@@ -131,17 +131,11 @@ __global__ void __launch_bounds__(rowwise::kWarpRowBlock)
                            acc_t<T>* __restrict__ mean,  // [rows] output, saved for backward
                            acc_t<T>* __restrict__ rstd,  // [rows] output, saved for backward
                            int64_t rows, int64_t cols, acc_t<T> eps, bool vec) {
-  constexpr int kW = kP < 32 ? kP : 32, kN = kP / kW, kRowsPerWarp = 32 / kW;
-  const int lane = threadIdx.x % 32;
-  const int64_t warp = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
-  for (int64_t first = warp * kRowsPerWarp; first < rows; first += warps * kRowsPerWarp) {
-    const int64_t row = first + lane / kW;
-    const bool live = row < rows;
-    const int64_t r = live ? row : 0;
+  constexpr int kW = kP < 32 ? kP : 32, kN = kP / kW;
+  rowwise::for_each_warp_row<kW>(rows, [&](int64_t r, bool live, int rank) {
     norm_detail::layer_norm_row<kN, rowwise::SubWarp<kW>>(x + r * cols, gamma, beta, y + r * cols, mean + r, rstd + r,
-                                                          live ? cols : 0, lane % kW, kW, vec, eps);
-  }
+                                                          live ? cols : 0, rank, kW, vec, eps);
+  });
 }
 
 // kBlock: a block per row. Memory-bound: 2s bytes per element.
@@ -221,20 +215,15 @@ __global__ void __launch_bounds__(256)
                                     acc_t<T>* __restrict__ partial_beta,   // [gridDim.x, cols] output, or null
                                     int64_t rows, int64_t cols, bool vec) {
   using A = acc_t<T>;
-  constexpr int kW = kP < 32 ? kP : 32, kN = kP / kW, kRowsPerWarp = 32 / kW;
+  constexpr int kW = kP < 32 ? kP : 32, kN = kP / kW;
   const int lane = threadIdx.x % 32, rank = lane % kW;
-  const int64_t warp = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
   A dg[kN], db[kN];
   for (int k = 0; k < kN; ++k) dg[k] = db[k] = A(0);
-  for (int64_t first = warp * kRowsPerWarp; first < rows; first += warps * kRowsPerWarp) {
-    const int64_t row = first + lane / kW;
-    const bool live = row < rows;
-    const int64_t r = live ? row : 0;
+  rowwise::for_each_warp_row<kW>(rows, [&](int64_t r, bool live, int) {
     norm_detail::layer_norm_backward_row<kN, rowwise::SubWarp<kW>>(
         dy + r * cols, x + r * cols, live ? mean[r] : A(0), live ? rstd[r] : A(0), gamma, dx + r * cols,
         live ? cols : 0, rank, kW, vec, dg, db);
-  }
+  });
   if (partial_gamma == nullptr) return;
   // The warp's groups hold the same columns: fold them (xor over the group bits).
   for (int o = kW; o < 32; o *= 2)

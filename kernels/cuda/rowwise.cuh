@@ -85,6 +85,24 @@ __device__ __forceinline__ void store(T* p, const acc_t<T>* in) {
   }
 }
 
+// --- The rows of a kWarp kernel --------------------------------------------------------------
+
+// Groups of kW lanes (a divisor of 32) each take a row; a warp takes 32 / kW rows a turn,
+// grid-stride over all rows. f(row, live, rank): lanes past the last row get row 0 and
+// live == false (they must still join their group's shuffles, and touch nothing).
+template <int kW, class F>
+__device__ __forceinline__ void for_each_warp_row(int64_t rows, const F& f) {
+  constexpr int kRowsPerWarp = 32 / kW;
+  const int lane = threadIdx.x % 32;
+  const int64_t warp = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  for (int64_t first = warp * kRowsPerWarp; first < rows; first += warps * kRowsPerWarp) {
+    const int64_t row = first + lane / kW;
+    const bool live = row < rows;
+    f(live ? row : 0, live, lane % kW);
+  }
+}
+
 // --- A row in registers (kWarp, kBlock) -------------------------------------------------------
 
 // The column of register k of thread `rank` in a group of `lanes` threads holding a row in

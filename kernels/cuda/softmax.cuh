@@ -81,16 +81,11 @@ __global__ void __launch_bounds__(rowwise::kWarpRowBlock)
     softmax_warp_kernel(const T* __restrict__ x,  // [rows, cols] input
                         T* __restrict__ y,        // [rows, cols] output
                         int64_t rows, int64_t cols, bool vec) {
-  constexpr int kW = kP < 32 ? kP : 32, kN = kP / kW, kRowsPerWarp = 32 / kW;
-  const int lane = threadIdx.x % 32;
-  const int64_t warp = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
-  for (int64_t first = warp * kRowsPerWarp; first < rows; first += warps * kRowsPerWarp) {
-    const int64_t row = first + lane / kW;
-    const bool live = row < rows;
-    const int64_t at = live ? row * cols : 0;
-    softmax_detail::softmax_row<kLog, kN, rowwise::SubWarp<kW>>(x + at, y + at, live ? cols : 0, lane % kW, kW, vec);
-  }
+  constexpr int kW = kP < 32 ? kP : 32, kN = kP / kW;
+  rowwise::for_each_warp_row<kW>(rows, [&](int64_t row, bool live, int rank) {
+    const int64_t at = row * cols;
+    softmax_detail::softmax_row<kLog, kN, rowwise::SubWarp<kW>>(x + at, y + at, live ? cols : 0, rank, kW, vec);
+  });
 }
 
 // kBlock: a block per row, kN registers a thread. Memory-bound: 2s bytes per element.
@@ -148,17 +143,12 @@ __global__ void __launch_bounds__(rowwise::kWarpRowBlock)
                                  const T* __restrict__ dy,  // [rows, cols] input
                                  T* __restrict__ dx,        // [rows, cols] output
                                  int64_t rows, int64_t cols, bool vec) {
-  constexpr int kW = kP < 32 ? kP : 32, kN = kP / kW, kRowsPerWarp = 32 / kW;
-  const int lane = threadIdx.x % 32;
-  const int64_t warp = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
-  for (int64_t first = warp * kRowsPerWarp; first < rows; first += warps * kRowsPerWarp) {
-    const int64_t row = first + lane / kW;
-    const bool live = row < rows;
-    const int64_t at = live ? row * cols : 0;
+  constexpr int kW = kP < 32 ? kP : 32, kN = kP / kW;
+  rowwise::for_each_warp_row<kW>(rows, [&](int64_t row, bool live, int rank) {
+    const int64_t at = row * cols;
     softmax_detail::softmax_backward_row<kLog, kN, rowwise::SubWarp<kW>>(y + at, dy + at, dx + at, live ? cols : 0,
-                                                                          lane % kW, kW, vec);
-  }
+                                                                          rank, kW, vec);
+  });
 }
 
 // kBlock. Memory-bound: 3s bytes per element.

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -137,6 +138,34 @@ std::vector<T> from_doubles(const std::vector<double>& v) {
   std::vector<T> out(v.size());
   for (size_t i = 0; i < v.size(); ++i) out[i] = from_double<T>(v[i]);
   return out;
+}
+
+// v rounded to T and back: what a kernel receives of values given as doubles.
+template <class T>
+std::vector<double> rounded(const std::vector<double>& v) {
+  std::vector<double> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = to_double(from_double<T>(v[i]));
+  return out;
+}
+
+// The largest finite |v[i]| (0 when there is none).
+inline double max_abs(const std::vector<double>& v) {
+  double m = 0;
+  for (double x : v)
+    if (std::isfinite(x)) m = std::max(m, std::abs(x));
+  return m;
+}
+
+// n values of T with random bits (for kernels that move bytes without reading them).
+template <class T>
+std::vector<T> random_bits(size_t n, uint32_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<T> v(n);
+  for (auto& x : v) {
+    const uint64_t r = rng();
+    std::memcpy(static_cast<void*>(&x), &r, sizeof(T));
+  }
+  return v;
 }
 
 // Each got[i] equal to want[i] or within atol + rtol |want[i]| (so infinities match

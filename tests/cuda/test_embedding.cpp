@@ -26,17 +26,6 @@ Tensor index_tensor(const std::vector<int64_t>& idx) {
   return tensor(std::vector<double>(idx.begin(), idx.end()), {int64_t(idx.size())}, kInt64);
 }
 
-template <class T>
-std::vector<T> random_bits(size_t n, uint32_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<T> v(n);
-  for (auto& x : v) {
-    const uint64_t r = rng();
-    std::memcpy(static_cast<void*>(&x), &r, sizeof(T));
-  }
-  return v;
-}
-
 // index_select_rows of `in` [outer, rows, inner] against the CPU's index_select of an
 // arange of the same shape, which names the source of every output element.
 template <class T>

@@ -112,13 +112,6 @@ struct Problem {
   std::vector<double> ha, hb, hc;
 };
 
-template <class T>
-std::vector<double> rounded(const std::vector<double>& v) {
-  std::vector<double> out(v.size());
-  for (size_t i = 0; i < v.size(); ++i) out[i] = test::to_double(test::from_double<T>(v[i]));
-  return out;
-}
-
 template <class TAB, class TC>
 std::unique_ptr<Problem<TAB, TC>> make_problem(const Case& cs, uint32_t seed) {
   auto pr = std::make_unique<Problem<TAB, TC>>();
@@ -135,10 +128,10 @@ std::unique_ptr<Problem<TAB, TC>> make_problem(const Case& cs, uint32_t seed) {
   p.lda = ld(a_cols) + pad(1), p.ldb = ld(b_cols) + pad(2), p.ldc = ld(cs.n) + pad(4);
   p.stride_a = a_rows * p.lda + cs.gap, p.stride_b = cs.broadcast_b ? 0 : b_rows * p.ldb + cs.gap;
   p.stride_c = cs.m * p.ldc + cs.gap;
-  pr->ha = rounded<TAB>(test::random_doubles(size_t(cs.batch * p.stride_a), seed, -1.0, 1.0));
+  pr->ha = test::rounded<TAB>(test::random_doubles(size_t(cs.batch * p.stride_a), seed, -1.0, 1.0));
   const int64_t b_size = cs.broadcast_b ? b_rows * p.ldb : cs.batch * p.stride_b;
-  pr->hb = rounded<TAB>(test::random_doubles(size_t(b_size), seed + 1, -1.0, 1.0));
-  pr->hc = rounded<TC>(test::random_doubles(size_t(cs.batch * p.stride_c), seed + 2, -1.0, 1.0));
+  pr->hb = test::rounded<TAB>(test::random_doubles(size_t(b_size), seed + 1, -1.0, 1.0));
+  pr->hc = test::rounded<TC>(test::random_doubles(size_t(cs.batch * p.stride_c), seed + 2, -1.0, 1.0));
   for (size_t i = 0; i < pr->hc.size(); ++i) {
     const int64_t in_matrix = int64_t(i) % p.stride_c;
     if (in_matrix >= cs.m * p.ldc || in_matrix % p.ldc >= cs.n) pr->hc[i] = kPaddingSentinel;

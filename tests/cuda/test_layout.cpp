@@ -30,17 +30,6 @@ Layout layout_of(const Tensor& view) {
 
 // Random bit patterns (no two alike in practice), so any misplaced element shows.
 template <class T>
-std::vector<T> random_bits(size_t n, uint32_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<T> v(n);
-  for (auto& x : v) {
-    const uint64_t r = rng();
-    std::memcpy(static_cast<void*>(&x), &r, sizeof(T));
-  }
-  return v;
-}
-
-template <class T>
 ::testing::AssertionResult same_bits(const std::vector<T>& got, const std::vector<T>& want) {
   if (got.size() != want.size()) return ::testing::AssertionFailure() << "size " << got.size() << " != " << want.size();
   for (size_t i = 0; i < got.size(); ++i)

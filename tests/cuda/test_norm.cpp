@@ -66,20 +66,6 @@ bool variant_takes(RowVariant v, int64_t cols) {
          (v != RowVariant::kBlock || cols <= rowwise::block_variant_max_cols(sizeof(T), 16));
 }
 
-template <class T>
-std::vector<double> rounded(const std::vector<double>& v) {
-  std::vector<double> out(v.size());
-  for (size_t i = 0; i < v.size(); ++i) out[i] = to_double(from_double<T>(v[i]));
-  return out;
-}
-
-double max_abs(const std::vector<double>& v) {
-  double m = 0;
-  for (double x : v)
-    if (std::isfinite(x)) m = std::max(m, std::abs(x));
-  return m;
-}
-
 template <class G>
 ::testing::AssertionResult close(const std::vector<G>& got, const std::vector<double>& want, double rtol,
                                  double floor) {

@@ -64,20 +64,6 @@ bool variant_takes(RowVariant v, int64_t cols) {
          (v != RowVariant::kBlock || cols <= rowwise::block_variant_max_cols(sizeof(T)));
 }
 
-template <class T>
-std::vector<double> rounded(const std::vector<double>& v) {
-  std::vector<double> out(v.size());
-  for (size_t i = 0; i < v.size(); ++i) out[i] = to_double(from_double<T>(v[i]));
-  return out;
-}
-
-double max_abs(const std::vector<double>& v) {
-  double m = 0;
-  for (double x : v)
-    if (std::isfinite(x)) m = std::max(m, std::abs(x));
-  return m;
-}
-
 std::vector<double> cpu_softmax(const std::vector<double>& x, int64_t rows, int64_t cols, bool log) {
   if (rows * cols == 0) return {};
   const Tensor t = tensor(x, {rows, cols}, kFloat64);
