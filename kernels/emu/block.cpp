@@ -93,7 +93,7 @@ std::string str3(const uint3& v) {
 class Worker {
  public:
   ~Worker() {
-    if (stacks_ != nullptr) munmap(stacks_, stacks_bytes_);
+    release_stacks();
   }
 
   void run_block(const Launch& launch, uint3 block_index);
@@ -108,6 +108,7 @@ class Worker {
  private:
   static void fiber_main(ctx::transfer_t t);
   void ensure_stacks(unsigned count);
+  void release_stacks();
   char* stack_top(unsigned i) const { return stacks_ + (i + 1) * slot_bytes(); }
   static size_t slot_bytes() { return kStackBytes + page_bytes(); }
   static size_t page_bytes() {
@@ -167,9 +168,20 @@ Worker& worker() {
   return *current_worker;
 }
 
+void Worker::release_stacks() {
+  if (stacks_ == nullptr) return;
+#if EMBER_EMU_ASAN
+  // A fiber's last frames never return, so their poison stays in ASan's shadow, where a
+  // later mapping at these addresses would inherit it.
+  ASAN_UNPOISON_MEMORY_REGION(stacks_, stacks_bytes_);
+#endif
+  munmap(stacks_, stacks_bytes_);
+  stacks_ = nullptr;
+}
+
 void Worker::ensure_stacks(unsigned count) {
   if (count <= stack_count_) return;
-  if (stacks_ != nullptr) munmap(stacks_, stacks_bytes_);
+  release_stacks();
   stacks_bytes_ = slot_bytes() * count;
   void* mem = mmap(nullptr, stacks_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   EMBER_CHECK(mem != MAP_FAILED, "CUDA emulator: cannot map ", stacks_bytes_ >> 20, " MiB of fiber stacks");
