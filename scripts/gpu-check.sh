@@ -5,6 +5,7 @@
 # again under compute-sanitizer (memcheck; racecheck and synccheck for shared memory and
 # barriers), and the kernel benchmark. Prints a summary table, then the benchmark's.
 # Usage: scripts/gpu-check.sh [BUILD_DIR]   (needs nvcc and a CUDA driver)
+#        EMBER_SANITIZER_TOOLS="memcheck" scripts/gpu-check.sh   (compute-sanitizer tools to run)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build-gpu}
@@ -26,7 +27,8 @@ printf '| ctest label gpu | %s |\n' "${gpu_summary:-none}"
 # The kernel tests built by nvcc, under compute-sanitizer: a memory error, a race on
 # shared memory or a misused barrier fails the check.
 sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-for tool in memcheck racecheck synccheck; do
+# EMBER_SANITIZER_TOOLS narrows the tools when device time is short (racecheck is the slowest).
+for tool in ${EMBER_SANITIZER_TOOLS:-memcheck racecheck synccheck}; do
   if [ -x "$sanitizer" ]; then
     if "$sanitizer" --tool "$tool" --error-exitcode 1 "$build/tests/ember_tests_cuda_gpu" \
         > "$build/sanitizer-$tool.log" 2>&1; then
