@@ -281,9 +281,15 @@ void Worker::run_block(const Launch& launch, uint3 block_index) {
   block_dim = launch.block;
   grid_dim = launch.grid;
   current_worker = this;
+  // A GPU promises no order among threads between barriers. Every other block (and, for
+  // the same block, every other launch) runs its threads last to first, so a kernel that
+  // reads what another thread writes without a barrier (or __syncwarp) between them gets
+  // a wrong answer in one order or the other.
+  const bool reverse = (block_index.x + block_index.y + block_index.z + launch.sequence) % 2 == 1;
   while (running_ > 0 && !failed_) {
     bool ran = false;
-    for (unsigned i = 0; i < threads_ && !failed_; ++i) {
+    for (unsigned k = 0; k < threads_ && !failed_; ++k) {
+      const unsigned i = reverse ? threads_ - 1 - k : k;
       if (fibers_[i].state != State::kRunnable) continue;
       ran = true;
       resume(i);

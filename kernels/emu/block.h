@@ -2,6 +2,7 @@
 // it, and the failure it reports to the launcher (launch.cpp). Internal to kernels/emu.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "kernels/emu/emu.h"
@@ -14,6 +15,7 @@ struct Launch {
   size_t shared_bytes;
   Invoke invoke;
   const void* closure;
+  uint64_t sequence;  // launches before this one: the order of threads alternates with it
 };
 
 // Thrown out of a block's scheduler (never across a fiber switch).

@@ -167,7 +167,8 @@ void launch(const char* kernel, const void* kernel_id, dim3 grid, dim3 block, si
   EMBER_CHECK(shared_bytes <= limit, "CUDA emulator: ", kernel, ": ", shared_bytes,
               " bytes of dynamic shared memory requested, above the ", limit,
               "-byte limit (kernels opt in to more with allow_dynamic_shared)");
-  run_grid(Launch{kernel, grid, block, shared_bytes, invoke, closure});
+  static std::atomic<uint64_t> launches{0};
+  run_grid(Launch{kernel, grid, block, shared_bytes, invoke, closure, launches.fetch_add(1)});
 }
 
 }  // namespace detail

@@ -136,6 +136,15 @@ __global__ void partial_warp_reads_missing_lane(float* out) {
   out[threadIdx.x] = __shfl_down_sync(0xffffffffu, 1.0f, 16);
 }
 
+// Reads its lower neighbour's shared value with no barrier after the writes: right when
+// threads happen to run in index order, wrong (the NaN dynamic shared memory starts as)
+// when they do not.
+__global__ void racy_neighbour_read(float* out) {
+  EMBER_DYNAMIC_SHARED(float, buf);
+  buf[threadIdx.x] = float(threadIdx.x);
+  out[blockIdx.x * blockDim.x + threadIdx.x] = threadIdx.x > 0 ? buf[threadIdx.x - 1] : 0.0f;
+}
+
 __global__ void noop() {}
 
 template <class T>
@@ -298,6 +307,17 @@ TEST(Emulator, ReadsFromMissingLanesAreUndefined) {
   std::vector<float> out(16, 0.0f);
   launch<partial_warp_reads_missing_lane>(LaunchConfig{dim3(1), dim3(16), 0}, nullptr, out.data());
   for (float v : out) EXPECT_TRUE(std::isnan(v));
+}
+
+TEST(Emulator, AMissingBarrierShowsInTheResults) {
+  // Two launches of one block: one runs the threads in index order, the other not.
+  int wrong = 0;
+  for (int launch_no = 0; launch_no < 2; ++launch_no) {
+    std::vector<float> out(64, 0.0f);
+    launch<racy_neighbour_read>(LaunchConfig{dim3(1), dim3(64), 64 * sizeof(float)}, nullptr, out.data());
+    for (float v : out) wrong += std::isnan(v);
+  }
+  EXPECT_GT(wrong, 0) << "the race went unnoticed";
 }
 
 TEST(Emulator, LaunchesBeyondDeviceLimitsAreRejected) {
