@@ -61,13 +61,17 @@ struct OnlineSoftmax {
     return exp(shift(max) - shift(whole.max)) / whole.sum;
   }
 
-  // The pair of the union of both sets. Symmetric to the last bit (max and the two
-  // products commute), so a butterfly leaves the same pair in every lane.
+  // The pair of the union of both sets. The operands go in a fixed order (larger max,
+  // then larger sum, first) because a compiler may fuse one product with the addition,
+  // which is not symmetric: so merge(a, b) and merge(b, a) agree to the last bit, and a
+  // butterfly leaves the same pair in every lane.
   EMBER_HD OnlineSoftmax merge(const OnlineSoftmax& o) const {
     using std::exp;
-    const T m = o.max > max ? o.max : max;
-    const T s = shift(m);
-    return {m, sum * exp(max - s) + o.sum * exp(o.max - s)};
+    const bool swap = o.max > max || (o.max == max && o.sum > sum);
+    const OnlineSoftmax& a = swap ? o : *this;
+    const OnlineSoftmax& b = swap ? *this : o;
+    const T s = shift(a.max);
+    return {a.max, a.sum * exp(a.max - s) + b.sum * exp(b.max - s)};
   }
 
   // log sum exp(x) of the values seen: softmax(x) = exp(x - lse), log_softmax(x) = x - lse.

@@ -2,6 +2,9 @@
 // `offset` takes lane i % k of counter block offset + i / k (k = 4 for 32-bit values, 2 for
 // doubles), exactly as kernels/cpu/creation.cpp does, so a CUDA draw is bit for bit the
 // CPU backend's for the same seed and offset (kernels/common/philox.h).
+// The integers are identical on every backend; the map lo + (hi - lo) u is too wherever
+// both compilers round it alike (nvcc fuses it into one multiply-add, as GCC does with
+// -march=native on a CPU with FMA; a CPU build without FMA rounds twice, one ulp apart).
 //
 // Each thread computes whole Philox blocks (10 rounds of 2 32x32->64 multiplies: ~40 integer
 // instructions per block) and writes their k values. On a GPU that is cheap next to the
