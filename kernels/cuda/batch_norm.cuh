@@ -22,7 +22,6 @@
 
 namespace ember::kernels::cuda {
 
-using rowwise::acc_t;
 
 // Segments of one plane (H * W contiguous values) hold at most this many values.
 inline constexpr int64_t kBatchNormSegment = 8192;
@@ -41,10 +40,10 @@ __global__ void __launch_bounds__(256)
                             int64_t n, int64_t c, int64_t hw, int64_t splits, int64_t per, int64_t pieces,
                             bool warp_segments,
                             int64_t* __restrict__ part_count,   // [c, splits] output
-                            acc_t<T>* __restrict__ part_mean,   // [c, splits] output
-                            acc_t<T>* __restrict__ part_m2) {   // [c, splits] output
+                            compute_t<T>* __restrict__ part_mean,   // [c, splits] output
+                            compute_t<T>* __restrict__ part_m2) {   // [c, splits] output
   using namespace rowwise;
-  using A = acc_t<T>;
+  using A = compute_t<T>;
   const int lanes = warp_segments ? 32 : int(blockDim.x);
   const int group = threadIdx.x / lanes, groups = blockDim.x / lanes, rank = threadIdx.x % lanes;
   for (int64_t item = blockIdx.x; item < c * splits; item += gridDim.x) {
@@ -77,7 +76,7 @@ __global__ void __launch_bounds__(256)
 // Merges each channel's partials in split order and writes the statistics (NaN mean and
 // variances for a channel without values, as PyTorch's mean of nothing). Reads 8 + 2
 // sizeof(acc) bytes per partial.
-template <class T, class A = acc_t<T>>
+template <class T, class A = compute_t<T>>
 __global__ void batch_norm_stats_finish_kernel(const T* __restrict__ x,                 // [n, c, hw] input: the shifts
                                                int64_t hw,
                                                const int64_t* __restrict__ part_count,  // [c, splits] input
@@ -141,25 +140,25 @@ inline LaunchConfig batch_norm_stats_finish_config(int64_t c) {
 // Bytes of workspace batch_norm_stats needs (the partials: c * splits of 8 + 2 sizeof(acc)).
 template <class T>
 size_t batch_norm_stats_workspace_bytes(int64_t n, int64_t c, int64_t hw) {
-  return size_t(c * batch_norm_stats_config(n, c, hw).splits) * (sizeof(int64_t) + 2 * sizeof(acc_t<T>));
+  return size_t(c * batch_norm_stats_config(n, c, hw).splits) * (sizeof(int64_t) + 2 * sizeof(compute_t<T>));
 }
 
 // Per-channel statistics of x [n, c, hw] (contiguous; hw = H * W, 1 for [N, C]). T: float,
-// double, __half, __nv_bfloat16; statistics in acc_t<T> (float, or double). var_unbiased,
+// double, __half, __nv_bfloat16; statistics in compute_t<T> (float, or double). var_unbiased,
 // running_mean and running_var may be null; updating running_var needs n * hw > 1 (the
 // unbiased variance of one value is undefined; PyTorch refuses to train on it too).
 template <class T>
 void batch_norm_stats(const T* x,                // [n, c, hw] input
                       int64_t n, int64_t c, int64_t hw,
-                      acc_t<T>* mean,            // [c] output
-                      acc_t<T>* var,             // [c] output: biased
-                      acc_t<T>* var_unbiased,    // [c] output, or null
-                      acc_t<T>* running_mean,    // [c] in/out, or null
-                      acc_t<T>* running_var,     // [c] in/out, or null
+                      compute_t<T>* mean,            // [c] output
+                      compute_t<T>* var,             // [c] output: biased
+                      compute_t<T>* var_unbiased,    // [c] output, or null
+                      compute_t<T>* running_mean,    // [c] in/out, or null
+                      compute_t<T>* running_var,     // [c] in/out, or null
                       double momentum,
                       void* workspace,           // batch_norm_stats_workspace_bytes<T>(n, c, hw) bytes
                       cudaStream_t stream) {
-  using A = acc_t<T>;
+  using A = compute_t<T>;
   const BatchNormStatsPlan p = batch_norm_stats_config(n, c, hw);
   EMBER_CHECK(c == 0 || (mean && var && workspace), "batch_norm_stats: null mean, var or workspace for ", c,
               " channels");

@@ -28,7 +28,6 @@
 
 namespace ember::kernels::cuda {
 
-using rowwise::acc_t;
 using rowwise::RowVariant;
 
 enum class LossReduction { kNone, kMean, kSum };
@@ -37,17 +36,17 @@ enum class LossReduction { kNone, kMean, kSum };
 // the online max/normalizer, then reads the target's logit. Memory-bound: s bytes per
 // logit (s = sizeof(T)) plus, per row, 8 (target) + 3 sizeof(acc) (loss, stats). Each block also leaves the sum of
 // its rows' losses and their count in partials[2 * blockIdx.x + {0, 1}] (when given), for
-// a deterministic mean (counts in acc_t: exact up to 2^24 rows in float).
+// a deterministic mean (counts in compute_t: exact up to 2^24 rows in float).
 template <class T, class Group>
 __global__ void __launch_bounds__(rowwise::kMaxBlockThreads)
     cross_entropy_forward_kernel(const T* __restrict__ logits,       // [n, c] input
                                  const int64_t* __restrict__ target,  // [n] input
-                                 acc_t<T>* __restrict__ loss,         // [n] output
-                                 acc_t<T>* __restrict__ stats,        // [n, 2] output, saved for backward
-                                 acc_t<T>* __restrict__ partials,     // [2 * gridDim.x] output, or null
+                                 compute_t<T>* __restrict__ loss,         // [n] output
+                                 compute_t<T>* __restrict__ stats,        // [n, 2] output, saved for backward
+                                 compute_t<T>* __restrict__ partials,     // [2 * gridDim.x] output, or null
                                  int64_t n, int64_t c, int64_t ignore_index, bool vec) {
   using namespace rowwise;
-  using A = acc_t<T>;
+  using A = compute_t<T>;
   A my_sum = 0, my_count = 0;  // over the rows this thread finished (rank 0 of its group)
   for (int64_t row = Group::first_row(); row < n; row += Group::row_stride()) {
     const T* xr = logits + row * c;
@@ -121,14 +120,14 @@ template <class T, class Group>
 __global__ void __launch_bounds__(rowwise::kMaxBlockThreads)
     cross_entropy_backward_kernel(const T* __restrict__ logits,        // [n, c] input
                                   const int64_t* __restrict__ target,  // [n] input
-                                  const acc_t<T>* __restrict__ stats,  // [n, 2] input, from the forward
-                                  const acc_t<T>* __restrict__ grad,   // [n] (grad_stride 1) or [1] (0) input
+                                  const compute_t<T>* __restrict__ stats,  // [n, 2] input, from the forward
+                                  const compute_t<T>* __restrict__ grad,   // [n] (grad_stride 1) or [1] (0) input
                                   int64_t grad_stride,
-                                  const acc_t<T>* __restrict__ total_weight,  // [1] input (mean), or null
+                                  const compute_t<T>* __restrict__ total_weight,  // [1] input (mean), or null
                                   T* __restrict__ dlogits,                    // [n, c] output
                                   int64_t n, int64_t c, int64_t ignore_index, bool vec) {
   using namespace rowwise;
-  using A = acc_t<T>;
+  using A = compute_t<T>;
   for (int64_t row = Group::first_row(); row < n; row += Group::row_stride()) {
     const T* xr = logits + row * c;
     T* dr = dlogits + row * c;
@@ -188,25 +187,25 @@ inline LaunchConfig cross_entropy_reduce_config() { return {dim3(1), dim3(256), 
 // Bytes of workspace cross_entropy_forward needs for a mean or sum (the per-block partials).
 template <class T>
 size_t cross_entropy_workspace_bytes(int64_t n, int64_t c, RowVariant variant = RowVariant::kAuto) {
-  return size_t(cross_entropy_config(n, c, sizeof(T), false, variant).cfg.grid.x) * 2 * sizeof(acc_t<T>);
+  return size_t(cross_entropy_config(n, c, sizeof(T), false, variant).cfg.grid.x) * 2 * sizeof(compute_t<T>);
 }
 
 // loss[i] for each row (0 where ignored), stats[i] = {max, log sum exp(x - max)} of each
 // row saved for backward (their sum is the row's log-sum-exp), and for kMean / kSum
 // reduced[0] and total_weight[0] (the count of rows not ignored). T: float, double, __half,
-// __nv_bfloat16; loss, stats, reduced in acc_t<T> (float; double for float64). Out-of-range
+// __nv_bfloat16; loss, stats, reduced in compute_t<T> (float; double for float64). Out-of-range
 // targets: Note [Out-of-range targets].
 template <class T>
 void cross_entropy_forward(const T* logits,        // [n, c] input
                            const int64_t* target,  // [n] input: class indices or ignore_index
-                           acc_t<T>* loss,         // [n] output
-                           acc_t<T>* stats,        // [n, 2] output, saved for backward
+                           compute_t<T>* loss,         // [n] output
+                           compute_t<T>* stats,        // [n, 2] output, saved for backward
                            int64_t n, int64_t c, int64_t ignore_index, LossReduction reduction,
-                           acc_t<T>* reduced,       // [1] output (kMean, kSum), else unused
-                           acc_t<T>* total_weight,  // [1] output (kMean, kSum), saved for backward
+                           compute_t<T>* reduced,       // [1] output (kMean, kSum), else unused
+                           compute_t<T>* total_weight,  // [1] output (kMean, kSum), saved for backward
                            void* workspace,         // cross_entropy_workspace_bytes<T>(n, c) bytes (kMean, kSum)
                            cudaStream_t stream, RowVariant variant = RowVariant::kAuto) {
-  using A = acc_t<T>;
+  using A = compute_t<T>;
   EMBER_CHECK(n == 0 || c > 0, "cross_entropy: ", n, " rows of 0 classes");
   EMBER_CHECK(n == 0 || (logits && target && loss && stats), "cross_entropy: null pointer for [", n, ", ", c,
               "] logits, target, loss or stats");
@@ -235,9 +234,9 @@ void cross_entropy_forward(const T* logits,        // [n, c] input
 template <class T>
 void cross_entropy_backward(const T* logits,               // [n, c] input
                             const int64_t* target,         // [n] input
-                            const acc_t<T>* stats,         // [n, 2] input, from cross_entropy_forward
-                            const acc_t<T>* grad,          // [n] or [1] input
-                            const acc_t<T>* total_weight,  // [1] input for kMean, else unused
+                            const compute_t<T>* stats,         // [n, 2] input, from cross_entropy_forward
+                            const compute_t<T>* grad,          // [n] or [1] input
+                            const compute_t<T>* total_weight,  // [1] input for kMean, else unused
                             T* dlogits,                    // [n, c] output
                             int64_t n, int64_t c, int64_t ignore_index, LossReduction reduction,
                             cudaStream_t stream, RowVariant variant = RowVariant::kAuto) {
@@ -249,7 +248,7 @@ void cross_entropy_backward(const T* logits,               // [n, c] input
   const CrossEntropyPlan p =
       cross_entropy_config(n, c, sizeof(T), rowwise::same_alignment(logits, dlogits), variant);
   const int64_t grad_stride = reduction == LossReduction::kNone ? 1 : 0;
-  const acc_t<T>* tw = reduction == LossReduction::kMean ? total_weight : nullptr;
+  const compute_t<T>* tw = reduction == LossReduction::kMean ? total_weight : nullptr;
   if (p.block_per_row)
     launch<cross_entropy_backward_kernel<T, rowwise::BlockPerRow>>(p.cfg, stream, logits, target, stats, grad,
                                                                    grad_stride, tw, dlogits, n, c, ignore_index,

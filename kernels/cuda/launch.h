@@ -14,6 +14,7 @@
 #include "kernels/emu/emu.h"
 #endif
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -53,13 +54,22 @@ struct LaunchConfig {
 // flight per SM on Ampere and Hopper while leaving registers for unrolling.
 inline constexpr int kBlockThreads = 256;
 
-// The current device's multiprocessor count (the emulator's: device_properties()).
+// The current device's multiprocessor count (the emulator's: device_properties()). Every
+// launch configuration asks, so each device's answer is kept after the first query.
 inline int sm_count() {
 #if defined(__CUDACC__)
-  int device = 0, count = 0;
+  constexpr int kMaxDevices = 64;
+  static std::atomic<int> known[kMaxDevices] = {};
+  int device = 0;
   cudaGetDevice(&device);
-  cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
-  return count > 0 ? count : 1;
+  if (device < 0 || device >= kMaxDevices) device = 0;
+  int count = known[device].load(std::memory_order_relaxed);
+  if (count == 0) {
+    cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
+    count = count > 0 ? count : 1;
+    known[device].store(count, std::memory_order_relaxed);
+  }
+  return count;
 #else
   return ::ember::emu::device_properties().sm_count;
 #endif

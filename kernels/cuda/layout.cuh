@@ -179,28 +179,6 @@ inline LaunchConfig strided_gather_config(int64_t n) {
 // ---------------------------------------------------------------------------------------
 // Host side.
 
-// The same view with size-1 dims dropped and each dim merged into the next where
-// strides[d] == strides[d + 1] * sizes[d + 1]; a view of one element becomes 1-D.
-inline Layout coalesce_layout(const Layout& l) {
-  Layout c;
-  for (int d = 0; d < l.ndim; ++d) {
-    if (l.sizes[d] == 1) continue;
-    if (c.ndim > 0 && c.strides[c.ndim - 1] == l.strides[d] * l.sizes[d]) {
-      c.sizes[c.ndim - 1] *= l.sizes[d];
-      c.strides[c.ndim - 1] = l.strides[d];
-    } else {
-      c.sizes[c.ndim] = l.sizes[d];
-      c.strides[c.ndim] = l.strides[d];
-      ++c.ndim;
-    }
-  }
-  if (c.ndim == 0) {
-    c.ndim = 1;
-    c.sizes[0] = 1;
-    c.strides[0] = 1;
-  }
-  return c;
-}
 
 
 inline void check_layout(const Layout& l, const char* op) {

@@ -27,7 +27,6 @@
 
 namespace ember::kernels::cuda {
 
-using rowwise::acc_t;
 using rowwise::RowPlan;
 using rowwise::RowVariant;
 
@@ -39,10 +38,10 @@ using namespace rowwise;
 // Mean first, then the sum of squared deviations from it (two passes over registers, no
 // cancellation). A thread of a dead row passes cols = 0 and writes nothing.
 template <int kN, class Red, class T>
-__device__ __forceinline__ void layer_norm_row(const T* x, const T* gamma, const T* beta, T* y, acc_t<T>* mean_out,
-                                               acc_t<T>* rstd_out, int64_t cols, int rank, int lanes, bool vec,
-                                               acc_t<T> eps) {
-  using A = acc_t<T>;
+__device__ __forceinline__ void layer_norm_row(const T* x, const T* gamma, const T* beta, T* y, compute_t<T>* mean_out,
+                                               compute_t<T>* rstd_out, int64_t cols, int rank, int lanes, bool vec,
+                                               compute_t<T> eps) {
+  using A = compute_t<T>;
   A v[kN];
   tile_load<kN>(x, cols, rank, lanes, vec, v, A(0));
   A s = 0;
@@ -81,10 +80,10 @@ __device__ __forceinline__ void layer_norm_row(const T* x, const T* gamma, const
 // dbeta accumulators (same columns every row). With g = dy * gamma:
 //   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)).
 template <int kN, class Red, class T>
-__device__ __forceinline__ void layer_norm_backward_row(const T* dy, const T* x, acc_t<T> mean, acc_t<T> rstd,
+__device__ __forceinline__ void layer_norm_backward_row(const T* dy, const T* x, compute_t<T> mean, compute_t<T> rstd,
                                                         const T* gamma, T* dx, int64_t cols, int rank, int lanes,
-                                                        bool vec, acc_t<T> (&dg)[kN], acc_t<T> (&db)[kN]) {
-  using A = acc_t<T>;
+                                                        bool vec, compute_t<T> (&dg)[kN], compute_t<T> (&db)[kN]) {
+  using A = compute_t<T>;
   A xh[kN], g[kN];
   tile_load<kN>(x, cols, rank, lanes, vec, xh, A(0));
   tile_load<kN>(dy, cols, rank, lanes, vec, g, A(0));  // padding: dy = 0, so it adds nothing below
@@ -128,9 +127,9 @@ __global__ void __launch_bounds__(rowwise::kWarpRowBlock)
                            const T* __restrict__ gamma,  // [cols] input, or null
                            const T* __restrict__ beta,   // [cols] input, or null
                            T* __restrict__ y,            // [rows, cols] output
-                           acc_t<T>* __restrict__ mean,  // [rows] output, saved for backward
-                           acc_t<T>* __restrict__ rstd,  // [rows] output, saved for backward
-                           int64_t rows, int64_t cols, acc_t<T> eps, bool vec) {
+                           compute_t<T>* __restrict__ mean,  // [rows] output, saved for backward
+                           compute_t<T>* __restrict__ rstd,  // [rows] output, saved for backward
+                           int64_t rows, int64_t cols, compute_t<T> eps, bool vec) {
   constexpr int kW = kP < 32 ? kP : 32, kN = kP / kW;
   rowwise::for_each_warp_row<kW>(rows, [&](int64_t r, bool live, int rank) {
     norm_detail::layer_norm_row<kN, rowwise::SubWarp<kW>>(x + r * cols, gamma, beta, y + r * cols, mean + r, rstd + r,
@@ -142,8 +141,8 @@ __global__ void __launch_bounds__(rowwise::kWarpRowBlock)
 template <class T, int kN>
 __global__ void __launch_bounds__(rowwise::kMaxBlockThreads)
     layer_norm_block_kernel(const T* __restrict__ x, const T* __restrict__ gamma, const T* __restrict__ beta,
-                            T* __restrict__ y, acc_t<T>* __restrict__ mean, acc_t<T>* __restrict__ rstd,
-                            int64_t rows, int64_t cols, acc_t<T> eps, bool vec) {  // shapes: layer_norm_warp_kernel
+                            T* __restrict__ y, compute_t<T>* __restrict__ mean, compute_t<T>* __restrict__ rstd,
+                            int64_t rows, int64_t cols, compute_t<T> eps, bool vec) {  // shapes: layer_norm_warp_kernel
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x)
     norm_detail::layer_norm_row<kN, rowwise::BlockPerRow>(x + row * cols, gamma, beta, y + row * cols, mean + row,
                                                           rstd + row, cols, threadIdx.x, blockDim.x, vec, eps);
@@ -155,10 +154,10 @@ __global__ void __launch_bounds__(rowwise::kMaxBlockThreads)
 template <class T>
 __global__ void __launch_bounds__(rowwise::kMaxBlockThreads)
     layer_norm_stream_kernel(const T* __restrict__ x, const T* __restrict__ gamma, const T* __restrict__ beta,
-                             T* __restrict__ y, acc_t<T>* __restrict__ mean, acc_t<T>* __restrict__ rstd,
-                             int64_t rows, int64_t cols, acc_t<T> eps, bool vec) {  // shapes: layer_norm_warp_kernel
+                             T* __restrict__ y, compute_t<T>* __restrict__ mean, compute_t<T>* __restrict__ rstd,
+                             int64_t rows, int64_t cols, compute_t<T> eps, bool vec) {  // shapes: layer_norm_warp_kernel
   using namespace rowwise;
-  using A = acc_t<T>;
+  using A = compute_t<T>;
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T* xr = x + row * cols;
     T* yr = y + row * cols;
@@ -207,14 +206,14 @@ template <class T, int kP>
 __global__ void __launch_bounds__(256)
     layer_norm_backward_warp_kernel(const T* __restrict__ dy,           // [rows, cols] input
                                     const T* __restrict__ x,            // [rows, cols] input
-                                    const acc_t<T>* __restrict__ mean,  // [rows] input, from the forward
-                                    const acc_t<T>* __restrict__ rstd,  // [rows] input, from the forward
+                                    const compute_t<T>* __restrict__ mean,  // [rows] input, from the forward
+                                    const compute_t<T>* __restrict__ rstd,  // [rows] input, from the forward
                                     const T* __restrict__ gamma,        // [cols] input, or null
                                     T* __restrict__ dx,                 // [rows, cols] output
-                                    acc_t<T>* __restrict__ partial_gamma,  // [gridDim.x, cols] output, or null
-                                    acc_t<T>* __restrict__ partial_beta,   // [gridDim.x, cols] output, or null
+                                    compute_t<T>* __restrict__ partial_gamma,  // [gridDim.x, cols] output, or null
+                                    compute_t<T>* __restrict__ partial_beta,   // [gridDim.x, cols] output, or null
                                     int64_t rows, int64_t cols, bool vec) {
-  using A = acc_t<T>;
+  using A = compute_t<T>;
   constexpr int kW = kP < 32 ? kP : 32, kN = kP / kW;
   const int lane = threadIdx.x % 32, rank = lane % kW;
   A dg[kN], db[kN];
@@ -255,11 +254,11 @@ __global__ void __launch_bounds__(256)
 template <class T, int kN>
 __global__ void __launch_bounds__(rowwise::kMaxBlockThreads)
     layer_norm_backward_block_kernel(const T* __restrict__ dy, const T* __restrict__ x,
-                                     const acc_t<T>* __restrict__ mean, const acc_t<T>* __restrict__ rstd,
+                                     const compute_t<T>* __restrict__ mean, const compute_t<T>* __restrict__ rstd,
                                      const T* __restrict__ gamma, T* __restrict__ dx,
-                                     acc_t<T>* __restrict__ partial_gamma, acc_t<T>* __restrict__ partial_beta,
+                                     compute_t<T>* __restrict__ partial_gamma, compute_t<T>* __restrict__ partial_beta,
                                      int64_t rows, int64_t cols, bool vec) {  // shapes: the warp kernel's
-  using A = acc_t<T>;
+  using A = compute_t<T>;
   A dg[kN], db[kN];
   for (int k = 0; k < kN; ++k) dg[k] = db[k] = A(0);
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x)
@@ -283,12 +282,12 @@ __global__ void __launch_bounds__(rowwise::kMaxBlockThreads)
 template <class T>
 __global__ void __launch_bounds__(rowwise::kMaxBlockThreads)
     layer_norm_backward_stream_kernel(const T* __restrict__ dy, const T* __restrict__ x,
-                                      const acc_t<T>* __restrict__ mean, const acc_t<T>* __restrict__ rstd,
+                                      const compute_t<T>* __restrict__ mean, const compute_t<T>* __restrict__ rstd,
                                       const T* __restrict__ gamma, T* __restrict__ dx,
-                                      acc_t<T>* __restrict__ partial_gamma, acc_t<T>* __restrict__ partial_beta,
+                                      compute_t<T>* __restrict__ partial_gamma, compute_t<T>* __restrict__ partial_beta,
                                       int64_t rows, int64_t cols, bool vec) {  // shapes: the warp kernel's
   using namespace rowwise;
-  using A = acc_t<T>;
+  using A = compute_t<T>;
   A* pg = partial_gamma != nullptr ? partial_gamma + blockIdx.x * cols : nullptr;
   A* pb = partial_beta != nullptr ? partial_beta + blockIdx.x * cols : nullptr;
   if (pg != nullptr)
@@ -337,12 +336,12 @@ __global__ void __launch_bounds__(rowwise::kMaxBlockThreads)
 // dgamma[c] = sum over partial rows of partial_gamma[., c], in row order (likewise dbeta).
 // Memory-bound: reads 2 sizeof(acc) per partial element.
 template <class T>
-__global__ void layer_norm_param_grad_kernel(const acc_t<T>* __restrict__ partial_gamma,  // [nparts, cols] input
-                                             const acc_t<T>* __restrict__ partial_beta,   // [nparts, cols] input
+__global__ void layer_norm_param_grad_kernel(const compute_t<T>* __restrict__ partial_gamma,  // [nparts, cols] input
+                                             const compute_t<T>* __restrict__ partial_beta,   // [nparts, cols] input
                                              int64_t nparts, int64_t cols,
                                              T* __restrict__ dgamma,  // [cols] output, or null
                                              T* __restrict__ dbeta) {  // [cols] output, or null
-  using A = acc_t<T>;
+  using A = compute_t<T>;
   for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < cols; c += int64_t(gridDim.x) * blockDim.x) {
     A a = 0, b = 0;
     for (int64_t p = 0; p < nparts; ++p) {
@@ -388,14 +387,14 @@ inline RowPlan layer_norm_backward_config(int64_t rows, int64_t cols, int elem_b
 
 // y = layer_norm(x) over the last dim of contiguous [rows, cols] tensors, and each row's
 // mean and rstd = 1 / sqrt(biased var + eps) for backward. T: float, double, __half,
-// __nv_bfloat16 (mean and rstd in acc_t<T>: float, or double). gamma and beta may be null.
+// __nv_bfloat16 (mean and rstd in compute_t<T>: float, or double). gamma and beta may be null.
 template <class T>
 void layer_norm(const T* x,          // [rows, cols] input
                 const std::type_identity_t<T>* gamma,  // [cols] input, or null
                 const std::type_identity_t<T>* beta,   // [cols] input, or null
                 T* y,                // [rows, cols] output
-                acc_t<T>* mean,      // [rows] output
-                acc_t<T>* rstd,      // [rows] output
+                compute_t<T>* mean,      // [rows] output
+                compute_t<T>* rstd,      // [rows] output
                 int64_t rows, int64_t cols, double eps, cudaStream_t stream, RowVariant variant = RowVariant::kAuto) {
   using namespace rowwise;
   EMBER_CHECK(rows >= 0 && cols >= 0, "layer_norm: negative shape [", rows, ", ", cols, "]");
@@ -405,7 +404,7 @@ void layer_norm(const T* x,          // [rows, cols] input
   if (rows == 0) return;
   const bool aligned = all_aligned16(x, gamma, beta, y), stream_vec = same_alignment(x, y);
   const RowPlan p = layer_norm_config(rows, cols, sizeof(T), aligned, stream_vec, variant);
-  const acc_t<T> e = acc_t<T>(eps);
+  const compute_t<T> e = compute_t<T>(eps);
   switch (p.variant) {
     case RowVariant::kWarp:
       dispatch_pow2<1, kMaxWarpRow>(p.per_thread, [&](auto kp) {
@@ -432,8 +431,8 @@ inline LaunchConfig layer_norm_param_grad_config(int64_t cols) {
 // Bytes of workspace layer_norm_backward needs for dgamma / dbeta (two partial rows per block).
 template <class T>
 size_t layer_norm_backward_workspace_bytes(int64_t rows, int64_t cols, RowVariant variant = RowVariant::kAuto) {
-  const RowPlan p = layer_norm_backward_config(rows, cols, sizeof(T), sizeof(acc_t<T>), false, false, variant);
-  return size_t(p.cfg.grid.x) * size_t(cols) * 2 * sizeof(acc_t<T>);
+  const RowPlan p = layer_norm_backward_config(rows, cols, sizeof(T), sizeof(compute_t<T>), false, false, variant);
+  return size_t(p.cfg.grid.x) * size_t(cols) * 2 * sizeof(compute_t<T>);
 }
 
 // dx from dy, the forward's input x and its saved mean and rstd; dgamma and dbeta (each
@@ -441,8 +440,8 @@ size_t layer_norm_backward_workspace_bytes(int64_t rows, int64_t cols, RowVarian
 template <class T>
 void layer_norm_backward(const T* dy,              // [rows, cols] input
                          const T* x,               // [rows, cols] input
-                         const acc_t<T>* mean,     // [rows] input, from layer_norm
-                         const acc_t<T>* rstd,     // [rows] input, from layer_norm
+                         const compute_t<T>* mean,     // [rows] input, from layer_norm
+                         const compute_t<T>* rstd,     // [rows] input, from layer_norm
                          const std::type_identity_t<T>* gamma,  // [cols] input, or null
                          T* dx,                                 // [rows, cols] output
                          std::type_identity_t<T>* dgamma,       // [cols] output, or null
@@ -451,7 +450,7 @@ void layer_norm_backward(const T* dy,              // [rows, cols] input
                          void* workspace,          // layer_norm_backward_workspace_bytes<T>(rows, cols) bytes
                          cudaStream_t stream, RowVariant variant = RowVariant::kAuto) {
   using namespace rowwise;
-  using A = acc_t<T>;
+  using A = compute_t<T>;
   const bool params = dgamma != nullptr || dbeta != nullptr;
   EMBER_CHECK(rows >= 0 && cols >= 0, "layer_norm_backward: negative shape [", rows, ", ", cols, "]");
   EMBER_CHECK(rows == 0 || cols == 0 || (dy && x && mean && rstd && dx), "layer_norm_backward: null pointer for a [",

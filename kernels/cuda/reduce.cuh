@@ -45,8 +45,8 @@ __device__ __forceinline__ int64_t shfl_xor(int64_t v, int m) {
   return static_cast<int64_t>(__shfl_xor_sync(0xffffffffu, static_cast<long long>(v), m));
 }
 template <class C>
-__device__ __forceinline__ WelfordAcc<C> shfl_xor(WelfordAcc<C> a, int m) {
-  return WelfordAcc<C>{shfl_xor(a.n, m), shfl_xor(a.mean, m), shfl_xor(a.m2, m)};
+__device__ __forceinline__ ops::Welford<C> shfl_xor(ops::Welford<C> a, int m) {
+  return ops::Welford<C>{shfl_xor(a.count, m), shfl_xor(a.mean, m), shfl_xor(a.m2, m)};
 }
 template <class C>
 __device__ __forceinline__ ArgAcc<C> shfl_xor(ArgAcc<C> a, int m) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/common/norm_ops.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/types.cuh"
 
@@ -83,13 +84,6 @@ struct ExtremumReduce {
 template <class T> using MaxReduce = ExtremumReduce<T, true>;
 template <class T> using MinReduce = ExtremumReduce<T, false>;
 
-// n elements with mean `mean` and sum of squared deviations `m2`.
-template <class C>
-struct WelfordAcc {
-  int64_t n;
-  C mean, m2;
-};
-
 // Variance: m2 / max(n - correction, 0), as torch.var (n <= correction gives inf, or NaN
 // when m2 is 0 or NaN). Each chunk's mean and m2 come from its values in registers (two
 // passes, exact up to rounding); chunks merge by Chan, Golub and LeVeque's formula:
@@ -98,31 +92,21 @@ template <class T>
 struct VarReduce {
   using Elem = T;
   using C = compute_t<T>;
-  using Acc = WelfordAcc<C>;
+  using Acc = ops::Welford<C>;  // Welford states, merged by Chan's formula
   using Out = T*;  // [outputs]
   static constexpr const char* kName = "var";
   static constexpr bool kNeedsElements = false;
   int64_t correction = 1;
 
-  __device__ __forceinline__ Acc identity() const { return Acc{0, C(0), C(0)}; }
-  __device__ __forceinline__ Acc merge(Acc a, Acc b) const {
-    if (b.n == 0) return a;
-    if (a.n == 0) return b;
-    const int64_t n = a.n + b.n;
-    const C delta = b.mean - a.mean, wb = C(b.n) / C(n);
-    return Acc{n, a.mean + delta * wb, a.m2 + b.m2 + delta * delta * C(a.n) * wb};
-  }
+  __device__ __forceinline__ Acc identity() const { return Acc::empty(); }
+  __device__ __forceinline__ Acc merge(Acc a, Acc b) const { return a.merge(b); }
   template <int N>
   __device__ __forceinline__ Acc chunk(const C (&v)[N], int64_t, int64_t) const {
-    C s = v[0];
-    for (int j = 1; j < N; ++j) s += v[j];
-    const C mean = s / C(N);
-    C m2 = C(0);
-    for (int j = 0; j < N; ++j) m2 += (v[j] - mean) * (v[j] - mean);
-    return Acc{N, mean, m2};
+    return Acc::of(v, N);
   }
+  // m2 / max(n - correction, 0), as torch.var (inf or NaN where nothing is left).
   __device__ __forceinline__ void write(Out out, int64_t o, Acc a, int64_t) const {
-    const int64_t dof = a.n > correction ? a.n - correction : 0;
+    const int64_t dof = a.count > correction ? a.count - correction : 0;
     out[o] = round_to<T>(a.m2 / C(dof));
   }
 };

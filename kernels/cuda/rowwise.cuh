@@ -34,10 +34,6 @@ namespace ember::kernels::cuda::rowwise {
 
 // --- Element types ------------------------------------------------------------------------
 
-// The compute type: float for float32 / float16 / bfloat16 data, double for float64
-// (types.cuh's compute_t, which the row kernels take only for floating T).
-template <class T> using acc_t = compute_t<T>;
-
 // exp in the compute type (std::exp's float overload, not the double one).
 template <class A>
 __device__ __forceinline__ A exp_acc(A x) {
@@ -62,7 +58,7 @@ template <class T> inline constexpr int kVec = 16 / int(sizeof(T));
 
 // n = 1 or kVec<T> consecutive elements at p (16-byte aligned when n > 1), converted.
 template <int n, class T>
-__device__ __forceinline__ void load(const T* p, acc_t<T>* out) {
+__device__ __forceinline__ void load(const T* p, compute_t<T>* out) {
   if constexpr (n == 1) {
     out[0] = widen(p[0]);
   } else {
@@ -73,7 +69,7 @@ __device__ __forceinline__ void load(const T* p, acc_t<T>* out) {
   }
 }
 template <int n, class T>
-__device__ __forceinline__ void store(T* p, const acc_t<T>* in) {
+__device__ __forceinline__ void store(T* p, const compute_t<T>* in) {
   if constexpr (n == 1) {
     p[0] = round_to<T>(in[0]);
   } else {
@@ -117,7 +113,7 @@ __device__ __forceinline__ int64_t tile_col(int k, int rank, int lanes, bool vec
 // vec needs kN % kVec == 0, cols % kVec == 0 and row 16-byte aligned (host-checked).
 template <int kN, class T>
 __device__ __forceinline__ void tile_load(const T* row, int64_t cols, int rank, int lanes, bool vec,
-                                          acc_t<T> (&v)[kN], acc_t<T> fill) {
+                                          compute_t<T> (&v)[kN], compute_t<T> fill) {
   constexpr int V = kVec<T>;
   if constexpr (kN % V == 0) {
     if (vec) {
@@ -143,7 +139,7 @@ __device__ __forceinline__ void tile_load(const T* row, int64_t cols, int rank, 
 
 template <int kN, class T>
 __device__ __forceinline__ void tile_store(T* row, int64_t cols, int rank, int lanes, bool vec,
-                                           const acc_t<T> (&v)[kN]) {
+                                           const compute_t<T> (&v)[kN]) {
   constexpr int V = kVec<T>;
   if constexpr (kN % V == 0) {
     if (vec) {

@@ -17,7 +17,6 @@
 
 namespace ember::kernels::cuda {
 
-using rowwise::acc_t;
 using rowwise::RowPlan;
 using rowwise::RowVariant;
 
@@ -29,7 +28,7 @@ using namespace rowwise;
 // or log_softmax(x). A thread of a dead row (past the last) passes cols = 0.
 template <bool kLog, int kN, class Red, class T>
 __device__ __forceinline__ void softmax_row(const T* x, T* y, int64_t cols, int rank, int lanes, bool vec) {
-  using A = acc_t<T>;
+  using A = compute_t<T>;
   A v[kN];
   tile_load<kN>(x, cols, rank, lanes, vec, v, A(-INFINITY));
   if constexpr (kLog) {
@@ -57,7 +56,7 @@ __device__ __forceinline__ void softmax_row(const T* x, T* y, int64_t cols, int 
 template <bool kLog, int kN, class Red, class T>
 __device__ __forceinline__ void softmax_backward_row(const T* y, const T* dy, T* dx, int64_t cols, int rank, int lanes,
                                                      bool vec) {
-  using A = acc_t<T>;
+  using A = compute_t<T>;
   A yv[kN], g[kN];
   tile_load<kN>(y, cols, rank, lanes, vec, yv, A(0));
   tile_load<kN>(dy, cols, rank, lanes, vec, g, A(0));
@@ -108,7 +107,7 @@ __global__ void __launch_bounds__(rowwise::kMaxBlockThreads)
                           T* __restrict__ y,        // [rows, cols] output
                           int64_t rows, int64_t cols, bool vec) {
   using namespace rowwise;
-  using A = acc_t<T>;
+  using A = compute_t<T>;
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T* xr = x + row * cols;
     T* yr = y + row * cols;
@@ -173,7 +172,7 @@ __global__ void __launch_bounds__(rowwise::kMaxBlockThreads)
                                    T* __restrict__ dx,        // [rows, cols] output
                                    int64_t rows, int64_t cols, bool vec) {
   using namespace rowwise;
-  using A = acc_t<T>;
+  using A = compute_t<T>;
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T* yr = y + row * cols;
     const T* gr = dy + row * cols;

@@ -150,4 +150,75 @@ inline int64_t numel(const Layout& l) {
   return n;
 }
 
+// ---- Coalescing dims ---------------------------------------------------------------------
+
+// Maps a linear index over the (coalesced) shape to each operand's element offset.
+template <int N>
+struct Indexer {
+  int ndim = 0;
+  int64_t sizes[kMaxDims] = {};
+  int64_t strides[N][kMaxDims] = {};
+
+  __host__ __device__ __forceinline__ void offsets(int64_t i, int64_t (&off)[N]) const {
+    for (int k = 0; k < N; ++k) off[k] = 0;
+    for (int d = ndim - 1; d >= 0; --d) {
+      const int64_t idx = i % sizes[d];
+      i /= sizes[d];
+      for (int k = 0; k < N; ++k) off[k] += idx * strides[k][d];
+    }
+  }
+  bool contiguous() const {
+    if (ndim > 1) return false;
+    for (int k = 0; k < N; ++k)
+      if (ndim == 1 && strides[k][0] != 1) return false;
+    return true;
+  }
+};
+
+// Operands' layouts over one shape (the first's), with size-1 dims dropped and adjacent
+// dims merged where every operand steps through them as through one dim.
+template <int N>
+Indexer<N> make_indexer(const Layout* const (&layouts)[N]) {
+  const Layout& shape = *layouts[0];
+  for (int k = 1; k < N; ++k) {
+    EMBER_CHECK(layouts[k]->ndim == shape.ndim, "strided operands: operand ", k, " has ", layouts[k]->ndim,
+                " dims, the output ", shape.ndim);
+    for (int d = 0; d < shape.ndim; ++d)
+      EMBER_CHECK(layouts[k]->sizes[d] == shape.sizes[d], "strided operands: operand ", k, " has size ",
+                  layouts[k]->sizes[d], " in dim ", d, " where the output has ", shape.sizes[d]);
+  }
+  Indexer<N> ix;
+  for (int d = 0; d < shape.ndim; ++d) {
+    if (shape.sizes[d] == 1) continue;
+    const int last = ix.ndim - 1;
+    bool merge = last >= 0;
+    for (int k = 0; k < N && merge; ++k) merge = ix.strides[k][last] == layouts[k]->strides[d] * shape.sizes[d];
+    if (merge) {
+      ix.sizes[last] *= shape.sizes[d];
+      for (int k = 0; k < N; ++k) ix.strides[k][last] = layouts[k]->strides[d];
+    } else {
+      ix.sizes[ix.ndim] = shape.sizes[d];
+      for (int k = 0; k < N; ++k) ix.strides[k][ix.ndim] = layouts[k]->strides[d];
+      ++ix.ndim;
+    }
+  }
+  return ix;
+}
+
+// One view with its dims coalesced (make_indexer's rule); a view of no dims (a scalar, or
+// all sizes 1) becomes [1] with stride 1.
+inline Layout coalesce_layout(const Layout& l) {
+  const Layout* const one[1] = {&l};
+  const Indexer<1> ix = make_indexer<1>(one);
+  Layout c;
+  c.ndim = ix.ndim > 0 ? ix.ndim : 1;
+  c.sizes[0] = 1;
+  c.strides[0] = 1;
+  for (int d = 0; d < ix.ndim; ++d) {
+    c.sizes[d] = ix.sizes[d];
+    c.strides[d] = ix.strides[0][d];
+  }
+  return c;
+}
+
 }  // namespace ember::kernels::cuda

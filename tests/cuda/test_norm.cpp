@@ -135,7 +135,7 @@ CpuLayerNorm cpu_layer_norm(const LayerNormCase& c, int64_t rows, int64_t cols, 
 template <class T>
 void check_layer_norm(int64_t rows, int64_t cols, RowVariant v, bool affine, uint32_t seed, size_t offset = 0,
                       double offset_value = 0, double rtol = kRtol<T>, double floor = kFloor<T>) {
-  using A = acc_t<T>;
+  using A = compute_t<T>;
   const LayerNormCase c = make_case<T>(rows, cols, seed, offset_value);
   const CpuLayerNorm want = cpu_layer_norm(c, rows, cols, affine);
   const DeviceArray<T> x(from_doubles<T>(c.x), offset), gamma(from_doubles<T>(c.gamma), offset),
@@ -148,7 +148,7 @@ void check_layer_norm(int64_t rows, int64_t cols, RowVariant v, bool affine, uin
   const std::string at = where("layer_norm", v, rows, cols, affine);
   if (rows > 0) {
     EXPECT_TRUE(close(y.host(), want.y, rtol, floor)) << at << " y";
-    // The mean (in acc_t) carries a few eps of the largest |x| absolutely, not of itself.
+    // The mean (in compute_t) carries a few eps of the largest |x| absolutely, not of itself.
     EXPECT_TRUE(all_close(mean.host(), want.mean, kRtol<A>, kRtol<A> * max_abs(c.x))) << at << " mean";
     EXPECT_TRUE(close(rstd.host(), want.rstd, rtol, 0)) << at << " rstd";
   }
@@ -308,8 +308,8 @@ std::vector<double> var_of(const Tensor& x, int64_t correction) {
 // nn::functional::batch_norm does.
 template <class T>
 void check_batch_norm_stats(Nchw s, uint32_t seed, size_t offset = 0, double offset_value = 0,
-                            double rtol = kRtol<acc_t<T>>) {
-  using A = acc_t<T>;
+                            double rtol = kRtol<compute_t<T>>) {
+  using A = compute_t<T>;
   const int64_t hw = s.h * s.w, count = s.n * hw;
   const auto x = rounded<T>(random_doubles(s.n * s.c * hw, seed, offset_value - 2, offset_value + 2));
   const auto rm0 = random_doubles(s.c, seed + 1, -1, 1), rv0 = random_doubles(s.c, seed + 2, 0.5, 2);

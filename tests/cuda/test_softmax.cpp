@@ -379,7 +379,7 @@ std::string ce_where(RowVariant v, int64_t n, int64_t c) {
 template <class T>
 void check_cross_entropy(const std::vector<double>& x_in, int64_t n, int64_t c, RowVariant v, uint32_t seed,
                          size_t offset_x = 0, size_t offset_dx = 0) {
-  using A = acc_t<T>;
+  using A = compute_t<T>;
   const auto x = rounded<T>(x_in);
   const auto t = random_targets(n, c, seed);
   const auto g = random_doubles(n, seed + 1, -1, 1);
