@@ -2,11 +2,11 @@
 // so a model file that includes it compiles in about two seconds.
 #pragma once
 
+#include "base/error.h"
 #include "core/autocast.h"
 #include "core/autograd.h"
 #include "core/device.h"
 #include "core/dtype.h"
-#include "core/error.h"
 #include "core/memory.h"
 #include "core/ops.h"
 #include "core/profiler.h"

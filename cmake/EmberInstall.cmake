@@ -9,7 +9,7 @@ install(TARGETS ember EXPORT emberTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(FILES ember.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ember)
-foreach(dir core memory kernels layers optim data)
+foreach(dir base core memory kernels layers optim data)
   install(DIRECTORY ${dir}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ember/${dir}
           FILES_MATCHING PATTERN "*.h")
 endforeach()

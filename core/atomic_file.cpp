@@ -6,7 +6,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace ember {
 

@@ -7,8 +7,8 @@
 #include <unordered_map>
 #include <utility>
 
+#include "base/error.h"
 #include "core/autograd_graph.h"
-#include "core/error.h"
 #include "core/ops.h"
 #include "core/storage.h"
 #include "memory/site.h"

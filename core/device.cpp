@@ -3,7 +3,7 @@
 #include <charconv>
 #include <ostream>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "kernels/backends.h"
 
 namespace ember {

@@ -4,10 +4,10 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "base/error.h"
 #include "core/atomic_file.h"
-#include "core/error.h"
-#include "memory/export.h"
 #include "kernels/backends.h"
+#include "memory/export.h"
 
 namespace ember {
 

@@ -3,7 +3,7 @@
 
 #include <initializer_list>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/autocast.h"
 #include "core/ops.h"
 #include "memory/site.h"

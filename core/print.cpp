@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <string>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/tensor.h"
 
 namespace ember {

@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <mutex>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/random.h"
 #include "kernels/backends.h"
 

@@ -10,8 +10,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "base/error.h"
 #include "core/atomic_file.h"
-#include "core/error.h"
 #include "core/storage.h"
 
 namespace ember {

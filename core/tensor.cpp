@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <ostream>
 
-#include "core/autograd_graph.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "core/autograd.h"
+#include "core/autograd_graph.h"
 #include "core/ops.h"
 #include "core/runtime.h"
 #include "core/storage.h"

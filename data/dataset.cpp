@@ -4,8 +4,8 @@
 #include <filesystem>
 #include <numeric>
 
+#include "base/error.h"
 #include "core/autograd.h"
-#include "core/error.h"
 #include "core/ops.h"
 #include "core/runtime.h"
 #include "data/idx.h"

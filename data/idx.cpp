@@ -8,7 +8,7 @@
 #include <cstring>
 #include <vector>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/ops.h"
 
 namespace ember::data {

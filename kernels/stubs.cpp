@@ -1,6 +1,6 @@
 #include "kernels/stubs.h"
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace ember::kernels {
 

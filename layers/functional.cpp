@@ -2,8 +2,8 @@
 
 #include <cmath>
 
+#include "base/error.h"
 #include "core/autograd.h"
-#include "core/error.h"
 #include "memory/site.h"
 
 namespace ember::nn::functional {

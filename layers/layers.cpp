@@ -2,9 +2,9 @@
 
 #include <cmath>
 
+#include "base/error.h"
 #include "core/autocast.h"
 #include "core/autograd.h"
-#include "core/error.h"
 #include "core/random.h"
 
 namespace ember::nn {

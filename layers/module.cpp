@@ -2,8 +2,8 @@
 
 #include <set>
 
+#include "base/error.h"
 #include "core/autograd.h"
-#include "core/error.h"
 #include "core/ops.h"
 
 namespace ember::nn {

@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace ember::memory {
 namespace {

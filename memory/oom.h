@@ -10,9 +10,8 @@
 //   fragmentation        ember's free blocks plus the room left under the cap add up to
 //                        the request, but no single block is large enough;
 //   capacity             live tensors really fill the cap.
-// Each verdict comes with the advice that fits it. This header is the only place memory/
-// includes from core: OutOfMemoryError must be an ember::Error, and core/error.h
-// depends on nothing.
+// Each verdict comes with the advice that fits it. OutOfMemoryError is an ember::Error,
+// whose header (base/error.h) lies below memory/ and depends on nothing.
 #pragma once
 
 #include <cstddef>
@@ -20,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace ember {
 namespace memory {

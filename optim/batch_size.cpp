@@ -1,6 +1,6 @@
 #include "optim/batch_size.h"
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/memory.h"
 
 namespace ember::optim {

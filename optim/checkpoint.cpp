@@ -1,6 +1,6 @@
 #include "optim/checkpoint.h"
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/safetensors.h"
 
 namespace ember::optim {

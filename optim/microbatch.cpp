@@ -4,7 +4,7 @@
 #include <cmath>
 #include <optional>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/memory.h"
 #include "core/ops.h"
 #include "memory/site.h"

@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <map>
 
+#include "base/error.h"
 #include "core/autograd.h"
-#include "core/error.h"
 
 namespace ember::optim {
 

@@ -13,7 +13,7 @@
 #include <atomic>
 #include <vector>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "kernels/common/unary_ops.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm.h"

@@ -16,7 +16,7 @@
 #include <Eigen/Core>
 #include <atomic>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/variant.h"
 

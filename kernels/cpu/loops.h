@@ -9,7 +9,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/tensor.h"
 #include "kernels/cpu/parallel.h"
 

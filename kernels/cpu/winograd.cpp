@@ -16,7 +16,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "kernels/cpu/channel_pack.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/loops.h"

@@ -6,7 +6,7 @@
 #include <mutex>
 #include <vector>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "kernels/backends.h"
 #include "memory/caching_allocator.h"
 #include "memory/cuda_source.h"

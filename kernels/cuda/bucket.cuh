@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/multi_tensor.cuh"
 

@@ -20,7 +20,7 @@
 #include <string>
 #include <string_view>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/macros.h"
 
 // The block's dynamic shared memory as a T*, named `name`.

@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/types.cuh"
 

@@ -1,6 +1,6 @@
 // The CUDA entry points of a build without the CUDA backend (EMBER_CUDA=OFF or no
 // toolkit): no devices, nothing to register.
-#include "core/error.h"
+#include "base/error.h"
 #include "kernels/backends.h"
 
 namespace ember::kernels {

@@ -16,7 +16,7 @@
 #include <span>
 #include <type_traits>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "kernels/common/optim_ops.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/multi_tensor.cuh"

@@ -11,7 +11,7 @@
 #include <initializer_list>
 #include <type_traits>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "kernels/cuda/launch.h"
 
 namespace ember::kernels::cuda {

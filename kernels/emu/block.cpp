@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "kernels/emu/block.h"
 #include "kernels/emu/emu.h"
 

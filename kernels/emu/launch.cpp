@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "kernels/emu/block.h"
 #include "kernels/emu/emu.h"
 

@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "core/device.h"
 #include "core/dtype.h"
-#include "core/error.h"
 #include "core/half.h"
 #include "kernels/backends.h"
 

@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/ops.h"
 #include "core/random.h"
 #include "core/runtime.h"

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/ops.h"
 #include "core/tensor.h"
 

@@ -6,7 +6,7 @@
 #include <set>
 #include <string>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/runtime.h"
 #include "kernels/backends.h"
 #include "kernels/stubs.h"

@@ -3,7 +3,7 @@
 
 #include <cstdlib>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "memory/config.h"
 
 namespace ember::memory {

@@ -5,8 +5,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "base/error.h"
 #include "core/atomic_file.h"
-#include "core/error.h"
 #include "tools/memviz/memviz.h"
 
 int main(int argc, char** argv) {

@@ -1,4 +1,6 @@
 // ember::Error, the one exception type ember throws for bad input, and EMBER_CHECK.
+// base/ is the ground floor, below memory/: header-only, it includes nothing from ember,
+// so every folder (memory's OutOfMemoryError included) raises the same ember::Error.
 //
 // Every message names the operation and the values involved, e.g.
 //   matmul: cannot multiply [32, 784] by [512, 256] (784 != 512)
