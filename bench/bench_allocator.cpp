@@ -25,8 +25,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/device_runtime.h"
 #include "ember.h"
-#include "kernels/backends.h"
 #include "memory/caching_allocator.h"
 
 #if defined(EMBER_BENCH_CUDA)

@@ -4,7 +4,7 @@
 #include <ostream>
 
 #include "base/error.h"
-#include "kernels/backends.h"
+#include "core/device_runtime.h"
 
 namespace ember {
 

@@ -6,7 +6,7 @@
 
 #include "base/error.h"
 #include "core/atomic_file.h"
-#include "kernels/backends.h"
+#include "core/device_runtime.h"
 #include "memory/export.h"
 
 namespace ember {

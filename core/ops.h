@@ -1,6 +1,6 @@
 // ember's functional ops. Each checks its arguments (shapes, dtypes, devices, dims) and
 // raises ember::Error naming itself and the values involved, allocates its output, and
-// dispatches to the backend of the inputs' device (kernels/stubs.h). Inputs must all be
+// dispatches to the backend of the inputs' device (core/dispatch.h). Inputs must all be
 // on one device; nothing is copied between devices implicitly.
 //
 // Elementwise ops broadcast (NumPy rules) and promote dtypes as PyTorch does

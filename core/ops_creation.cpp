@@ -1,8 +1,8 @@
 // Creation ops: constant fills, ranges, identity, and the Philox random draws.
 #include <cmath>
 
+#include "core/dispatch.h"
 #include "core/op_utils.h"
-#include "kernels/stubs.h"
 
 namespace ember {
 

@@ -3,8 +3,8 @@
 #include <limits>
 
 #include "core/autograd_graph.h"
+#include "core/dispatch.h"
 #include "core/op_utils.h"
-#include "kernels/stubs.h"
 
 namespace ember {
 namespace {

@@ -1,7 +1,7 @@
 // Joining and indexing: cat, stack, index_select, gather, scatter_add, one_hot.
 #include "core/autograd_graph.h"
+#include "core/dispatch.h"
 #include "core/op_utils.h"
-#include "kernels/stubs.h"
 
 namespace ember {
 namespace {

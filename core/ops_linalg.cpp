@@ -2,8 +2,8 @@
 // batched [B, M, K] @ [B, K, N] kernel. 16-bit floats compute in float32.
 #include "core/autograd.h"
 #include "core/autograd_graph.h"
+#include "core/dispatch.h"
 #include "core/op_utils.h"
-#include "kernels/stubs.h"
 
 namespace ember {
 

@@ -1,8 +1,8 @@
 // Neural-network ops: softmax / log_softmax, conv2d and 2-D pooling (NCHW). Shapes and
 // hyper-parameters are checked here with PyTorch's rules; 16-bit floats compute in f32.
 #include "core/autograd_graph.h"
+#include "core/dispatch.h"
 #include "core/op_utils.h"
-#include "kernels/stubs.h"
 
 namespace ember {
 namespace {

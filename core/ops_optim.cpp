@@ -2,8 +2,8 @@
 // math is the shared functor of kernels/common/optim_ops.h.
 #include <cmath>
 
+#include "core/dispatch.h"
 #include "core/op_utils.h"
-#include "kernels/stubs.h"
 
 namespace ember {
 namespace {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "kernels/stubs.h"
+#include "core/dispatch.h"
 
 namespace ember {
 

@@ -4,8 +4,9 @@
 #include <mutex>
 
 #include "base/error.h"
+#include "core/device_runtime.h"
+#include "core/dispatch.h"
 #include "core/random.h"
-#include "kernels/backends.h"
 
 namespace ember {
 

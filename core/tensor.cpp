@@ -8,10 +8,10 @@
 #include "base/error.h"
 #include "core/autograd.h"
 #include "core/autograd_graph.h"
+#include "core/dispatch.h"
 #include "core/ops.h"
 #include "core/runtime.h"
 #include "core/storage.h"
-#include "kernels/stubs.h"
 #include "memory/site.h"
 
 namespace ember {

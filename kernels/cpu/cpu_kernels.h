@@ -2,7 +2,7 @@
 // register_cpu_kernels() (register.cpp).
 #pragma once
 
-#include "kernels/stubs.h"
+#include "core/dispatch.h"
 
 namespace ember::kernels::cpu {
 

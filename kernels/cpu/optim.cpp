@@ -1,6 +1,7 @@
 // CPU optimizer updates: one pass over each parameter applying the shared functors of
 // kernels/common/optim_ops.h. Memory-bound: SGD with momentum reads p, g, buf and writes
 // p, buf (20 bytes per float32 element); Adam reads p, g, m, v and writes p, m, v (28).
+#include "kernels/common/optim_ops.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/loops.h"
 

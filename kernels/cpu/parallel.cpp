@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "kernels/backends.h"
+#include "core/device_runtime.h"
 #include "memory/site.h"
 
 namespace ember::kernels::cpu {

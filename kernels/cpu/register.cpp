@@ -1,4 +1,4 @@
-#include "kernels/backends.h"
+#include "core/dispatch.h"
 #include "kernels/cpu/cpu_kernels.h"
 
 namespace ember::kernels {

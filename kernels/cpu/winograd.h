@@ -13,14 +13,14 @@
 // a direct sum in float32; tests/core/test_conv_variants.cpp states the bound it checks.
 #pragma once
 
-#include "kernels/stubs.h"
+#include "core/dispatch.h"
 
 namespace ember::kernels::cpu {
 
 // 3x3 kernel, stride 1, dilation 1, padding at most 2 on each side.
 bool winograd_supported(const Conv2dParams& p, int64_t kh, int64_t kw);
 
-// The same contracts as the conv2d stubs (kernels/stubs.h), float32 or float64.
+// The same contracts as the conv2d stubs (core/dispatch.h), float32 or float64.
 void winograd_conv2d(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias,
                      const Conv2dParams& p);
 void winograd_conv2d_backward_input(const Tensor& grad_input, const Tensor& grad_output, const Tensor& weight,

@@ -7,7 +7,8 @@
 #include <vector>
 
 #include "base/error.h"
-#include "kernels/backends.h"
+#include "core/device_runtime.h"
+#include "core/dispatch.h"
 #include "memory/caching_allocator.h"
 #include "memory/cuda_source.h"
 

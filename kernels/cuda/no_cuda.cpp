@@ -1,7 +1,8 @@
 // The CUDA entry points of a build without the CUDA backend (EMBER_CUDA=OFF or no
 // toolkit): no devices, nothing to register.
 #include "base/error.h"
-#include "kernels/backends.h"
+#include "core/device_runtime.h"
+#include "core/dispatch.h"
 
 namespace ember::kernels {
 

@@ -395,7 +395,7 @@ __global__ void __launch_bounds__(kBlockThreads)
 // --- Shapes -----------------------------------------------------------------------------
 
 // A reduction of a contiguous tensor of shape `sizes` over the dims set in `mask` (bit d:
-// dim d, as kernels/stubs.h's DimMask) seen as x [outer, n, inner] reduced over n, which
+// dim d, as core/dispatch.h's DimMask) seen as x [outer, n, inner] reduced over n, which
 // reduce_middle_dim takes (inner == 1: the last dim; outer == inner == 1: all). Possible
 // when the reduced dims are adjacent once size-1 dims are ignored; false otherwise.
 struct ReduceDims {

@@ -16,9 +16,9 @@
 
 #include "base/error.h"
 #include "core/device.h"
+#include "core/device_runtime.h"
 #include "core/dtype.h"
 #include "core/half.h"
-#include "kernels/backends.h"
 
 #include "tests/core/reference.h"
 

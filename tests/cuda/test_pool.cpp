@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "core/dispatch.h"
 #include "core/ops.h"
 #include "kernels/cuda/pool.cuh"
-#include "kernels/stubs.h"
 #include "tests/cuda/harness.h"
 
 namespace ember::kernels::cuda::test {

@@ -2,10 +2,10 @@
 // and dropout masks bit for bit for the same seed and offset, normals to a few ulp.
 #include <cmath>
 
+#include "core/dispatch.h"
 #include "core/ops.h"
 #include "core/tensor.h"
 #include "kernels/cuda/random.cuh"
-#include "kernels/stubs.h"
 #include "tests/cuda/harness.h"
 
 namespace ember::kernels::cuda {

@@ -3,8 +3,8 @@
 // OutOfMemoryError that explains itself, and empty_cache gives the memory back.
 #include <gtest/gtest.h>
 
+#include "core/device_runtime.h"
 #include "ember.h"
-#include "kernels/backends.h"
 
 namespace ember {
 namespace {

@@ -1,4 +1,4 @@
-// Every primitive op of kernels/stubs.h has a kernel in every backend this build has
+// Every primitive op of core/dispatch.h has a kernel in every backend this build has
 // registered kernels for. The CPU backend must be complete; the CUDA backend's gaps are
 // listed (it is filled by the CUDA issues) so that a missing op is visible by name.
 #include <gtest/gtest.h>
@@ -7,9 +7,9 @@
 #include <string>
 
 #include "base/error.h"
+#include "core/device_runtime.h"
+#include "core/dispatch.h"
 #include "core/runtime.h"
-#include "kernels/backends.h"
-#include "kernels/stubs.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-#include "kernels/stubs.h"
+#include "core/dispatch.h"
 
 #include "base/error.h"
 

@@ -1,9 +1,12 @@
-// The backend contract: one typed dispatch slot table (OpStub) per primitive op.
+// The op table, the backend contract: one typed dispatch slot table (OpStub) per
+// primitive op. It belongs to core; the backends plug into it.
 //
 // core checks an op's arguments, allocates its outputs and calls the stub for the
 // inputs' device; a backend fills the slots it implements from its register_*_kernels()
-// function. A missing kernel is an ember::Error naming the op and the device: there is
-// no silent fallback to another device and no implicit copy.
+// function, which core declares (below) and calls once, from ember::init(). A missing
+// kernel is an ember::Error naming the op and the device: there is no silent fallback to
+// another device and no implicit copy. The contract's names are in ember::kernels, the
+// namespace of what the backends implement.
 //
 // What a kernel may assume (core guarantees it):
 // - outputs are freshly allocated, contiguous, of the shape and dtype the op documents;
@@ -19,8 +22,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/optim_update.h"
 #include "core/tensor.h"
-#include "kernels/common/optim_ops.h"
 
 namespace ember::kernels {
 
@@ -177,7 +180,13 @@ EMBER_OTHER_OPS(EMBER_DECLARE_OTHER)
 #undef EMBER_DECLARE_BINARY
 #undef EMBER_DECLARE_OTHER
 
-// Every stub, for the coverage test and for `ember-info`-style listings.
+// Every stub, for the coverage test and the op profiler.
 const std::vector<const OpStubBase*>& all_stubs();
+
+// Each backend fills its slots in one function, defined by the backend and called once
+// by ember::init() (explicit calls, not static registrars, which static linking drops).
+void register_cpu_kernels();
+// Does nothing in a build without the CUDA backend.
+void register_cuda_kernels();
 
 }  // namespace ember::kernels

@@ -1,15 +1,16 @@
-// What core needs from the backends besides the op table: their registration calls
-// (made once, from core's initialisation: no static registrars, which static linking
-// drops), the CUDA device count and the CUDA memory source.
+// What the backends provide to core besides kernels: device discovery, each device's
+// caching allocator, the pinned host allocator and the CPU pool's controls. Core
+// declares them here and the backends define them (kernels/cpu/parallel.cpp,
+// kernels/cuda/backend.cu, or kernels/cuda/no_cuda.cpp in a build without CUDA), so
+// core, and anything above it, reaches devices without including kernels/. The CUDA
+// streams and events, when they come, are declared here too.
 #pragma once
 
 namespace ember::memory { class CachingAllocator; }
 
 namespace ember::kernels {
 
-void register_cpu_kernels();
-// Registers the CUDA kernels; does nothing in a build without the CUDA backend.
-void register_cuda_kernels();
+// Devices and their memory.
 
 // True when this build contains the CUDA backend (whether or not a GPU is present).
 bool cuda_backend_built();
@@ -20,6 +21,8 @@ memory::CachingAllocator& cuda_allocator(int index);
 // The caching allocator of page-locked host memory (cudaHostAlloc), for fast and
 // asynchronous host-device copies; throws ember::Error in a CPU-only build.
 memory::CachingAllocator& pinned_allocator();
+
+// The CPU device's thread pool.
 
 // CPU thread pool size used by the CPU kernels (EMBER_NUM_THREADS, default all cores).
 int cpu_num_threads();
