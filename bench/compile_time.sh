@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Times compiling a small model file (bench/compile_time_model.cpp) that includes ember's
-# umbrella header, as a user's file would: DESIGN.md asks for about 2 s at -O2 (PyTorch's
-# torch/torch.h costs ~25 s). Prints one line,
+# umbrella header, as a user's file would: the umbrella header is kept light so that this
+# takes about 2 s at -O2 (PyTorch's torch/torch.h costs ~25 s). Prints one line,
 #   compile_time_seconds: 1.23 (umbrella ember.h, -O2)
 # and exits non-zero only when the file fails to compile: the time is reported, not asserted.
 #

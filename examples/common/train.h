@@ -1,5 +1,5 @@
-// The training driver shared by the Fashion-MNIST examples: the command-line flags of
-// DESIGN.md, the epoch loop with a progress bar, evaluation, checkpoints with --save /
+// The training driver shared by the Fashion-MNIST examples: the command-line flags every
+// example takes (--help lists them), the epoch loop with a progress bar, evaluation, checkpoints with --save /
 // --resume, and the final --json line.
 #pragma once
 

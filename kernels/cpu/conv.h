@@ -1,6 +1,6 @@
-// conv2d on the CPU, with its variants reachable by name (DESIGN.md): im2col + GEMM, and
-// Winograd F(4x4, 3x3) for 3x3 stride-1 convolutions (kernels/cpu/winograd.h). Auto
-// picks per call (Note [Conv choice] in conv.cpp); a forced Winograd still uses im2col
+// conv2d on the CPU, with its variants reachable by name from tests and benchmarks:
+// im2col + GEMM, and Winograd F(4x4, 3x3) for 3x3 stride-1 convolutions
+// (kernels/cpu/winograd.h). Auto picks per call (Note [Conv choice] in conv.cpp); a forced Winograd still uses im2col
 // where Winograd cannot compute the convolution.
 #pragma once
 

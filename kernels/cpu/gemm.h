@@ -1,6 +1,6 @@
-// Dense matrix multiply on the CPU, with its variants reachable by name (DESIGN.md):
-// Eigen's GEMM (split across ember's thread pool) and OpenBLAS's cblas_?gemm. Auto
-// picks per call from the measurements noted in gemm.cpp.
+// Dense matrix multiply on the CPU, with its variants reachable by name from tests and
+// benchmarks: Eigen's GEMM (split across ember's thread pool) and OpenBLAS's
+// cblas_?gemm. Auto picks per call from the measurements noted in gemm.cpp.
 #pragma once
 
 #include <cstdint>

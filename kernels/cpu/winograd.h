@@ -3,14 +3,14 @@
 // 36 multiplies per (input, output) channel pair instead of 144, so the GEMMs that
 // remain do a quarter of im2col's work (a third on sizes not divisible by 4, whose edge
 // tiles are partly wasted). The transforms add O(tiles x channels) adds, cheap beside the
-// GEMMs once a layer has a few dozen channels. Note [Conv choice] in conv_pool.cpp says
+// GEMMs once a layer has a few dozen channels. Note [Conv choice] in conv.cpp says
 // when the backend takes this path.
 //
 // Forward, the gradient of the input (a convolution of the output's gradient with the
 // flipped, transposed filters and padding 2 - p) and the gradient of the weight
 // (G^T [sum over tiles of (A dY A^T) . (B^T d B)] G) all run here. Accuracy: the
 // transforms' constants (1/4, 1/6, 1/24, up to 8) cost about one more decimal digit than
-// a direct sum in float32; tests/core/test_conv_variants.cpp states the bound it checks.
+// a direct sum in float32; tests/kernels/test_conv_variants.cpp states the bound it checks.
 #pragma once
 
 #include "core/dispatch.h"

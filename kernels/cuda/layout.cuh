@@ -1,7 +1,7 @@
 // Data movement between layouts: a batch of matrix transposes through shared-memory tiles,
 // and permute-to-contiguous (Tensor::contiguous() of any strided view, up to 8 dims).
 // Every kernel here only moves bytes, so it is instantiated per element size (1, 2, 4 or
-// 8 bytes, through the carriers of compute_type.cuh), and serves every dtype of that
+// 8 bytes, through the carriers of types.cuh), and serves every dtype of that
 // size. Each is memory bound: it reads and writes each element once, 2 * sizeof(T) bytes
 // per element (the ceiling on an H200 is 4.8 TB/s of HBM traffic).
 //

@@ -1,6 +1,6 @@
 // Hand-written float32 GEMM on the FMA units, five versions side by side from the plain
-// port upward (STYLE.md 10); each later version says what it changes and why that is
-// faster. All compute, row-major (conventions: gemm_common.cuh),
+// port upward, so each can be benchmarked against the one before it; each later version
+// says what it changes and why that is faster. All compute, row-major (conventions: gemm_common.cuh),
 //   C[m, n] = alpha * op(A)[m, k] @ op(B)[k, n] + beta * C[m, n],   op = identity or transpose,
 // batched over grid.z, for any m, n, k (partial edge tiles, k not a multiple of the tile)
 // and any leading dimensions (16-byte loads only where rows are 16-byte aligned).

@@ -1,5 +1,5 @@
 // Test helpers for core ops: a float64 reference style, and a closeness check that
-// prints the worst element (STYLE.md item 4).
+// prints the worst element and its index, so a failure says where and by how much.
 //
 // Policy: a test reads an op's inputs back as float64 (values(t)), computes what the op
 // should give with a plain loop in double, and compares with expect_close / EXPECT_CLOSE.

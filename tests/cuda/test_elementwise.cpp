@@ -20,8 +20,8 @@ Tensor cpu_tensor(const std::vector<double>& v, const Shape& shape, DType dtype 
   return ember::tensor(v, shape, dtype);
 }
 
-// f32 elementwise math: within 1e-5 relative (the bound; the emulator uses the
-// same libm as the CPU backend, a GPU differs by a few ulp), plus 1e-7 absolute for the
+// f32 elementwise math: within 1e-5 relative (a few hundred float32 ulp: the emulator
+// uses the same libm as the CPU backend, a GPU's differs by a few ulp), plus 1e-7 absolute for the
 // results that cross zero (erf, tanh, gelu of tiny inputs).
 constexpr double kF32Rtol = 1e-5, kF32Atol = 1e-7;
 

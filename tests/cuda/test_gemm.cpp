@@ -199,7 +199,7 @@ void expect_sgemm_matches(SgemmVersion v, const Case& cs, uint32_t seed) {
   EXPECT_TRUE(matches_reference(*pr, kF32Unit, 0.0)) << "sgemm " << sgemm_version_name(v) << ", " << describe(cs);
 }
 
-// The sizes of the issue: a single element, odd sizes below one tile of every version,
+// Sizes that reach every edge case of the tiling: a single element, odd sizes below one tile of every version,
 // sizes across 64- and 128-wide tiles with k not a multiple of any BK, and one whole tile.
 const Case kSizes[] = {{1, 1, 1}, {31, 33, 17}, {65, 127, 129}, {128, 128, 128}};
 

@@ -1,6 +1,6 @@
 // Every primitive op of core/dispatch.h has a kernel in every backend this build has
 // registered kernels for. The CPU backend must be complete; the CUDA backend's gaps are
-// listed (it is filled by the CUDA issues) so that a missing op is visible by name.
+// listed (it is not complete yet) so that a missing op is visible by name.
 #include <gtest/gtest.h>
 
 #include <set>
