@@ -42,9 +42,10 @@ struct Welford {
   }
 
   // Variance with Bessel's correction (0: biased, divides by n; 1: unbiased, by n - 1).
-  // NaN when count <= correction, as PyTorch's var gives.
-  EMBER_HD T variance(int correction) const {
-    return count > correction ? m2 / T(count - correction) : T(NAN);
+  // Like torch.var, m2 / max(count - correction, 0): inf when count <= correction, NaN
+  // when m2 is 0 too (a single value, or none).
+  EMBER_HD T variance(int64_t correction) const {
+    return m2 / T(count > correction ? count - correction : 0);
   }
 };
 

@@ -104,10 +104,8 @@ struct VarReduce {
   __device__ __forceinline__ Acc chunk(const C (&v)[N], int64_t, int64_t) const {
     return Acc::of(v, N);
   }
-  // m2 / max(n - correction, 0), as torch.var (inf or NaN where nothing is left).
   __device__ __forceinline__ void write(Out out, int64_t o, Acc a, int64_t) const {
-    const int64_t dof = a.count > correction ? a.count - correction : 0;
-    out[o] = round_to<T>(a.m2 / C(dof));
+    out[o] = round_to<T>(a.variance(correction));
   }
 };
 

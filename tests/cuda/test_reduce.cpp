@@ -415,8 +415,7 @@ TEST(CudaReduce, VarOfDataFarFromZeroKeepsItsDigits) {
 TEST(CudaReduce, VarEdgeCasesFollowPyTorch) {
   EMBER_NEED_DEVICE();
   // torch.var divides by max(n - correction, 0): n <= correction gives inf (or NaN when
-  // every value is equal, 0/0); n == 0 gives NaN. (ember's CPU var divides by
-  // n - correction, negative when correction > n; this follows PyTorch.)
+  // every value is equal, 0/0); n == 0 gives NaN. ember's CPU var follows the same rule.
   const std::vector<float> x = {1.0f, 3.0f, 3.0f, 3.0f};
   DeviceArray<float> dx(x, 1);
   DeviceArray<float> out(1);
