@@ -21,6 +21,10 @@ memory::CachingAllocator& cuda_allocator(int index);
 // asynchronous host-device copies; throws ember::Error in a CPU-only build.
 memory::CachingAllocator& pinned_allocator();
 
+// The vector instruction set of the CPU kernels: "avx512", "avx2" or "scalar"
+// (kernels/cpu/vec.h).
+const char* cpu_vector_isa();
+
 // CPU thread pool size used by the CPU kernels (EMBER_NUM_THREADS, default all cores).
 int cpu_num_threads();
 void set_cpu_num_threads(int n);
