@@ -2,9 +2,11 @@
 // the layout in which the Winograd transforms run 16 channels as one vector.
 //
 // With AVX-512 or AVX2 (float32; kernels/cpu/vec.h), each piece of kLanes channels by
-// kLanes columns (16 x 16, or four 8 x 8) is moved with one masked load or store per row
-// and an in-register transpose, instead of single-element moves; elsewhere plain loops do
-// it. Only moves, so every path gives the same bits.
+// kLanes columns (16 x 16, or four 8 x 8) is moved with one load or store per row and an
+// in-register transpose, instead of single-element moves; elsewhere plain loops do it.
+// Only moves (and the bias add and relu of the scalar loop), so every path gives the same
+// bits. A row's end is a whole vector overlapping the one before (simd::chunk_start), or
+// masked in a row shorter than a vector.
 #pragma once
 
 #include <algorithm>
@@ -33,13 +35,12 @@ void pack_channels(const T* src, int64_t plane, int64_t lanes, int64_t rows, int
     using namespace simd;
     Vec v[kLanes];
     for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < width; c += kLanes) {
-        const int64_t n = std::min<int64_t>(kLanes, width - c);
-        const Mask m = first(n);
+      for (int64_t c0 = 0; c0 < width; c0 += kLanes) {
+        const int64_t c = chunk_start(c0, width), n = std::min<int64_t>(kLanes, width - c);
         T* dst = out + ((r + r0) * pcols + c + s0) * 16;
         for (int64_t l0 = 0; l0 < 16; l0 += kLanes) {  // channels l0 .. l0 + kLanes - 1
           for (int64_t l = 0; l < kLanes; ++l)
-            v[l] = l0 + l < lanes ? load(src + (l0 + l) * plane + r * width + c, m) : zero();
+            v[l] = l0 + l < lanes ? load_n(src + (l0 + l) * plane + r * width + c, n) : zero();
           transpose(v);
           for (int64_t j = 0; j < n; ++j) store(dst + j * 16 + l0, v[j]);
         }
@@ -67,9 +68,8 @@ void unpack_channels(const C* in, int64_t pcols, int64_t lanes, int64_t rows, in
     using namespace simd;
     Vec v[kLanes];
     for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < width; c += kLanes) {
-        const int64_t n = std::min<int64_t>(kLanes, width - c);
-        const Mask m = first(n);
+      for (int64_t c0 = 0; c0 < width; c0 += kLanes) {
+        const int64_t c = chunk_start(c0, width), n = std::min<int64_t>(kLanes, width - c);
         const T* src = in + (r * pcols + c) * 16;
         for (int64_t l0 = 0; l0 < lanes; l0 += kLanes) {  // channels l0 .. l0 + kLanes - 1
           for (int j = 0; j < kLanes; ++j) v[j] = load(src + j * 16 + l0);
@@ -77,7 +77,7 @@ void unpack_channels(const C* in, int64_t pcols, int64_t lanes, int64_t rows, in
           for (int64_t l = l0; l < std::min<int64_t>(lanes, l0 + kLanes); ++l) {
             Vec o = bias ? add(v[l - l0], set1(bias[l])) : v[l - l0];
             if (relu) o = max(zero(), o);  // ops::Relu: a NaN (second operand) passes
-            store(dst + l * plane + r * width + c, o, m);
+            store_n(dst + l * plane + r * width + c, o, n);
           }
         }
       }

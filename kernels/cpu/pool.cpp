@@ -70,17 +70,17 @@ void max_pool_2x2_row(const T* r0, const T* r1, T* y, uint8_t* code, int64_t* pl
 #if EMBER_CPU_VEC
 // The float32 2x2 rows with the vector type (kernels/cpu/vec.h; 16 lanes on AVX-512, 8 on
 // AVX2): kLanes outputs per step from two loads per input row, split into even and odd
-// taps; masked loads and stores cover the row's end (the CNN's rows are 14 and 7 outputs
-// long). Only moves, compares and selects (and relu's max), so both widths give the bits
-// of max_pool_2x2_row.
+// taps. A row's end is a last whole vector overlapping the one before (chunk_start), or
+// masked loads and stores in a row shorter than a vector (the CNN's rows are 14 and 7
+// outputs long). Only moves, compares and selects (and relu's max), so both widths give
+// the bits of max_pool_2x2_row.
 template <Argmax K>
 void max_pool_2x2_row_vec(const float* r0, const float* r1, float* y, uint8_t* code, int64_t n, bool relu) {
   using namespace simd;
-  for (int64_t c = 0; c < n; c += kLanes) {
-    const int64_t m = std::min<int64_t>(kLanes, n - c);
-    const Mask lo = first(2 * m), hi = first(2 * m - kLanes);
-    const Vec a0 = load(r0 + 2 * c, lo), a1 = load(r0 + 2 * c + kLanes, hi);
-    const Vec b0 = load(r1 + 2 * c, lo), b1 = load(r1 + 2 * c + kLanes, hi);
+  for (int64_t c0 = 0; c0 < n; c0 += kLanes) {
+    const int64_t c = chunk_start(c0, n), m = std::min<int64_t>(kLanes, n - c);
+    const Vec a0 = load_n(r0 + 2 * c, 2 * m), a1 = load_n(r0 + 2 * c + kLanes, 2 * m - kLanes);
+    const Vec b0 = load_n(r1 + 2 * c, 2 * m), b1 = load_n(r1 + 2 * c + kLanes, 2 * m - kLanes);
     const Vec taps[4] = {even(a0, a1), odd(a0, a1), even(b0, b1), odd(b0, b1)};
     Vec best = taps[0];
     IVec k = iset1(0);
@@ -91,7 +91,7 @@ void max_pool_2x2_row_vec(const float* r0, const float* r1, float* y, uint8_t* c
       k = select(r, iset1(t), k);
     }
     if (relu) best = max(zero(), best);  // ops::Relu: a NaN (second operand) passes
-    store(y + c, best, first(m));
+    store_n(y + c, best, m);
     if constexpr (K == Argmax::kCode) store_u8(code + c, k, m);
   }
 }
@@ -100,17 +100,16 @@ void max_pool_2x2_row_vec(const float* r0, const float* r1, float* y, uint8_t* c
 // names, zero at the other three.
 void max_pool_2x2_backward_row_vec(const float* g, const uint8_t* code, float* r0, float* r1, int64_t n) {
   using namespace simd;
-  for (int64_t c = 0; c < n; c += kLanes) {
-    const int64_t m = std::min<int64_t>(kLanes, n - c);
-    const Vec v = load(g + c, first(m));
+  for (int64_t c0 = 0; c0 < n; c0 += kLanes) {
+    const int64_t c = chunk_start(c0, n), m = std::min<int64_t>(kLanes, n - c);
+    const Vec v = load_n(g + c, m);
     const IVec k = load_u8(code + c, m);
     Vec tap[4];
     for (int t = 0; t < 4; ++t) tap[t] = select(equal(k, iset1(t)), v, zero());
-    const Mask lo = first(2 * m), hi = first(2 * m - kLanes);
-    store(r0 + 2 * c, interleave_lo(tap[0], tap[1]), lo);
-    store(r0 + 2 * c + kLanes, interleave_hi(tap[0], tap[1]), hi);
-    store(r1 + 2 * c, interleave_lo(tap[2], tap[3]), lo);
-    store(r1 + 2 * c + kLanes, interleave_hi(tap[2], tap[3]), hi);
+    store_n(r0 + 2 * c, interleave_lo(tap[0], tap[1]), 2 * m);
+    store_n(r0 + 2 * c + kLanes, interleave_hi(tap[0], tap[1]), 2 * m - kLanes);
+    store_n(r1 + 2 * c, interleave_lo(tap[2], tap[3]), 2 * m);
+    store_n(r1 + 2 * c + kLanes, interleave_hi(tap[2], tap[3]), 2 * m - kLanes);
   }
 }
 #endif

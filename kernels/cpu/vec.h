@@ -7,7 +7,8 @@
 // intrinsic, so a kernel written once over Vec gives the same bits on both widths:
 // everything is a move, a compare or a select except add and max, which round the same.
 // Partial vectors go through first(n) masks: masked loads read nothing past the n-th lane
-// (and give zero there), masked stores write nothing past it.
+// (and give zero there), masked stores write nothing past it. Rows of at least a vector
+// avoid them altogether (chunk_start).
 #pragma once
 
 #include <cstdint>
@@ -51,7 +52,10 @@ inline IVec select(Mask m, IVec yes, IVec no) { return {_mm512_mask_mov_epi32(no
 inline Mask equal(IVec a, IVec b) { return {_mm512_cmpeq_epi32_mask(a.v, b.v)}; }
 // The first n bytes at p, widened to int32 lanes (zero past n); and back.
 inline IVec load_u8(const uint8_t* p, int64_t n) { return {_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(first(n).m, p))}; }
-inline void store_u8(uint8_t* p, IVec a, int64_t n) { _mm_mask_storeu_epi8(p, first(n).m, _mm512_cvtepi32_epi8(a.v)); }
+inline void store_u8(uint8_t* p, IVec a, int64_t n) {
+  if (n >= 16) _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm512_cvtepi32_epi8(a.v));
+  else _mm_mask_storeu_epi8(p, first(n).m, _mm512_cvtepi32_epi8(a.v));
+}
 
 // Lanes 0, 2, 4, ... and 1, 3, 5, ... of the 2 * kLanes floats a:b.
 inline Vec even(Vec a, Vec b) {
@@ -136,13 +140,15 @@ inline IVec select(Mask m, IVec yes, IVec no) {
 inline Mask equal(IVec a, IVec b) { return {_mm256_castsi256_ps(_mm256_cmpeq_epi32(a.v, b.v))}; }
 inline IVec load_u8(const uint8_t* p, int64_t n) {
   uint64_t bytes = 0;
-  std::memcpy(&bytes, p, static_cast<size_t>(n < 0 ? 0 : n > 8 ? 8 : n));
+  if (n >= 8) std::memcpy(&bytes, p, 8);
+  else for (int64_t i = 0; i < n; ++i) bytes |= uint64_t(p[i]) << (8 * i);
   return {_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(bytes)))};
 }
 inline void store_u8(uint8_t* p, IVec a, int64_t n) {  // lanes hold 0..255
   const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(a.v), _mm256_extracti128_si256(a.v, 1));
   const uint64_t bytes = static_cast<uint64_t>(_mm_cvtsi128_si64(_mm_packus_epi16(w, w)));
-  std::memcpy(p, &bytes, static_cast<size_t>(n < 0 ? 0 : n > 8 ? 8 : n));
+  if (n >= 8) std::memcpy(p, &bytes, 8);
+  else for (int64_t i = 0; i < n; ++i) p[i] = static_cast<uint8_t>(bytes >> (8 * i));
 }
 
 // shuffle_ps works within 128-bit halves; permute4x64 puts the halves' pairs in order.
@@ -183,6 +189,23 @@ inline void transpose(Vec* r) {
   }
 }
 
+#endif
+
+#if EMBER_CPU_VEC
+// The first n (<= kLanes) floats at p, zero past them; and the store of the first n.
+// Whole vectors take the plain load and store: AMD's CPUs run AVX2's masked store
+// (vmaskmovps) as microcode, many times slower than a plain one.
+inline Vec load_n(const float* p, int64_t n) { return n >= kLanes ? load(p) : n > 0 ? load(p, first(n)) : zero(); }
+inline void store_n(float* p, Vec a, int64_t n) {
+  if (n >= kLanes) store(p, a);
+  else if (n > 0) store(p, a, first(n));
+}
+
+// Where the chunk that covers element c of a row of n elements starts, when the row goes
+// kLanes at a time: a row of at least kLanes takes its last chunk at n - kLanes,
+// overlapping the one before it (which the caller recomputes to the same values), so
+// that every chunk is whole; a shorter row has one partial chunk at 0.
+inline int64_t chunk_start(int64_t c, int64_t n) { return n >= kLanes && c + kLanes > n ? n - kLanes : c; }
 #endif
 
 }  // namespace ember::kernels::cpu::simd
