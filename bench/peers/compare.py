@@ -41,6 +41,19 @@ def cpu_best_isa():
     return "avx2" if "avx2" in flags and "fma" in flags else "default"
 
 
+def isa_env(isa):
+    """The environment for --isa ISA (None: as it is), libtorch's instruction set in it, and a line saying both."""
+    env = dict(os.environ)
+    if isa:
+        env["ATEN_CPU_CAPABILITY"] = isa
+        if isa == "avx2" and "OPENBLAS_CORETYPE" not in env:  # a preset value is the user's choice
+            env["OPENBLAS_CORETYPE"] = "Haswell"
+    torch_isa = env.get("ATEN_CPU_CAPABILITY", "").lower() or f"{cpu_best_isa()} (CPU default)"
+    print(f"OPENBLAS_CORETYPE={env.get('OPENBLAS_CORETYPE', '(unset: OpenBLAS detects the CPU)')}, "
+          f"libtorch ATEN_CPU_CAPABILITY={torch_isa}")
+    return env, torch_isa
+
+
 def last_json(cmd, env=None):
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
     return json.loads(out.strip().splitlines()[-1])
@@ -57,14 +70,7 @@ def main():
                    help="run libtorch with ATEN_CPU_CAPABILITY=ISA; with avx2 also OpenBLAS's Haswell kernels")
     a = p.parse_args()
     b = a.build_dir
-    base = dict(os.environ)
-    if a.isa:
-        base["ATEN_CPU_CAPABILITY"] = a.isa
-        if a.isa == "avx2" and "OPENBLAS_CORETYPE" not in base:
-            base["OPENBLAS_CORETYPE"] = "Haswell"
-    torch_isa = base.get("ATEN_CPU_CAPABILITY", "").lower() or f"{cpu_best_isa()} (CPU default)"
-    print(f"OPENBLAS_CORETYPE={base.get('OPENBLAS_CORETYPE', '(unset: OpenBLAS detects the CPU)')}, "
-          f"libtorch ATEN_CPU_CAPABILITY={torch_isa}")
+    base, torch_isa = isa_env(a.isa)
     print("| model | threads | ember epoch s | libtorch epoch s | ember samples/s | libtorch samples/s | ember / libtorch time | accuracy ember / libtorch | isa ember / libtorch |")
     print("|---|---|---|---|---|---|---|---|---|")
     for model in a.models.split(","):
