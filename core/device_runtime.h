@@ -22,7 +22,9 @@ memory::CachingAllocator& cuda_allocator(int index);
 // asynchronous host-device copies; throws ember::Error in a CPU-only build.
 memory::CachingAllocator& pinned_allocator();
 
-// The CPU device's thread pool.
+// The CPU device: the vector instruction set its kernels were compiled for ("avx512",
+// "avx2" or "scalar"; kernels/cpu/vec.h), and its thread pool.
+const char* cpu_vector_isa();
 
 // CPU thread pool size used by the CPU kernels (EMBER_NUM_THREADS, default all cores).
 int cpu_num_threads();

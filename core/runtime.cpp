@@ -30,6 +30,8 @@ SingleThreadedScope::SingleThreadedScope() : saved_(kernels::cpu_thread_serial()
 }
 SingleThreadedScope::~SingleThreadedScope() { kernels::set_cpu_thread_serial(saved_); }
 
+const char* cpu_vector_isa() { return kernels::cpu_vector_isa(); }
+
 bool cuda_backend_built() { return kernels::cuda_backend_built(); }
 
 std::string default_device_name() { return kernels::cuda_device_count() > 0 ? "cuda" : "cpu"; }

@@ -28,6 +28,12 @@ class SingleThreadedScope {
   bool saved_;
 };
 
+// The vector instruction set the CPU code was compiled for, from the compiler's macros
+// (-march, EMBER_CPU_ARCH): "avx512", "avx2" (with FMA) or "scalar". It names the paths
+// the hand-vectorized CPU kernels (kernels/cpu/vec.h) took; the compiler's own
+// vectorization follows the same flags.
+const char* cpu_vector_isa();
+
 // True when this build contains the CUDA backend (a GPU may still be absent).
 bool cuda_backend_built();
 

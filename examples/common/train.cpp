@@ -230,6 +230,7 @@ int train_main(const std::string& model_name, const TrainConfig& c,
                           {"microbatch_retries", retries},
                           {"device", device.str()},
                           {"threads", get_num_threads()},
+                          {"cpu_isa", cpu_vector_isa()},
                           {"seed", c.seed}};
       std::printf("%s\n", j.dump().c_str());
     }

@@ -1,5 +1,7 @@
+#include "core/device_runtime.h"
 #include "core/dispatch.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/vec.h"
 
 namespace ember::kernels {
 
@@ -13,6 +15,16 @@ void register_cpu_kernels() {
   cpu::register_conv();
   cpu::register_pool();
   cpu::register_optim();
+}
+
+const char* cpu_vector_isa() {
+#if defined(__AVX512F__)
+  return "avx512";
+#elif EMBER_CPU_VEC
+  return "avx2";
+#else
+  return "scalar";
+#endif
 }
 
 }  // namespace ember::kernels

@@ -42,6 +42,7 @@ const ConvCase kCases[] = {
     {2, 8, 7, 7, 6, 3, 3, {1, 1}, {1, 1}, {1, 1}, 2, true},      // groups
     {1, 2, 33, 18, 3, 3, 3, {1, 1}, {1, 0}, {1, 1}, 1, true},    // 45 tiles: three groups of 16 lanes
     {2, 3, 8, 8, 4, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, true},      // stride 2: not Winograd's, im2col's
+    {1, 12, 11, 21, 10, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},  // 12 channels (AVX2 packs 8 + 4), width 21
 };
 
 std::string describe(const ConvCase& p) {
