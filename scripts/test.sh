@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh Debian 12 machine:
 #  1. the default build (CUDA backend compiled when the toolkit is present), all tests;
-#  2. a CPU-only build (-DEMBER_CUDA=OFF) with AddressSanitizer and UBSan, all tests.
+#  2. a CPU-only build (-DEMBER_CUDA=OFF) with AddressSanitizer and UBSan, all tests;
+#  3. where this CPU has AVX-512: the CPU kernels, training and layer tests once more,
+#     compiled for AVX2 (-march=x86-64-v3), as they run on an AVX2-only machine.
 # Tests that need a GPU skip themselves here; scripts/gpu-check.sh runs them on one.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -17,3 +19,18 @@ echo "== CPU-only build with AddressSanitizer + UndefinedBehaviorSanitizer =="
   -DEMBER_BUILD_BENCH=OFF -DEMBER_BUILD_EXAMPLES=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir "$root/build-asan" --output-on-failure -j "$jobs"
+
+# The CPU kernels choose their vector paths at compile time, and machines of this kind come
+# with AVX-512 or with AVX2 only: an AVX-512 machine also runs the AVX2 build's tests.
+# OpenBLAS picks its kernels at run time; OPENBLAS_CORETYPE=Haswell gives it the AVX2 ones
+# too, unless the environment already chose (some CPUs need a preset value).
+if grep -qw avx512f /proc/cpuinfo; then
+  echo "== AVX2 build (-march=x86-64-v3): CPU kernel, core, layer and training tests =="
+  build_avx2=$root/build-avx2
+  [ -f "$build_avx2/CMakeCache.txt" ] || cmake -S "$root" -B "$build_avx2" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DEMBER_CPU_ARCH=x86-64-v3 -DEMBER_CUDA=OFF -DEMBER_BUILD_BENCH=OFF -DEMBER_BUILD_EXAMPLES=OFF
+  cmake --build "$build_avx2" --parallel "$jobs" \
+    --target ember_tests_core ember_tests_kernels ember_tests_layers ember_tests_optim
+  OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-Haswell} \
+    ctest --test-dir "$build_avx2" --output-on-failure -j "$jobs" -L '^(core|kernels|layers|optim)$'
+fi
