@@ -3,6 +3,8 @@
 # arguments through. Uses Ninja and ccache when present.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+# ccache keys on paths relative to the checkout, so a fresh clone reuses an earlier build's objects.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$root}
 build=${1:-$root/build}
 shift || true
 gen=()
