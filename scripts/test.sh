@@ -8,6 +8,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 jobs=$(nproc)
+export CCACHE_BASEDIR=$root  # as in build.sh: a fresh clone reuses a warm ccache
 "$root/scripts/bootstrap.sh"
 
 echo "== default build (CUDA compiled if available) =="
