@@ -17,3 +17,8 @@ echo "== CPU-only build with AddressSanitizer + UndefinedBehaviorSanitizer =="
   -DEMBER_BUILD_BENCH=OFF -DEMBER_BUILD_EXAMPLES=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir "$root/build-asan" --output-on-failure -j "$jobs"
+
+# Fuzz smoke test: every libFuzzer target of tests/fuzz for a few seconds on its seed
+# corpus (clang build in build-fuzz; docs/fuzzing.md has the long runs).
+echo "== fuzz targets, ${EMBER_FUZZ_SECONDS:-5}s each =="
+"$root/scripts/fuzz.sh" "${EMBER_FUZZ_SECONDS:-5}"
