@@ -106,11 +106,14 @@ SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& p
     if (!v["shape"].is_array()) bad("shape is not a list");
     // numel * element size in uint64 with overflow checks: a dim beyond int64 or a
     // product that wraps would otherwise pass the size check below with a wrong shape.
-    uint64_t want = element_size(found->dtype);
+    // span, the product of the dims counted as at least 1, bounds the strides, which a
+    // zero dim elsewhere would not keep from overflowing.
+    uint64_t want = element_size(found->dtype), span = want;
     for (const auto& s : v["shape"]) {
       if (!s.is_number_unsigned()) bad("shape holds a value that is not a non-negative integer");
       const uint64_t d = s.get<uint64_t>();
-      if (d > uint64_t(INT64_MAX) || __builtin_mul_overflow(want, d, &want))
+      if (d > uint64_t(INT64_MAX) || __builtin_mul_overflow(want, d, &want) ||
+          __builtin_mul_overflow(span, std::max<uint64_t>(d, 1), &span) || span > uint64_t(INT64_MAX))
         bad(detail::str("shape ", v["shape"].dump(), " of ", dt, " is too large"));
       e.shape.push_back(static_cast<int64_t>(d));
     }

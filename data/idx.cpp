@@ -78,7 +78,10 @@ Tensor read_idx_bytes(const std::string& file_bytes, const std::string& name) {
   EMBER_CHECK(ndims >= 1 && ndims <= kMaxDims, "read_idx: '", name, "' declares ", ndims, " dims (expected 1 to ",
               kMaxDims, ")");
   Shape shape;
-  uint64_t total = 1;
+  // total is the element count; span is the product of the dims counted as at least 1,
+  // which bounds the strides: with a zero dim total stays 0 while the others can still
+  // be 2^32 each, and strides of their product overflow int64.
+  uint64_t total = 1, span = 1;
   for (int d = 0; d < ndims; ++d) {
     EMBER_CHECK(bytes.size() >= pos + 4, "read_idx: '", name, "' ends inside its header (dim ", d, ")");
     const unsigned char* b = p + pos;
@@ -86,7 +89,8 @@ Tensor read_idx_bytes(const std::string& file_bytes, const std::string& name) {
     const uint32_t n = (uint32_t(b[0]) << 24) | (uint32_t(b[1]) << 16) | (uint32_t(b[2]) << 8) | b[3];
     shape.push_back(n);
     total *= n;
-    EMBER_CHECK(total <= (uint64_t(1) << 34), "read_idx: '", name, "' declares an implausible size ", shape_str(shape));
+    span *= std::max<uint64_t>(n, 1);
+    EMBER_CHECK(span <= (uint64_t(1) << 34), "read_idx: '", name, "' declares an implausible size ", shape_str(shape));
   }
   // Checked before allocating, so that a header that lies costs nothing.
   const uint64_t got = bytes.size() - pos;

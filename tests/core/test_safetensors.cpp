@@ -139,6 +139,8 @@ TEST_F(Safetensors, ShapesWhoseSizeOverflowsAreRejected) {
   write(path("big.safetensors"), file("[18446744073709551615,0]"));
   expect_load_error(path("big.safetensors"), "too large");
   EXPECT_THROW(parse_safetensors(file("[4611686018427387904,4]"), "in memory"), Error);
+  // No bytes (a zero dim) but strides beyond int64 for the other dims.
+  EXPECT_THROW(parse_safetensors(file("[0,4294967296,4294967296]"), "in memory"), Error);
   EXPECT_EQ(parse_safetensors(file("[0,3]"), "in memory").at("a").shape(), (Shape{0, 3}));
 }
 

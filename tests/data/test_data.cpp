@@ -114,6 +114,11 @@ TEST(IdxBytes, InMemoryAndLyingHeaders) {
     EXPECT_NE(std::string(e.what()).find("'huge' is truncated"), std::string::npos) << e.what();
   }
   EXPECT_THROW(read_idx_bytes(std::string("\x1f\x8b\x08\x00garbage", 11), "gz"), Error);
+  // Found by fuzz_idx: a zero dim kept the element count at 0 while the other dims'
+  // strides overflowed int64 (dims 0 x 0xfa0201ff x 0x140000ff x 0xff000000).
+  const std::string zero_dim = std::string("\x00\x00\x08\x04\x00\x00\x00\x00\xfa\x02\x01\xff"
+                                           "\x14\x00\x00\xff\xff\x00\x00\x00", 20);
+  EXPECT_THROW(read_idx_bytes(zero_dim, "zero dim"), Error);
 }
 
 // A Fashion-MNIST-like folder: n images of 28x28 with bytes (i * 7 + k) % 251, labels i % 10.
