@@ -103,7 +103,11 @@ std::string render(const nlohmann::json& j, const MemvizOptions& opt) {
     EMBER_CHECK(e.is_object(), "memviz: history entry ", index, " is not an object");
     const std::string action = e.at("action");
     const int64_t size = int_field(e, "size", kMaxBytes, index);
-    const uint64_t addr = e.at("address");
+    // nlohmann converts a float such as 1e89 to uint64 without a range check (undefined).
+    const auto a = e.find("address");
+    EMBER_CHECK(a != e.end() && a->is_number_unsigned(), "memviz: history entry ", index,
+                ": 'address' is missing or not an unsigned integer");
+    const uint64_t addr = a->get<uint64_t>();
     const int64_t t = int_field(e, "time_ns", kMaxTime, index);
     EMBER_CHECK(t >= last_t, "memviz: history entry ", index, " goes back in time (", t, " ns after ", last_t, ")");
     last_t = t;
@@ -131,9 +135,11 @@ std::string render(const nlohmann::json& j, const MemvizOptions& opt) {
   }
   EMBER_CHECK(!events.empty(), "memviz: the history has no alloc, free_requested or segment events to draw");
   auto stat = [&](const char* key) {
-    const int64_t v = j["stats"].value(key, int64_t(0));
-    EMBER_CHECK(v >= 0 && v <= kMaxBytes, "memviz: stats '", key, "' is ", v, ", expected 0 to ", kMaxBytes);
-    return v;
+    const auto it = j["stats"].find(key);
+    if (it == j["stats"].end()) return int64_t(0);
+    EMBER_CHECK(it->is_number_unsigned() && it->get<uint64_t>() <= uint64_t(kMaxBytes), "memviz: stats '", key,
+                "' is ", it->dump(), ", expected an integer from 0 to ", kMaxBytes);
+    return it->get<int64_t>();
   };
   const int64_t allocated_now = stat("allocated_bytes.all.current");
   const int64_t reserved_now = stat("reserved_bytes.all.current");
