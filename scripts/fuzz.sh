@@ -33,5 +33,5 @@ for t in "${targets[@]}"; do
     echo "fuzz_$t failed; the input that did it is in $build/fuzz-artifacts/" >&2
     exit 1
   fi
-  grep -E '^stat::(number_of_executed_runs|average_exec_per_sec|peak_rss_mb)' "$log"
+  grep -E '^stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)' "$log"
 done
