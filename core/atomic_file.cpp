@@ -1,9 +1,11 @@
 #include "core/atomic_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "base/error.h"
@@ -59,6 +61,21 @@ void write_file_atomically(const std::string& path, const std::string& contents,
   AtomicFile f(path, what);
   f.write(contents);
   f.commit();
+}
+
+void check_can_write(const std::string& path, const std::string& what) {
+  EMBER_CHECK(!path.empty(), what, ": the path is empty");
+  struct stat st{};
+  EMBER_CHECK(::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode), what, ": '", path,
+              "' is a directory, expected a file path");
+  const auto slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  std::string probe = dir + "/.ember-write-check-XXXXXX";
+  const int fd = ::mkstemp(probe.data());
+  EMBER_CHECK(fd >= 0, what, ": cannot write '", path, "': cannot create a file in '", dir, "': ",
+              std::strerror(errno));
+  ::close(fd);
+  ::unlink(probe.c_str());
 }
 
 }  // namespace ember

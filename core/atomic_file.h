@@ -28,6 +28,12 @@ class AtomicFile {
   int fd_ = -1;
 };
 
+// Throws ember::Error naming `path` and the OS error unless a file can be created beside
+// it: creates and removes a uniquely named temporary file in its directory, never
+// touching `path` itself. For callers that write at the end of a long run (a training
+// checkpoint) and should fail at its start instead.
+void check_can_write(const std::string& path, const std::string& what);
+
 // The whole of `contents` to `path`, atomically.
 void write_file_atomically(const std::string& path, const std::string& contents, const std::string& what);
 

@@ -68,7 +68,8 @@ std::size_t parse_memory_size(const std::string& text, Device device) {
       }
     if (!found) fail();
   }
-  if (bytes < 1) fail();
+  // Beyond size_t the cast below is undefined ("1e30", "20000000TiB"): an error, not a wrapped size.
+  if (bytes < 1 || bytes >= 18446744073709551616.0) fail();
   return static_cast<std::size_t>(bytes);
 }
 

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
@@ -50,19 +51,19 @@ bool SafetensorsFile::contains(const std::string& name) const {
 SafetensorsFile load_safetensors(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   EMBER_CHECK(f, "load_safetensors: cannot open '", path, "': ", std::strerror(errno));
-  f.seekg(0, std::ios::end);
-  const uint64_t file_size = static_cast<uint64_t>(f.tellg());
-  f.seekg(0);
+  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  EMBER_CHECK(!f.bad(), "load_safetensors: cannot read '", path, "'");
+  return parse_safetensors(bytes, path);
+}
+
+SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& path) {
+  const uint64_t file_size = bytes.size();
   EMBER_CHECK(file_size >= 8, "load_safetensors: '", path, "' is ", file_size, " bytes, too short for a header");
-  unsigned char len_bytes[8];
-  f.read(reinterpret_cast<char*>(len_bytes), 8);
   uint64_t header_len = 0;
-  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | len_bytes[i];
+  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | static_cast<unsigned char>(bytes[i]);
   EMBER_CHECK(header_len <= kMaxHeader && header_len <= file_size - 8, "load_safetensors: '", path,
               "' declares a header of ", header_len, " bytes but the file has ", file_size, " bytes (truncated or not safetensors)");
-  std::string header(header_len, '\0');
-  f.read(header.data(), static_cast<std::streamsize>(header_len));
-  EMBER_CHECK(f, "load_safetensors: cannot read the header of '", path, "'");
+  const std::string header = bytes.substr(8, header_len);
 
   nlohmann::json j;
   try {
@@ -103,9 +104,18 @@ SafetensorsFile load_safetensors(const std::string& path) {
     if (!found) bad("unsupported dtype '" + dt + "'");
     Entry e{name, found->dtype, {}, 0, 0};
     if (!v["shape"].is_array()) bad("shape is not a list");
+    // numel * element size in uint64 with overflow checks: a dim beyond int64 or a
+    // product that wraps would otherwise pass the size check below with a wrong shape.
+    // span, the product of the dims counted as at least 1, bounds the strides, which a
+    // zero dim elsewhere would not keep from overflowing.
+    uint64_t want = element_size(found->dtype), span = want;
     for (const auto& s : v["shape"]) {
       if (!s.is_number_unsigned()) bad("shape holds a value that is not a non-negative integer");
-      e.shape.push_back(s.get<int64_t>());
+      const uint64_t d = s.get<uint64_t>();
+      if (d > uint64_t(INT64_MAX) || __builtin_mul_overflow(want, d, &want) ||
+          __builtin_mul_overflow(span, std::max<uint64_t>(d, 1), &span) || span > uint64_t(INT64_MAX))
+        bad(detail::str("shape ", v["shape"].dump(), " of ", dt, " is too large"));
+      e.shape.push_back(static_cast<int64_t>(d));
     }
     const auto& off = v["data_offsets"];
     if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
@@ -115,7 +125,6 @@ SafetensorsFile load_safetensors(const std::string& path) {
     if (e.begin > e.end || e.end > data_size)
       bad(detail::str("data_offsets [", e.begin, ", ", e.end, "] lie outside the data section of ", data_size,
                       " bytes (truncated file?)"));
-    const uint64_t want = static_cast<uint64_t>(shape_numel(e.shape) * element_size(e.dtype));
     if (e.end - e.begin != want)
       bad(detail::str("shape ", shape_str(e.shape), " of ", dt, " needs ", want, " bytes but data_offsets give ",
                       e.end - e.begin));
@@ -133,9 +142,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
 
   for (const Entry& e : entries) {
     Tensor t = empty(e.shape, e.dtype);
-    f.seekg(static_cast<std::streamoff>(data_start + e.begin));
-    f.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(e.end - e.begin));
-    EMBER_CHECK(f, "load_safetensors: '", path, "': cannot read the data of tensor '", e.name, "'");
+    if (e.end > e.begin) std::memcpy(t.data_ptr(), bytes.data() + data_start + e.begin, e.end - e.begin);
     out.tensors.emplace_back(e.name, std::move(t));
   }
   return out;

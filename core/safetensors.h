@@ -23,6 +23,9 @@ struct SafetensorsFile {
 // I32, U8, BOOL), shapes against data offsets, offsets inside the file and tiling it.
 // Any problem is an ember::Error that names the file and what is wrong with it.
 SafetensorsFile load_safetensors(const std::string& path);
+// The same from a file's bytes already in memory; `name` stands for the file in error
+// messages. load_safetensors reads the file and calls this.
+SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& name);
 
 // Writes CPU tensors atomically: a temporary file beside `path`, fsync, then rename,
 // so a crash never leaves a half-written file in its place.

@@ -17,53 +17,89 @@ namespace {
 constexpr unsigned char kUByte = 0x08;
 constexpr int kMaxDims = 4;
 
-// Reads exactly n bytes; returns how many it got.
-size_t read_fully(gzFile f, void* buf, size_t n) {
-  size_t got = 0;
-  while (got < n) {
-    const unsigned chunk = static_cast<unsigned>(std::min<size_t>(n - got, 1u << 30));
-    const int r = gzread(f, static_cast<char*>(buf) + got, chunk);
-    if (r <= 0) break;
-    got += static_cast<size_t>(r);
+// The whole of a gzip stream (all its members), inflated. Deflate expands at most about
+// 1032:1, so the output is bounded by the input's size; no separate cap is needed.
+std::string gunzip(const std::string& bytes, const std::string& name) {
+  z_stream z{};
+  EMBER_CHECK(inflateInit2(&z, 16 + MAX_WBITS) == Z_OK, "read_idx: zlib cannot start inflating '", name, "'");
+  struct Ender {
+    z_stream* z;
+    ~Ender() { inflateEnd(z); }
+  } ender{&z};
+  std::string out;
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data()));
+  z.avail_in = static_cast<uInt>(bytes.size());
+  EMBER_CHECK(bytes.size() == z.avail_in, "read_idx: '", name, "' is too large (", bytes.size(), " bytes)");
+  char buf[1 << 16];
+  for (;;) {
+    z.next_out = reinterpret_cast<Bytef*>(buf);
+    z.avail_out = sizeof buf;
+    const int r = inflate(&z, Z_NO_FLUSH);
+    out.append(buf, sizeof buf - z.avail_out);
+    if (r == Z_STREAM_END) {
+      if (z.avail_in == 0) return out;
+      EMBER_CHECK(inflateReset(&z) == Z_OK, "read_idx: '", name, "': cannot read the next gzip member");
+      continue;
+    }
+    EMBER_CHECK(r == Z_OK, "read_idx: '", name,
+                "' is not valid gzip data: ", z.msg ? z.msg : (z.avail_in == 0 ? "truncated" : "corrupt"));
   }
-  return got;
 }
 
 }  // namespace
 
 Tensor read_idx(const std::string& path) {
-  gzFile f = gzopen(path.c_str(), "rb");
+  std::FILE* f = std::fopen(path.c_str(), "rb");
   EMBER_CHECK(f != nullptr, "read_idx: cannot open '", path, "': ", std::strerror(errno));
-  struct Closer {
-    gzFile f;
-    ~Closer() { gzclose(f); }
-  } closer{f};
-  unsigned char magic[4];
-  EMBER_CHECK(read_fully(f, magic, 4) == 4, "read_idx: '", path, "' is too short for an IDX header");
-  EMBER_CHECK(magic[0] == 0 && magic[1] == 0, "read_idx: '", path, "' is not an IDX file (magic number starts ",
+  std::string bytes;
+  char buf[1 << 16];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) bytes.append(buf, n);
+  const bool failed = std::ferror(f);
+  std::fclose(f);
+  EMBER_CHECK(!failed, "read_idx: cannot read '", path, "'");
+  return read_idx_bytes(bytes, path);
+}
+
+Tensor read_idx_bytes(const std::string& file_bytes, const std::string& name) {
+  const bool gz = file_bytes.size() >= 2 && uint8_t(file_bytes[0]) == 0x1f && uint8_t(file_bytes[1]) == 0x8b;
+  const std::string inflated = gz ? gunzip(file_bytes, name) : std::string();
+  const std::string& bytes = gz ? inflated : file_bytes;
+  const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
+  size_t pos = 0;
+  EMBER_CHECK(bytes.size() >= 4, "read_idx: '", name, "' is too short for an IDX header");
+  const unsigned char* magic = p;
+  pos = 4;
+  EMBER_CHECK(magic[0] == 0 && magic[1] == 0, "read_idx: '", name, "' is not an IDX file (magic number starts ",
               int(magic[0]), " ", int(magic[1]), ", expected 0 0)");
-  EMBER_CHECK(magic[2] == kUByte, "read_idx: '", path, "' holds data of type 0x", std::hex, int(magic[2]),
+  EMBER_CHECK(magic[2] == kUByte, "read_idx: '", name, "' holds data of type 0x", std::hex, int(magic[2]),
               ", only unsigned bytes (0x08) are supported");
   const int ndims = magic[3];
-  EMBER_CHECK(ndims >= 1 && ndims <= kMaxDims, "read_idx: '", path, "' declares ", ndims, " dims (expected 1 to ",
+  EMBER_CHECK(ndims >= 1 && ndims <= kMaxDims, "read_idx: '", name, "' declares ", ndims, " dims (expected 1 to ",
               kMaxDims, ")");
   Shape shape;
-  uint64_t total = 1;
+  // total is the element count; span is the product of the dims counted as at least 1,
+  // which bounds the strides: with a zero dim total stays 0 while the others can still
+  // be 2^32 each, and strides of their product overflow int64.
+  uint64_t total = 1, span = 1;
   for (int d = 0; d < ndims; ++d) {
-    unsigned char b[4];
-    EMBER_CHECK(read_fully(f, b, 4) == 4, "read_idx: '", path, "' ends inside its header (dim ", d, ")");
+    EMBER_CHECK(bytes.size() >= pos + 4, "read_idx: '", name, "' ends inside its header (dim ", d, ")");
+    const unsigned char* b = p + pos;
+    pos += 4;
     const uint32_t n = (uint32_t(b[0]) << 24) | (uint32_t(b[1]) << 16) | (uint32_t(b[2]) << 8) | b[3];
     shape.push_back(n);
     total *= n;
-    EMBER_CHECK(total <= (uint64_t(1) << 34), "read_idx: '", path, "' declares an implausible size ", shape_str(shape));
+    span *= std::max<uint64_t>(n, 1);
+    EMBER_CHECK(span <= (uint64_t(1) << 34), "read_idx: '", name, "' declares an implausible size ", shape_str(shape));
   }
-  Tensor t = empty(shape, kUInt8);
-  const size_t got = read_fully(f, t.data_ptr(), total);
-  EMBER_CHECK(got == total, "read_idx: '", path, "' is truncated: dims ", shape_str(shape), " need ", total,
+  // Checked before allocating, so that a header that lies costs nothing.
+  const uint64_t got = bytes.size() - pos;
+  EMBER_CHECK(got >= total, "read_idx: '", name, "' is truncated: dims ", shape_str(shape), " need ", total,
               " bytes of data, the file has ", got);
-  unsigned char extra;
-  EMBER_CHECK(read_fully(f, &extra, 1) == 0, "read_idx: '", path, "' has data beyond the ", total, " bytes its dims ",
+  EMBER_CHECK(got == total, "read_idx: '", name, "' has data beyond the ", total, " bytes its dims ",
               shape_str(shape), " describe");
+  Tensor t = empty(shape, kUInt8);
+  if (total > 0) std::memcpy(t.data_ptr(), p + pos, total);
   return t;
 }
 

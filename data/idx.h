@@ -12,6 +12,9 @@ namespace ember::data {
 // bytes only), the dims and that the data is exactly as long as they say; any problem is
 // an ember::Error naming the file and what is wrong.
 Tensor read_idx(const std::string& path);
+// The same from the bytes of a file (plain or gzip) already in memory; `name` stands for
+// the file in error messages. read_idx reads the file and calls this.
+Tensor read_idx_bytes(const std::string& bytes, const std::string& name);
 
 // Writes a uint8 tensor as IDX (gzip-compressed when gzip is true), atomically.
 void write_idx(const std::string& path, const Tensor& t, bool gzip = false);

@@ -21,6 +21,14 @@ bool parse_number(const std::string& s, T& out) {
   return ec == std::errc() && p == end;
 }
 
+// The shortest text that parses back to exactly f: ostream's default 6 digits would
+// print 0.9999999 as "1", which parse() then rejects as out of range.
+std::string shortest(double f) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, f);
+  return std::string(buf, r.ptr);
+}
+
 }  // namespace
 
 AllocatorConfig AllocatorConfig::parse(const std::string& text) {
@@ -84,10 +92,10 @@ std::string AllocatorConfig::str() const {
   const char* sep = "";
   if (max_split_size != d.max_split_size) os << sep << "max_split_size_mb:" << (max_split_size >> 20), sep = ",";
   if (garbage_collection_threshold != d.garbage_collection_threshold)
-    os << sep << "garbage_collection_threshold:" << garbage_collection_threshold, sep = ",";
+    os << sep << "garbage_collection_threshold:" << shortest(garbage_collection_threshold), sep = ",";
   if (roundup_power2_divisions != d.roundup_power2_divisions)
     os << sep << "roundup_power2_divisions:" << roundup_power2_divisions, sep = ",";
-  if (pressure_threshold != d.pressure_threshold) os << sep << "pressure_threshold:" << pressure_threshold;
+  if (pressure_threshold != d.pressure_threshold) os << sep << "pressure_threshold:" << shortest(pressure_threshold);
   return os.str();
 }
 

@@ -10,6 +10,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   zlib1g-dev nlohmann-json3-dev libcli11-dev libfmt-dev libboost-context-dev
   dataset-fashion-mnist
+  clang libclang-rt-14-dev  # scripts/fuzz.sh: clang++ and libFuzzer's runtime
 )
 
 # --with-peers: also libtorch (PyTorch's C++ frontend) for bench/peers.

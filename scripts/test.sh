@@ -3,7 +3,8 @@
 #  1. the default build (CUDA backend compiled when the toolkit is present), all tests;
 #  2. a CPU-only build (-DEMBER_CUDA=OFF) with AddressSanitizer and UBSan, all tests;
 #  3. where this CPU has AVX-512: the CPU kernels, training and layer tests once more,
-#     compiled for AVX2 (-march=x86-64-v3), as they run on an AVX2-only machine.
+#     compiled for AVX2 (-march=x86-64-v3), as they run on an AVX2-only machine;
+#  4. every libFuzzer target of tests/fuzz for a few seconds (scripts/fuzz.sh, clang).
 # Tests that need a GPU skip themselves here; scripts/gpu-check.sh runs them on one.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -35,3 +36,8 @@ if grep -qw avx512f /proc/cpuinfo; then
   OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-Haswell} \
     ctest --test-dir "$build_avx2" --output-on-failure -j "$jobs" -L '^(core|kernels|layers|optim)$'
 fi
+
+# Fuzz smoke test: every libFuzzer target of tests/fuzz for a few seconds on its seed
+# corpus (clang build in build-fuzz; docs/fuzzing.md has the long runs).
+echo "== fuzz targets, ${EMBER_FUZZ_SECONDS:-5}s each =="
+"$root/scripts/fuzz.sh" "${EMBER_FUZZ_SECONDS:-5}"

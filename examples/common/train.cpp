@@ -8,6 +8,7 @@
 #include <optional>
 #include <vector>
 
+#include "core/atomic_file.h"
 #include "data/dataset.h"
 #include "optim/checkpoint.h"
 #include "optim/microbatch.h"
@@ -90,6 +91,8 @@ int train_main(const std::string& model_name, const TrainConfig& c,
                const std::function<std::shared_ptr<nn::Module>()>& make_model) {
   try {
     EMBER_CHECK(c.epochs >= 0 && c.batch_size > 0, "flags: --epochs must be >= 0 and --batch-size > 0");
+    // The checkpoint is written after the first epoch: an unwritable path fails now, not then.
+    if (!c.save.empty()) check_can_write(c.save, "--save");
     if (c.threads > 0) set_num_threads(c.threads);
     std::string dev = c.device;
     if (dev == "auto") {

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
@@ -14,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/error.h"
 #include "core/device_runtime.h"
 #include "memory/site.h"
 
@@ -44,10 +46,7 @@ bool spin_until(const F& done) {
 }
 
 int default_threads() {
-  if (const char* env = std::getenv("EMBER_NUM_THREADS")) {
-    int n = std::atoi(env);
-    if (n >= 1) return n;
-  }
+  if (const char* env = std::getenv("EMBER_NUM_THREADS")) return parse_num_threads(env);
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
@@ -165,6 +164,15 @@ Pool& pool() {
 }
 
 }  // namespace
+
+int parse_num_threads(const std::string& text) {
+  int n = 0;
+  const char* end = text.data() + text.size();
+  const auto [p, ec] = std::from_chars(text.data(), end, n);
+  EMBER_CHECK(ec == std::errc() && p == end && n >= 1, "EMBER_NUM_THREADS='", text,
+              "': expected a positive whole number of threads");
+  return n;
+}
 
 int num_threads() { return pool().size(); }
 void set_num_threads(int n) { pool().resize(n); }

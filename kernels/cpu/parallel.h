@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 
 namespace ember::kernels::cpu {
 
@@ -17,6 +18,9 @@ inline constexpr int64_t kGrainSize = 32768;
 void parallel_for(int64_t begin, int64_t end, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
 int num_threads();
+// EMBER_NUM_THREADS's value as a thread count: a positive whole number, else an
+// ember::Error ("0", "-3", "4x" or "" would otherwise leave a silently wrong pool size).
+int parse_num_threads(const std::string& text);
 void set_num_threads(int n);
 
 // While set, parallel_for on the calling thread runs inline: for background threads (the

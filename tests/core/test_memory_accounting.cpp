@@ -73,7 +73,7 @@ TEST(MemoryAccounting, MemorySizesAsUsersWriteThem) {
   EXPECT_EQ(parse_memory_size("512k"), 512 * 1024u);
   const std::size_t total = device_allocator(Device::cpu()).source().info().total_bytes;
   EXPECT_EQ(parse_memory_size("50%"), total / 2);
-  for (const char* bad : {"", "lots", "-5MiB", "64 parsecs", "150%", "0"}) {
+  for (const char* bad : {"", "lots", "-5MiB", "64 parsecs", "150%", "0", "1e30", "20000000TiB"}) {
     try {
       parse_memory_size(bad);
       ADD_FAILURE() << "'" << bad << "' was accepted";

@@ -124,6 +124,26 @@ TEST_F(Safetensors, TrailingBytesAreRejected) {
   expect_load_error(path("x"), "the tensors cover 24 bytes but the data section has 28");
 }
 
+// A shape whose byte count wraps around 2^64 (here to 0) passed the size
+// check and then asked empty() for an impossible tensor.
+TEST_F(Safetensors, ShapesWhoseSizeOverflowsAreRejected) {
+  auto file = [](const std::string& shape) {
+    std::string h = R"({"a":{"dtype":"F32","shape":)" + shape + R"(,"data_offsets":[0,0]}})";
+    h.append((8 - h.size() % 8) % 8, ' ');
+    std::string len(8, '\0');
+    for (int i = 0; i < 8; ++i) len[i] = static_cast<char>(uint64_t(h.size()) >> (8 * i));
+    return len + h;
+  };
+  write(path("wrap.safetensors"), file("[4611686018427387904,4]"));
+  expect_load_error(path("wrap.safetensors"), "too large");
+  write(path("big.safetensors"), file("[18446744073709551615,0]"));
+  expect_load_error(path("big.safetensors"), "too large");
+  EXPECT_THROW(parse_safetensors(file("[4611686018427387904,4]"), "in memory"), Error);
+  // No bytes (a zero dim) but strides beyond int64 for the other dims.
+  EXPECT_THROW(parse_safetensors(file("[0,4294967296,4294967296]"), "in memory"), Error);
+  EXPECT_EQ(parse_safetensors(file("[0,3]"), "in memory").at("a").shape(), (Shape{0, 3}));
+}
+
 TEST_F(Safetensors, MissingFile) { expect_load_error(path("missing.safetensors"), "cannot open"); }
 
 TEST(SafetensorsRefcases, ReadsThePyTorchFiles) {

@@ -101,6 +101,26 @@ TEST_F(Idx, DamagedFilesNameTheFile) {
   expect_idx_error(path("cut.idx.gz"), "truncated");
 }
 
+// read_idx_bytes is read_idx without the file; a header that promises more data than the
+// bytes hold fails before allocating it (60000 x 60000 here).
+TEST(IdxBytes, InMemoryAndLyingHeaders) {
+  const std::string labels = std::string("\x00\x00\x08\x01\x00\x00\x00\x03", 8) + "\x01\x02\x03";
+  EXPECT_EQ(read_idx_bytes(labels, "labels").shape(), (Shape{3}));
+  const std::string huge = std::string("\x00\x00\x08\x02\x00\x00\xea\x60\x00\x00\xea\x60", 12);
+  try {
+    read_idx_bytes(huge, "huge");
+    ADD_FAILURE() << "accepted a header with no data";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'huge' is truncated"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(read_idx_bytes(std::string("\x1f\x8b\x08\x00garbage", 11), "gz"), Error);
+  // Found by fuzz_idx: a zero dim kept the element count at 0 while the other dims'
+  // strides overflowed int64 (dims 0 x 0xfa0201ff x 0x140000ff x 0xff000000).
+  const std::string zero_dim = std::string("\x00\x00\x08\x04\x00\x00\x00\x00\xfa\x02\x01\xff"
+                                           "\x14\x00\x00\xff\xff\x00\x00\x00", 20);
+  EXPECT_THROW(read_idx_bytes(zero_dim, "zero dim"), Error);
+}
+
 // A Fashion-MNIST-like folder: n images of 28x28 with bytes (i * 7 + k) % 251, labels i % 10.
 void write_fake_mnist(const std::string& dir, const std::string& prefix, int64_t n, int64_t labels, bool gz) {
   const std::string ext = gz ? ".gz" : "";

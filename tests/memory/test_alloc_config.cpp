@@ -37,6 +37,16 @@ TEST(AllocConfig, DefaultsAndEmptyString) {
   EXPECT_EQ(c.str(), "");
 }
 
+// str() prints fractions exactly: with 6 digits 0.9999999 became "1", which parse() rejects.
+TEST(AllocConfig, StrParsesBackForFractionsNearTheirBounds) {
+  for (const char* text : {"garbage_collection_threshold:0.9999999", "pressure_threshold:0.1234567891234",
+                           "garbage_collection_threshold:1e-300"}) {
+    const AllocatorConfig c = AllocatorConfig::parse(text);
+    EXPECT_EQ(c.str(), text);
+    EXPECT_EQ(AllocatorConfig::parse(c.str()).str(), c.str());
+  }
+}
+
 TEST(AllocConfig, MalformedStringsAreErrorsThatQuoteThem) {
   EXPECT_NE(parse_error("max_split_size_mb=256").find("EMBER_ALLOC_CONF 'max_split_size_mb=256': 'max_split_size_mb=256' has no ':'"),
             std::string::npos);

@@ -44,6 +44,33 @@ TEST(Memviz, SaysWhatIsWrongWithItsInput) {
   EXPECT_TRUE(contains(error_of("{not json"), "not JSON"));
   EXPECT_TRUE(contains(error_of("[1, 2]"), "not an ember memory snapshot"));
   EXPECT_TRUE(contains(error_of(R"({"history": [], "stats": {}})"), "has no history"));
+  // Fields of the wrong type or range used to be uncaught nlohmann exceptions,
+  // signed overflows or (times going backwards) writes outside the columns.
+  auto one = [](const std::string& entry, const std::string& stats = "{}") {
+    return R"({"stats": )" + stats + R"(, "history": [)" + entry + "]}";
+  };
+  const std::string ok = R"({"action": "alloc", "size": 8, "address": 1, "time_ns": 5})";
+  EXPECT_TRUE(contains(error_of(one(ok)), "(no error)"));
+  EXPECT_TRUE(contains(error_of(one(R"({"action": "alloc", "size": "8", "address": 1, "time_ns": 5})")),
+                       "'size' is \"8\""));
+  EXPECT_TRUE(contains(error_of(one(R"({"action": "alloc", "size": -8, "address": 1, "time_ns": 5})")), "'size'"));
+  EXPECT_TRUE(contains(error_of(one(R"({"action": 7, "size": 8, "address": 1, "time_ns": 5})")), "malformed"));
+  EXPECT_TRUE(contains(error_of(one(R"({"action": "alloc", "size": 8, "address": 1})")), "no 'time_ns'"));
+  EXPECT_TRUE(contains(error_of(one("[1]")), "not an object"));
+  EXPECT_TRUE(contains(error_of(one(ok + "," + R"({"action": "alloc", "size": 8, "address": 2, "time_ns": 1})")),
+                       "back in time"));
+  EXPECT_TRUE(contains(error_of(one(R"({"action": "other", "size": 8, "address": 1, "time_ns": 5})")),
+                       "no alloc, free_requested or segment events"));
+  EXPECT_TRUE(contains(error_of(one(ok + "," + R"({"action": "alloc", "size": 8, "address": 2,
+                                                   "time_ns": 4611686018427387904})")),
+                       "(no error)"));  // a span of 2^62 ns: columns computed without overflow
+  EXPECT_TRUE(contains(error_of(one(ok, R"({"allocated_bytes.all.current": -5})")), "stats"));
+  EXPECT_TRUE(contains(error_of(one(ok, R"({"allocated_bytes.all.current": "5"})")), "stats"));
+  EXPECT_TRUE(contains(error_of(one(ok, R"({"allocated_bytes.all.current": 1e89})")), "stats"));
+  // Found by fuzz_memviz: a float address was converted to uint64 out of range (UBSan).
+  EXPECT_TRUE(contains(error_of(one(R"({"action": "alloc", "size": 8, "address": 1e89, "time_ns": 5})")),
+                       "'address'"));
+  EXPECT_TRUE(contains(error_of(R"({"device": 3, "stats": {}, "history": [)" + ok + "]}"), "malformed"));
 }
 
 }  // namespace

@@ -44,6 +44,28 @@ std::string escape(const std::string& s) {
 const char* kColors[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948",
                          "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac", "#86bcb6", "#d37295"};
 
+// Bounds on the numbers a snapshot may hold: byte counts up to 1 TiB each (so that sums
+// over millions of events stay far inside int64) and times up to 2^62 ns (a century).
+constexpr int64_t kMaxBytes = int64_t(1) << 40, kMaxTime = int64_t(1) << 62;
+
+// e[key] as an integer in [0, max]; anything else is an ember::Error naming the entry.
+int64_t int_field(const nlohmann::json& e, const char* key, int64_t max, size_t index) {
+  const auto it = e.find(key);
+  EMBER_CHECK(it != e.end(), "memviz: history entry ", index, " has no '", key, "'");
+  EMBER_CHECK(it->is_number_integer() && (it->is_number_unsigned() || it->get<int64_t>() >= 0) &&
+                  it->get<uint64_t>() <= uint64_t(max),
+              "memviz: history entry ", index, ": '", key, "' is ", it->dump(), ", expected an integer from 0 to ", max);
+  return it->get<int64_t>();
+}
+
+// The column of time t among W columns spanning [t0, t1), in 128 bits: (t - t0) * W
+// overflows int64 for spans near kMaxTime.
+int column(int64_t t, int64_t t0, int64_t t1, int W) {
+  return static_cast<int>(std::min<__int128>(W - 1, __int128(t - t0) * W / (t1 - t0)));
+}
+
+std::string render(const nlohmann::json& j, const MemvizOptions& opt);
+
 }  // namespace
 
 std::string render_memory_svg(const std::string& text, const MemvizOptions& opt) {
@@ -53,7 +75,20 @@ std::string render_memory_svg(const std::string& text, const MemvizOptions& opt)
   } catch (const nlohmann::json::exception& e) {
     EMBER_FAIL("memviz: the snapshot is not JSON: ", e.what());
   }
-  EMBER_CHECK(j.is_object() && j.contains("history") && j["history"].is_array() && j.contains("stats"),
+  // A field of the wrong JSON type deep inside (a string where a number belongs) is a bad
+  // snapshot too, not an uncaught nlohmann exception.
+  try {
+    return render(j, opt);
+  } catch (const nlohmann::json::exception& e) {
+    EMBER_FAIL("memviz: malformed snapshot: ", e.what());
+  }
+}
+
+namespace {
+
+std::string render(const nlohmann::json& j, const MemvizOptions& opt) {
+  EMBER_CHECK(j.is_object() && j.contains("history") && j["history"].is_array() && j.contains("stats") &&
+                  j["stats"].is_object(),
               "memviz: not an ember memory snapshot (expected 'history' and 'stats')");
   EMBER_CHECK(!j["history"].empty(),
               "memviz: the snapshot has no history; record one with record_memory_history(N) or EMBER_MEMORY_HISTORY=N");
@@ -62,33 +97,52 @@ std::string render_memory_svg(const std::string& text, const MemvizOptions& opt)
   std::vector<Event> events;
   std::unordered_map<uint64_t, std::pair<std::string, int64_t>> live;
   int64_t net_allocated = 0, net_reserved = 0;
+  size_t index = 0;
+  int64_t last_t = 0;
   for (const auto& e : j["history"]) {
+    EMBER_CHECK(e.is_object(), "memviz: history entry ", index, " is not an object");
     const std::string action = e.at("action");
-    const int64_t size = e.at("size");
-    const uint64_t addr = e.at("address");
+    const int64_t size = int_field(e, "size", kMaxBytes, index);
+    // nlohmann converts a float such as 1e89 to uint64 without a range check (undefined).
+    const auto a = e.find("address");
+    EMBER_CHECK(a != e.end() && a->is_number_unsigned(), "memviz: history entry ", index,
+                ": 'address' is missing or not an unsigned integer");
+    const uint64_t addr = a->get<uint64_t>();
+    const int64_t t = int_field(e, "time_ns", kMaxTime, index);
+    EMBER_CHECK(t >= last_t, "memviz: history entry ", index, " goes back in time (", t, " ns after ", last_t, ")");
+    last_t = t;
+    ++index;
     std::string op = e.value("op", "");
     if (op.empty()) op = "(unnamed)";
     if (action == "alloc") {
       live[addr] = {op, size};
-      events.push_back({e.at("time_ns"), op, size, 0});
+      events.push_back({t, op, size, 0});
       net_allocated += size;
     } else if (action == "free_requested") {
       auto it = live.find(addr);
       if (it != live.end()) {
-        events.push_back({e.at("time_ns"), it->second.first, -it->second.second, 0});
+        events.push_back({t, it->second.first, -it->second.second, 0});
         live.erase(it);
       } else if (opt.baseline) {  // allocated before the history began
-        events.push_back({e.at("time_ns"), "(before the history)", -size, 0});
+        events.push_back({t, "(before the history)", -size, 0});
       }
       net_allocated -= size;
     } else if (action == "segment_alloc" || action == "segment_free") {
       const int64_t d = action == "segment_alloc" ? size : -size;
-      events.push_back({e.at("time_ns"), "", 0, d});
+      events.push_back({t, "", 0, d});
       net_reserved += d;
     }
   }
-  const int64_t allocated_now = j["stats"].value("allocated_bytes.all.current", int64_t(0));
-  const int64_t reserved_now = j["stats"].value("reserved_bytes.all.current", int64_t(0));
+  EMBER_CHECK(!events.empty(), "memviz: the history has no alloc, free_requested or segment events to draw");
+  auto stat = [&](const char* key) {
+    const auto it = j["stats"].find(key);
+    if (it == j["stats"].end()) return int64_t(0);
+    EMBER_CHECK(it->is_number_unsigned() && it->get<uint64_t>() <= uint64_t(kMaxBytes), "memviz: stats '", key,
+                "' is ", it->dump(), ", expected an integer from 0 to ", kMaxBytes);
+    return it->get<int64_t>();
+  };
+  const int64_t allocated_now = stat("allocated_bytes.all.current");
+  const int64_t reserved_now = stat("reserved_bytes.all.current");
   const int64_t before = opt.baseline ? std::max<int64_t>(0, allocated_now - net_allocated) : 0;
   const int64_t reserved_before = std::max<int64_t>(0, reserved_now - net_reserved);
 
@@ -129,7 +183,7 @@ std::string render_memory_svg(const std::string& text, const MemvizOptions& opt)
       total += e.delta;
     }
     reserved += e.reserved_delta;
-    const int c = static_cast<int>(std::min<int64_t>(W - 1, (e.t_ns - t0) * W / (t1 - t0)));
+    const int c = column(e.t_ns, t0, t1, W);
     if (total > col_total[c]) {
       col_total[c] = total;
       cols[c] = band_bytes;
@@ -199,7 +253,7 @@ std::string render_memory_svg(const std::string& text, const MemvizOptions& opt)
                   top_m + H + 18, ms);
     s += buf;
   }
-  const int pc = static_cast<int>(std::min<int64_t>(W - 1, (peak_t - t0) * W / (t1 - t0)));
+  const int pc = column(peak_t, t0, t1, W);
   std::snprintf(buf, sizeof buf,
                 "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"red\"/><text x=\"%d\" y=\"%d\" fill=\"red\">peak</text>\n",
                 X(pc), top_m, X(pc), top_m + H, X(pc) + 3, top_m + 12);
@@ -222,4 +276,5 @@ std::string render_memory_svg(const std::string& text, const MemvizOptions& opt)
   return s + "</svg>\n";
 }
 
+}  // namespace
 }  // namespace ember::tools
