@@ -1,14 +1,19 @@
-# Decides whether the CUDA backend is built (EMBER_CUDA=AUTO|ON|OFF) and finds its
-# libraries. Sets EMBER_WITH_CUDA, and EMBER_WITH_CUDNN / EMBER_WITH_NCCL.
+# Decides whether the CUDA backend is built (EMBER_CUDA=AUTO|ON|OFF|EMULATED) and finds
+# its libraries. Sets EMBER_WITH_CUDA (the backend for real GPUs, compiled by nvcc), and
+# EMBER_WITH_CUDNN / EMBER_WITH_NCCL; or EMBER_CUDA_EMULATED (the same backend sources
+# compiled by the host compiler against kernels/emu, presenting emulated devices).
 set(EMBER_WITH_CUDA OFF)
+set(EMBER_CUDA_EMULATED OFF)
 set(EMBER_WITH_CUDNN OFF)
 set(EMBER_WITH_NCCL OFF)
 
-if(NOT EMBER_CUDA MATCHES "^(AUTO|ON|OFF)$")
-  message(FATAL_ERROR "EMBER_CUDA must be AUTO, ON or OFF, not '${EMBER_CUDA}'")
+if(NOT EMBER_CUDA MATCHES "^(AUTO|ON|OFF|EMULATED)$")
+  message(FATAL_ERROR "EMBER_CUDA must be AUTO, ON, OFF or EMULATED, not '${EMBER_CUDA}'")
 endif()
 
-if(NOT EMBER_CUDA STREQUAL "OFF")
+if(EMBER_CUDA STREQUAL "EMULATED")
+  set(EMBER_CUDA_EMULATED ON)  # kernels/CMakeLists.txt checks that the emulator can be built
+elseif(NOT EMBER_CUDA STREQUAL "OFF")
   if(NOT CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX} AND EXISTS /usr/local/cuda/bin/nvcc)
     set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
   endif()
@@ -41,4 +46,8 @@ if(EMBER_WITH_CUDA)
   set(EMBER_WITH_CUDNN ${CUDNN_FOUND})
   set(EMBER_WITH_NCCL ${NCCL_FOUND})
 endif()
-message(STATUS "ember: CUDA backend ${EMBER_WITH_CUDA} (cuDNN ${EMBER_WITH_CUDNN}, NCCL ${EMBER_WITH_NCCL})")
+if(EMBER_CUDA_EMULATED)
+  message(STATUS "ember: CUDA backend EMULATED (host code against kernels/emu; no GPU code, no cuBLAS/cuDNN/NCCL)")
+else()
+  message(STATUS "ember: CUDA backend ${EMBER_WITH_CUDA} (cuDNN ${EMBER_WITH_CUDNN}, NCCL ${EMBER_WITH_NCCL})")
+endif()

@@ -1,10 +1,16 @@
 // What the backends provide to core besides kernels: device discovery, each device's
-// caching allocator, the pinned host allocator and the CPU pool's controls. Core
-// declares them here and the backends define them (kernels/cpu/parallel.cpp,
-// kernels/cuda/backend.cu, or kernels/cuda/no_cuda.cpp in a build without CUDA), so
-// core, and anything above it, reaches devices without including kernels/. The CUDA
-// streams and events, when they come, are declared here too.
+// caching allocator, the pinned host allocator, CUDA streams, events and copies, and the
+// CPU pool's controls. Core declares them here and the backends define them
+// (kernels/cpu/parallel.cpp, kernels/cuda/backend.cu and device.cu, or
+// kernels/cuda/no_cuda.cpp in a build without CUDA), so core, and anything above it
+// (comm/ too), reaches devices without including kernels/. Users see them through
+// core/stream.h.
 #pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/device.h"
 
 namespace ember::memory { class CachingAllocator; }
 
@@ -21,6 +27,32 @@ memory::CachingAllocator& cuda_allocator(int index);
 // The caching allocator of page-locked host memory (cudaHostAlloc), for fast and
 // asynchronous host-device copies; throws ember::Error in a CPU-only build.
 memory::CachingAllocator& pinned_allocator();
+
+// CUDA streams and events, as opaque ids: a cudaStream_t's or cudaEvent_t's value. In a
+// build without CUDA each of these raises ember::Error.
+int cuda_current_device();
+void cuda_set_device(int device);
+uint64_t cuda_compute_stream(int device);  // the stream ops use unless another is made current
+uint64_t cuda_current_stream(int device);  // the calling thread's
+void cuda_set_current_stream(int device, uint64_t stream);
+uint64_t cuda_create_stream(int device);   // lives for the process, as PyTorch's pooled streams
+void cuda_stream_synchronize(int device, uint64_t stream);
+bool cuda_stream_query(int device, uint64_t stream);  // true when its work is done
+void cuda_device_synchronize(int device);
+uint64_t cuda_event_create(int device, bool timing);
+void cuda_event_destroy(uint64_t event);
+void cuda_event_record(uint64_t event, int device, uint64_t stream);
+void cuda_stream_wait_event(int device, uint64_t stream, uint64_t event);  // the stream waits, not the host
+bool cuda_event_query(uint64_t event);
+void cuda_event_synchronize(uint64_t event);
+float cuda_event_elapsed_ms(uint64_t start, uint64_t end);
+
+// Copies `bytes` from src on src_device to dst on dst_device, one of which is CUDA, in
+// the order of the CUDA side's current stream (the destination's, between two CUDA
+// devices, after the source's current stream is done). Returns once the data has
+// arrived, unless non_blocking: then it may return as soon as the copy is queued (a host
+// side that is not pinned makes it synchronous anyway, as in CUDA).
+void cuda_copy(void* dst, Device dst_device, const void* src, Device src_device, std::size_t bytes, bool non_blocking);
 
 // The CPU device: the vector instruction set its kernels were compiled for ("avx512",
 // "avx2" or "scalar"; kernels/cpu/vec.h), and its thread pool.

@@ -158,12 +158,10 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
     EMBER_CHECK(name != "__metadata__", "save_safetensors: '__metadata__' cannot name a tensor");
     EMBER_CHECK(!j.contains(name), "save_safetensors: the name '", name, "' appears twice");
     EMBER_CHECK(t.defined(), "save_safetensors: tensor '", name, "' is undefined");
-    EMBER_CHECK(t.device().is_cpu(), "save_safetensors: tensor '", name, "' is on ", t.device().str(),
-                "; copy it to the cpu first");
     const uint64_t n = static_cast<uint64_t>(t.numel() * t.element_size());
     j[name] = {{"dtype", st_name(t.dtype())}, {"shape", t.shape()}, {"data_offsets", {pos, pos + n}}};
     pos += n;
-    contiguous.push_back(t.contiguous());
+    contiguous.push_back(t.detach().contiguous().to(Device::cpu()));  // a device tensor: copied, waiting for its writers
   }
   std::string header = j.dump();
   header.append((8 - header.size() % 8) % 8, ' ');  // data starts 8-byte aligned

@@ -3,15 +3,18 @@
 #include "core/tensor.h"
 
 #include <algorithm>
+#include <cstring>
 #include <ostream>
 
 #include "base/error.h"
 #include "core/autograd.h"
 #include "core/autograd_graph.h"
+#include "core/device_runtime.h"
 #include "core/dispatch.h"
 #include "core/ops.h"
 #include "core/runtime.h"
 #include "core/storage.h"
+#include "core/stream.h"
 #include "memory/site.h"
 
 namespace ember {
@@ -328,11 +331,44 @@ Tensor Tensor::to(DType t) const {
   return autograd::record("to", {*this}, out, [](const Tensor& g) { return Grads{g}; });
 }
 
-Tensor Tensor::to(Device d) const {
+Tensor Tensor::to(Device d, bool non_blocking) const {
   EMBER_OP_SITE("to");
   if (d == device()) return *this;
-  // Cross-device copies arrive with the CUDA backend, which registers them.
-  EMBER_FAIL("to: copying from ", device().str(), " to ", d.str(), " is not supported in this build");
+  const Tensor src = detach().contiguous();
+  Tensor out = empty(shape(), {dtype(), d});
+  kernels::cuda_copy(out.data_ptr(), d, src.data_ptr(), device(), static_cast<size_t>(numel() * element_size()),
+                     non_blocking);
+  // A non-blocking copy reads its source later: keep the source's memory from reuse
+  // until the copy's stream is done (the pinned and the device allocators honour it).
+  if (non_blocking) {
+    const Device cuda_side = d.is_cuda() ? d : device();
+    src.record_stream(Stream::current(cuda_side));
+  }
+  const Device back = device();
+  return autograd::record("to", {*this}, out, [back](const Tensor& g) { return Grads{g.to(back)}; });
+}
+
+Tensor Tensor::pin_memory() const {
+  EMBER_CHECK(device().is_cpu(), "pin_memory: the tensor is on ", device().str(), "; only CPU tensors are pinned");
+  if (is_pinned()) return *this;
+  const Tensor src = contiguous();
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<Storage>(static_cast<size_t>(numel() * element_size()), Device::cpu(), true);
+  impl->shape = shape();
+  impl->strides = contiguous_strides(shape());
+  impl->offset = 0;
+  impl->dtype = dtype();
+  Tensor out(std::move(impl));
+  if (numel() > 0) std::memcpy(out.data_ptr(), src.data_ptr(), static_cast<size_t>(numel() * element_size()));
+  return out;
+}
+
+bool Tensor::is_pinned() const { return impl().storage->pinned(); }
+
+void Tensor::record_stream(const Stream& stream) const {
+  EMBER_CHECK(stream.device() == device() || (is_pinned() && stream.device().is_cuda()), "record_stream: the tensor is on ",
+              device().str(), ", the stream on ", stream.device().str());
+  impl().storage->record_stream(stream.id());
 }
 
 const Tensor& Tensor::copy_(const Tensor& src) const {
@@ -371,8 +407,8 @@ double Tensor::at(std::initializer_list<int64_t> index) const {
 
 template <class T>
 std::vector<T> Tensor::to_vector() const {
-  EMBER_CHECK(device().is_cpu(), "to_vector: the tensor is on ", device().str(), "; copy it to the cpu first");
-  Tensor c = detach().to(dtype_of<T>()).contiguous();
+  // A device tensor is read through a copy, which waits for the work that writes it.
+  Tensor c = detach().to(dtype_of<T>()).contiguous().to(Device::cpu());
   const T* p = c.data<const T>();
   return std::vector<T>(p, p + numel());
 }

@@ -98,7 +98,18 @@ class Tensor {
   Tensor contiguous() const;  // this tensor itself when already contiguous
   Tensor clone() const;
   Tensor to(DType dtype) const;    // this tensor itself when the dtype already matches
-  Tensor to(Device device) const;  // likewise for the device
+  // A copy on `device` (this tensor itself when already there). To or from a CUDA
+  // device it is queued on that device's current stream; the call returns when the data
+  // has arrived, unless non_blocking and the host side is pinned (pin_memory()): then it
+  // returns at once, and the stream's later work sees the data.
+  Tensor to(Device device, bool non_blocking = false) const;
+  // A copy of this CPU tensor in page-locked (pinned) host memory; itself when already
+  // pinned. Throws ember::Error in a build without CUDA.
+  Tensor pin_memory() const;
+  bool is_pinned() const;
+  // This tensor's memory is also used by work on `stream`: when the last handle to it
+  // goes, the memory is reused only once that work is done (PyTorch's record_stream).
+  void record_stream(const class Stream& stream) const;
 
   // ----- in place -----
   // Copies src (broadcast to this shape, converted to this dtype) into this view.

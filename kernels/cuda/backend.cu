@@ -1,7 +1,7 @@
-// The CUDA backend's entry points: device discovery, the devices' caching allocators and
-// the kernel registration. The kernels themselves arrive in later parts (kernels/cuda/*.cuh);
-// until then every CUDA op reports that its kernel is missing, by name.
-#include <cuda_runtime.h>
+// The CUDA backend's entry points: device discovery, the devices' caching allocators, the
+// pinned host allocator and the kernel registration. The same source serves GPUs (nvcc)
+// and the emulated device (the host compiler against kernels/emu).
+#include "kernels/cuda/device.h"  // first: the CUDA runtime, or the emulator's
 
 #include <mutex>
 #include <vector>
@@ -9,6 +9,7 @@
 #include "base/error.h"
 #include "core/device_runtime.h"
 #include "core/dispatch.h"
+#include "kernels/cuda/cuda_kernels.h"
 #include "memory/caching_allocator.h"
 #include "memory/cuda_source.h"
 
@@ -46,6 +47,8 @@ memory::CachingAllocator& pinned_allocator() {
   return *instance;
 }
 
-void register_cuda_kernels() {}
+void register_cuda_kernels() {
+  cuda::register_copy();
+}
 
 }  // namespace ember::kernels

@@ -114,8 +114,7 @@ void launch(const LaunchConfig& cfg, cudaStream_t stream, Args&&... args) {
               ", block ", cfg.block.x, "x", cfg.block.y, "x", cfg.block.z, ", ", cfg.shared_bytes,
               " shared bytes) failed: ", cudaGetErrorString(err));
 #else
-  (void)stream;  // the emulator runs each launch to completion before returning
-  ::ember::emu::launch(Kernel, name.c_str(), cfg.grid, cfg.block, cfg.shared_bytes, static_cast<Args&&>(args)...);
+  ::ember::emu::launch_on(stream, Kernel, name.c_str(), cfg.grid, cfg.block, cfg.shared_bytes, static_cast<Args&&>(args)...);
 #endif
 }
 

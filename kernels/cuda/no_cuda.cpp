@@ -1,19 +1,40 @@
 // The CUDA entry points of a build without the CUDA backend (EMBER_CUDA=OFF or no
-// toolkit): no devices, nothing to register.
+// toolkit): no devices, nothing to register, and every stream or copy call an error.
 #include "base/error.h"
 #include "core/device_runtime.h"
 #include "core/dispatch.h"
 
 namespace ember::kernels {
+namespace {
+
+[[noreturn]] void no_backend(const char* what) {
+  EMBER_FAIL(what, ": this build of ember has no CUDA backend (configure with -DEMBER_CUDA=ON, or EMULATED)");
+}
+
+}  // namespace
 
 bool cuda_backend_built() { return false; }
 int cuda_device_count() { return 0; }
-memory::CachingAllocator& cuda_allocator(int index) {
-  EMBER_FAIL("cuda_allocator: this build of ember has no CUDA backend (configure with -DEMBER_CUDA=ON)");
-}
-memory::CachingAllocator& pinned_allocator() {
-  EMBER_FAIL("pinned_allocator: this build of ember has no CUDA backend (configure with -DEMBER_CUDA=ON)");
-}
+memory::CachingAllocator& cuda_allocator(int) { no_backend("cuda_allocator"); }
+memory::CachingAllocator& pinned_allocator() { no_backend("pinned_allocator"); }
 void register_cuda_kernels() {}
+
+int cuda_current_device() { no_backend("current_device"); }
+void cuda_set_device(int) { no_backend("set_device"); }
+uint64_t cuda_compute_stream(int) { no_backend("Stream"); }
+uint64_t cuda_current_stream(int) { no_backend("Stream"); }
+void cuda_set_current_stream(int, uint64_t) { no_backend("Stream"); }
+uint64_t cuda_create_stream(int) { no_backend("Stream"); }
+void cuda_stream_synchronize(int, uint64_t) { no_backend("Stream"); }
+bool cuda_stream_query(int, uint64_t) { no_backend("Stream"); }
+void cuda_device_synchronize(int) { no_backend("synchronize"); }
+uint64_t cuda_event_create(int, bool) { no_backend("Event"); }
+void cuda_event_destroy(uint64_t) { no_backend("Event"); }
+void cuda_event_record(uint64_t, int, uint64_t) { no_backend("Event"); }
+void cuda_stream_wait_event(int, uint64_t, uint64_t) { no_backend("Event"); }
+bool cuda_event_query(uint64_t) { no_backend("Event"); }
+void cuda_event_synchronize(uint64_t) { no_backend("Event"); }
+float cuda_event_elapsed_ms(uint64_t, uint64_t) { no_backend("Event"); }
+void cuda_copy(void*, Device, const void*, Device, std::size_t, bool) { no_backend("to"); }
 
 }  // namespace ember::kernels

@@ -32,8 +32,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <source_location>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -65,6 +67,8 @@ using Invoke = void (*)(const void* closure);
 void launch(const char* kernel, const void* kernel_id, dim3 grid, dim3 block, size_t shared_bytes,
             Invoke invoke, const void* closure);
 void allow_dynamic_shared(const void* kernel_id, size_t bytes);
+// Raises ember::Error for a launch configuration the device would reject.
+void check_launch(const char* kernel, const void* kernel_id, dim3 grid, dim3 block, size_t shared_bytes);
 
 void syncthreads(const std::source_location& site);
 
@@ -108,6 +112,25 @@ void launch(void (*kernel)(Params...), const char* name, dim3 grid, dim3 block, 
         std::apply(cl->kernel, cl->params);
       },
       &closure);
+}
+
+// Queues `work` on `stream` to run after the stream's earlier work, on the stream's own
+// worker thread (runtime.cpp); the legacy default stream (nullptr) drains the current
+// device's streams and runs it at once.
+void enqueue(cudaStream_t stream, std::function<void()> work);
+
+// launch() on `stream`: a launch whose configuration the GPU would reject fails here, at
+// once; the kernel runs when the stream reaches it, with copies of the arguments.
+template <class... Params, class... Args>
+void launch_on(cudaStream_t stream, void (*kernel)(Params...), const char* name, dim3 grid, dim3 block,
+               size_t shared_bytes, Args&&... args) {
+  if (stream == nullptr)  // runs now, inside the call
+    return enqueue(nullptr, [&] { launch(kernel, name, grid, block, shared_bytes, std::forward<Args>(args)...); });
+  detail::check_launch(name, reinterpret_cast<const void*>(kernel), grid, block, shared_bytes);
+  enqueue(stream, [kernel, name, grid, block, shared_bytes,
+                   params = std::tuple<std::decay_t<Params>...>(std::forward<Args>(args)...)] {
+    std::apply([&](const auto&... p) { launch(kernel, name, grid, block, shared_bytes, p...); }, params);
+  });
 }
 
 }  // namespace ember::emu

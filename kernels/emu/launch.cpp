@@ -146,8 +146,7 @@ void allow_dynamic_shared(const void* kernel_id, size_t bytes) {
   dynamic_shared_optin()[kernel_id] = bytes;
 }
 
-void launch(const char* kernel, const void* kernel_id, dim3 grid, dim3 block, size_t shared_bytes, Invoke invoke,
-            const void* closure) {
+void check_launch(const char* kernel, const void* kernel_id, dim3 grid, dim3 block, size_t shared_bytes) {
   const DeviceProperties& p = device_properties();
   const uint64_t threads = uint64_t(block.x) * block.y * block.z;
   EMBER_CHECK(block.x >= 1 && block.y >= 1 && block.z >= 1 && grid.x >= 1 && grid.y >= 1 && grid.z >= 1,
@@ -167,6 +166,11 @@ void launch(const char* kernel, const void* kernel_id, dim3 grid, dim3 block, si
   EMBER_CHECK(shared_bytes <= limit, "CUDA emulator: ", kernel, ": ", shared_bytes,
               " bytes of dynamic shared memory requested, above the ", limit,
               "-byte limit (kernels opt in to more with allow_dynamic_shared)");
+}
+
+void launch(const char* kernel, const void* kernel_id, dim3 grid, dim3 block, size_t shared_bytes, Invoke invoke,
+            const void* closure) {
+  check_launch(kernel, kernel_id, grid, block, shared_bytes);
   static std::atomic<uint64_t> launches{0};
   run_grid(Launch{kernel, grid, block, shared_bytes, invoke, closure, launches.fetch_add(1)});
 }

@@ -1,0 +1,11 @@
+// The CUDA backend's registration functions, one per source file, called in order by
+// register_cuda_kernels() (backend.cu).
+#pragma once
+
+#include "core/dispatch.h"
+
+namespace ember::kernels::cuda {
+
+void register_copy();
+
+}  // namespace ember::kernels::cuda

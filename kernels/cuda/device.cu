@@ -1,0 +1,192 @@
+// The CUDA backend's devices, streams, events and copies (kernels/cuda/device.h, and the
+// stream functions core/device_runtime.h declares for core/stream.h).
+#include "kernels/cuda/device.h"
+
+#include <array>
+#include <mutex>
+
+#include "base/error.h"
+#include "core/device_runtime.h"
+
+namespace ember::kernels::cuda {
+namespace {
+
+constexpr int kMaxDevices = 64;
+
+void check_device(int device, const char* what) {
+  const int count = cuda_device_count();
+  EMBER_CHECK(device >= 0 && device < count, what, ": cuda:", device, " does not exist (",
+              count == 0 ? std::string("no CUDA device is available") : ::ember::detail::str(count, " CUDA device(s)"), ")");
+}
+
+cudaStream_t as_stream(uint64_t id) { return reinterpret_cast<cudaStream_t>(id); }
+uint64_t id_of(cudaStream_t s) { return reinterpret_cast<uint64_t>(s); }
+cudaEvent_t as_event(uint64_t id) { return reinterpret_cast<cudaEvent_t>(id); }
+
+// The calling thread's current stream per device; null means the compute stream.
+thread_local std::array<cudaStream_t, kMaxDevices> current_streams{};
+
+}  // namespace
+
+void cuda_failed(cudaError_t err, const char* call, const char* file, int line) {
+  const char* name = cudaGetErrorName(err);
+  const char* message = cudaGetErrorString(err);
+  cudaGetLastError();  // clear a non-sticky error, so the next call does not report it again
+  EMBER_FAIL(call, " failed at ", file, ":", line, ": ", name, ": ", message);
+}
+
+DeviceGuard::DeviceGuard(int device) : previous_(0), device_(device) {
+  EMBER_CUDA_CHECK(cudaGetDevice(&previous_));
+  if (previous_ != device_) EMBER_CUDA_CHECK(cudaSetDevice(device_));
+}
+
+DeviceGuard::~DeviceGuard() {
+  if (previous_ != device_) cudaSetDevice(previous_);
+}
+
+cudaStream_t compute_stream(int device) {
+  static std::array<cudaStream_t, kMaxDevices> streams{};
+  static std::mutex mu;
+  check_device(device, "compute_stream");
+  std::lock_guard lock(mu);
+  cudaStream_t& s = streams[static_cast<size_t>(device)];
+  if (s == nullptr) {
+    DeviceGuard g(device);
+    // Non-blocking: work on the legacy default stream (other libraries') does not
+    // serialise with ember's.
+    EMBER_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  }
+  return s;
+}
+
+cudaStream_t current_stream(int device) {
+  check_device(device, "current_stream");
+  cudaStream_t s = current_streams[static_cast<size_t>(device)];
+  return s != nullptr ? s : compute_stream(device);
+}
+
+void set_current_stream(int device, cudaStream_t stream) {
+  check_device(device, "set_current_stream");
+  current_streams[static_cast<size_t>(device)] = stream;
+}
+
+Layout layout_of(const Tensor& t) {
+  EMBER_CHECK(t.dim() <= kMaxDims, "cuda: tensors of more than ", kMaxDims, " dims are not supported (shape ",
+              shape_str(t.shape()), ")");
+  Layout l;
+  l.ndim = static_cast<int>(t.dim());
+  for (int d = 0; d < l.ndim; ++d) {
+    l.sizes[d] = t.shape()[static_cast<size_t>(d)];
+    l.strides[d] = t.strides()[static_cast<size_t>(d)];
+  }
+  return l;
+}
+
+}  // namespace ember::kernels::cuda
+
+namespace ember::kernels {
+
+using cuda::as_event;
+using cuda::as_stream;
+using cuda::DeviceGuard;
+using cuda::id_of;
+
+int cuda_current_device() {
+  int d = 0;
+  EMBER_CUDA_CHECK(cudaGetDevice(&d));
+  return d;
+}
+
+void cuda_set_device(int device) {
+  cuda::check_device(device, "set_device");
+  EMBER_CUDA_CHECK(cudaSetDevice(device));
+}
+
+uint64_t cuda_compute_stream(int device) { return id_of(cuda::compute_stream(device)); }
+uint64_t cuda_current_stream(int device) { return id_of(cuda::current_stream(device)); }
+void cuda_set_current_stream(int device, uint64_t stream) { cuda::set_current_stream(device, as_stream(stream)); }
+
+uint64_t cuda_create_stream(int device) {
+  cuda::check_device(device, "Stream");
+  DeviceGuard g(device);
+  cudaStream_t s = nullptr;
+  EMBER_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  return id_of(s);
+}
+
+void cuda_stream_synchronize(int device, uint64_t stream) {
+  DeviceGuard g(device);
+  EMBER_CUDA_CHECK(cudaStreamSynchronize(as_stream(stream)));
+}
+
+bool cuda_stream_query(int device, uint64_t stream) {
+  DeviceGuard g(device);
+  const cudaError_t err = cudaStreamQuery(as_stream(stream));
+  if (err == cudaErrorNotReady) {
+    cudaGetLastError();
+    return false;
+  }
+  EMBER_CUDA_CHECK(err);
+  return true;
+}
+
+void cuda_device_synchronize(int device) {
+  cuda::check_device(device, "synchronize");
+  DeviceGuard g(device);
+  EMBER_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+uint64_t cuda_event_create(int device, bool timing) {
+  cuda::check_device(device, "Event");
+  DeviceGuard g(device);
+  cudaEvent_t e = nullptr;
+  EMBER_CUDA_CHECK(cudaEventCreateWithFlags(&e, timing ? cudaEventDefault : cudaEventDisableTiming));
+  return reinterpret_cast<uint64_t>(e);
+}
+
+void cuda_event_destroy(uint64_t event) { cudaEventDestroy(as_event(event)); }
+
+void cuda_event_record(uint64_t event, int device, uint64_t stream) {
+  DeviceGuard g(device);
+  EMBER_CUDA_CHECK(cudaEventRecord(as_event(event), as_stream(stream)));
+}
+
+void cuda_stream_wait_event(int device, uint64_t stream, uint64_t event) {
+  DeviceGuard g(device);
+  EMBER_CUDA_CHECK(cudaStreamWaitEvent(as_stream(stream), as_event(event), 0));
+}
+
+bool cuda_event_query(uint64_t event) {
+  const cudaError_t err = cudaEventQuery(as_event(event));
+  if (err == cudaErrorNotReady) {
+    cudaGetLastError();
+    return false;
+  }
+  EMBER_CUDA_CHECK(err);
+  return true;
+}
+
+void cuda_event_synchronize(uint64_t event) { EMBER_CUDA_CHECK(cudaEventSynchronize(as_event(event))); }
+
+float cuda_event_elapsed_ms(uint64_t start, uint64_t end) {
+  float ms = 0;
+  EMBER_CUDA_CHECK(cudaEventElapsedTime(&ms, as_event(start), as_event(end)));
+  return ms;
+}
+
+void cuda_copy(void* dst, Device dst_device, const void* src, Device src_device, std::size_t bytes, bool non_blocking) {
+  EMBER_CHECK(dst_device.is_cuda() || src_device.is_cuda(), "cuda_copy: neither side is a CUDA device");
+  if (bytes == 0) return;
+  if (dst_device.is_cuda() && src_device.is_cuda() && dst_device.index != src_device.index) {
+    // The destination's stream knows nothing of the source's: wait for what it queued.
+    DeviceGuard g(src_device.index);
+    EMBER_CUDA_CHECK(cudaStreamSynchronize(cuda::current_stream(src_device.index)));
+  }
+  const int device = dst_device.is_cuda() ? dst_device.index : src_device.index;
+  DeviceGuard g(device);
+  cudaStream_t stream = cuda::current_stream(device);
+  EMBER_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream));
+  if (!non_blocking) EMBER_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+}  // namespace ember::kernels

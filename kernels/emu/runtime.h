@@ -1,0 +1,35 @@
+// The emulated CUDA runtime: the part of the CUDA runtime API that ember's CUDA backend
+// calls, defined in runtime.cpp for the emulated device (-DEMBER_CUDA=EMULATED;
+// kernels/emu/README.md) under the toolkit's own declarations (cuda_runtime_api.h), so the
+// backend's sources compile unchanged against either.
+//
+// What the emulated devices are:
+// - EMBER_EMU_DEVICES devices (default 1), of which CUDA_VISIBLE_DEVICES selects and
+//   renumbers some, as the driver does;
+// - device memory is host memory, counted against each device's capacity
+//   (EMBER_EMU_DEVICE_MEMORY, a size such as "4GiB"; default 4 GiB), so cudaMalloc fails
+//   and cudaMemGetInfo reports as on a device of that size;
+// - each stream is a queue run in order by a worker thread of its own: launches, copies,
+//   memsets, event records and waits return to the host at once and happen later, so a
+//   missing synchronisation reads a result before it is there. The legacy default stream
+//   (a null cudaStream_t) is synchronous, after the device's other streams are drained.
+// - An error inside a stream's work (a kernel that throws, a bad launch) is sticky, as a
+//   kernel fault is on a GPU: the device runs nothing more, and every synchronising call
+//   returns cudaErrorLaunchFailure, whose cudaGetErrorString names what failed.
+#pragma once
+
+#include <functional>
+
+#include "kernels/emu/emu.h"  // the toolkit's cuda_runtime_api.h declares the runtime's functions
+
+namespace ember::emu {
+
+// Queues `work` on `stream` (run in order with the stream's other work, on its worker),
+// or, for the legacy default stream (nullptr), drains the current device's streams and
+// runs it now. The kernel launches of kernels/cuda/launch.h come through here.
+void enqueue(cudaStream_t stream, std::function<void()> work);
+
+// Whether `ptr` lies in memory cudaMalloc gave out (a device pointer).
+bool is_device_pointer(const void* ptr);
+
+}  // namespace ember::emu
