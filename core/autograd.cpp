@@ -353,7 +353,7 @@ bool gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& fn, cons
                 "gradcheck: input ", i, " must be a float64 leaf that requires grad");
   Generator gen(12345);
   Tensor out = fn(inputs);
-  Tensor w = randn(out.shape(), kFloat64, &gen);
+  Tensor w = randn(out.shape(), {kFloat64, out.device()}, &gen);
   for (const Tensor& t : inputs) t.set_grad({});
   sum(mul(out, w)).backward();
 
@@ -364,15 +364,19 @@ bool gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& fn, cons
     Tensor analytic = x.grad().defined() ? x.grad().contiguous() : zeros_like(x);
     Tensor flat = x.contiguous();
     EMBER_CHECK(flat.shares_storage_with(x), "gradcheck: input ", i, " must be contiguous");
-    double* p = flat.data<double>();
+    // Each element is set through fill_, never through a host pointer: the input may be
+    // on a device.
+    const std::vector<double> values = flat.to_vector<double>();
     const std::vector<double> a = analytic.to_vector<double>();
+    const Tensor elements = flat.view({-1});
     for (int64_t k = 0; k < x.numel(); ++k) {
-      const double saved = p[k];
-      p[k] = saved + eps;
+      const double saved = values[static_cast<size_t>(k)];
+      const Tensor element = elements.narrow(0, k, 1);
+      element.fill_(saved + eps);
       const double up = objective();
-      p[k] = saved - eps;
+      element.fill_(saved - eps);
       const double down = objective();
-      p[k] = saved;
+      element.fill_(saved);
       const double numeric = (up - down) / (2 * eps);
       EMBER_CHECK(std::fabs(numeric - a[k]) <= atol + rtol * std::fabs(numeric), "gradcheck: input ", i,
                   " element ", k, ": analytic ", a[k], " vs numeric ", numeric);

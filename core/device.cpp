@@ -1,5 +1,6 @@
 #include "core/device.h"
 
+#include <atomic>
 #include <charconv>
 #include <ostream>
 
@@ -30,5 +31,19 @@ std::string Device::str() const {
 std::ostream& operator<<(std::ostream& os, Device d) { return os << d.str(); }
 
 int cuda_device_count() { return kernels::cuda_device_count(); }
+
+namespace {
+std::atomic<uint16_t> g_default_device{0};  // type << 8 | index
+}  // namespace
+
+Device default_device() {
+  const uint16_t v = g_default_device.load(std::memory_order_relaxed);
+  return {static_cast<DeviceType>(v >> 8), v & 0xFF};
+}
+
+void set_default_device(Device device) {
+  EMBER_CHECK(device.index >= 0 && device.index < 256, "set_default_device: device index ", device.index, " is out of range");
+  g_default_device.store(static_cast<uint16_t>(static_cast<int>(device.type) << 8 | device.index), std::memory_order_relaxed);
+}
 
 }  // namespace ember

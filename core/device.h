@@ -32,6 +32,12 @@ struct Device {
 
 std::ostream& operator<<(std::ostream& os, Device d);
 
+// The device new tensors go to when their options name none (TensorOptions' default), as
+// torch.set_default_device: the CPU unless set. Process-wide; set it before building a
+// model so its parameters are made there. Code that needs host memory says Device::cpu().
+Device default_device();
+void set_default_device(Device device);
+
 // Number of CUDA devices usable by this process: 0 without the CUDA backend, without a
 // driver or without a GPU (never an error).
 int cuda_device_count();

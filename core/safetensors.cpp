@@ -141,7 +141,7 @@ SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& p
               " bytes but the data section has ", data_size);
 
   for (const Entry& e : entries) {
-    Tensor t = empty(e.shape, e.dtype);
+    Tensor t = empty(e.shape, {e.dtype, Device::cpu()});
     if (e.end > e.begin) std::memcpy(t.data_ptr(), bytes.data() + data_start + e.begin, e.end - e.begin);
     out.tensors.emplace_back(e.name, std::move(t));
   }

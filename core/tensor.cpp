@@ -449,10 +449,9 @@ Tensor empty(const Shape& shape, TensorOptions options) {
 Tensor tensor(const std::vector<double>& values, const Shape& shape, TensorOptions options) {
   EMBER_CHECK(static_cast<int64_t>(values.size()) == shape_numel(shape), "tensor: ", values.size(),
               " values do not fill shape ", shape_str(shape), " (", shape_numel(shape), " elements)");
-  Tensor host = empty(shape, kFloat64);
+  Tensor host = empty(shape, {kFloat64, Device::cpu()});
   std::copy(values.begin(), values.end(), host.data<double>());
-  Tensor out = host.to(options.dtype);
-  return options.device.is_cpu() ? out : out.to(options.device);
+  return host.to(options.dtype).to(options.device);
 }
 
 Tensor tensor(const std::vector<double>& values, TensorOptions options) {

@@ -26,10 +26,11 @@ class Storage;
 namespace autograd { struct AutogradMeta; }
 
 // What a new tensor is made of. Converts from a DType or a Device, so
-// zeros({2, 3}, kFloat64) and zeros({2, 3}, Device::cuda()) both read well.
+// zeros({2, 3}, kFloat64) and zeros({2, 3}, Device::cuda()) both read well; what is not
+// given is the default (float32, default_device()).
 struct TensorOptions {
   DType dtype = kFloat32;
-  Device device = Device::cpu();
+  Device device = default_device();  // core/device.h: the CPU unless set
 
   TensorOptions() = default;
   TensorOptions(DType t) : dtype(t) {}      // NOLINT

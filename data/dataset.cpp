@@ -139,7 +139,7 @@ Batch DataLoader::make_batch(int64_t b, const std::vector<int64_t>& order) const
   const int64_t start = b * opt_.batch_size;
   const int64_t n = std::min<int64_t>(opt_.batch_size, static_cast<int64_t>(order.size()) - start);
   std::vector<double> ids(order.begin() + start, order.begin() + start + n);
-  Batch batch = dataset_.get(tensor(ids, kInt64));
+  Batch batch = dataset_.get(tensor(ids, {kInt64, dataset_.data().device()}));
   for (const Transform& t : opt_.transforms) batch.data = t(batch.data, gen);
   return batch;
 }

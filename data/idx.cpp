@@ -98,7 +98,7 @@ Tensor read_idx_bytes(const std::string& file_bytes, const std::string& name) {
               " bytes of data, the file has ", got);
   EMBER_CHECK(got == total, "read_idx: '", name, "' has data beyond the ", total, " bytes its dims ",
               shape_str(shape), " describe");
-  Tensor t = empty(shape, kUInt8);
+  Tensor t = empty(shape, {kUInt8, Device::cpu()});
   if (total > 0) std::memcpy(t.data_ptr(), p + pos, total);
   return t;
 }

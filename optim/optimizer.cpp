@@ -42,8 +42,8 @@ bool Optimizer::has_buffer(size_t i, const std::string& name) const {
 
 NamedTensors Optimizer::state_dict() const {
   NamedTensors out;
-  out.emplace_back("lr", scalar_tensor(lr_, kFloat64));
-  out.emplace_back("step", scalar_tensor(steps_, kInt64));
+  out.emplace_back("lr", scalar_tensor(lr_, {kFloat64, Device::cpu()}));
+  out.emplace_back("step", scalar_tensor(steps_, {kInt64, Device::cpu()}));
   for (size_t i = 0; i < buffers_.size(); ++i)
     for (const auto& [n, t] : buffers_[i]) out.emplace_back("state." + std::to_string(i) + "." + n, t.detach());
   return out;

@@ -123,7 +123,8 @@ void run_grid(const Launch& launch) {
   } else {
     // One launch at a time uses the pool; launches from several host threads queue here.
     static std::mutex pool_mu;
-    static Pool pool;
+    // Never destroyed: a stream's worker may still be running a launch at exit.
+    static Pool& pool = *new Pool;
     std::lock_guard lock(pool_mu);
     pool.run(helpers, work);
   }

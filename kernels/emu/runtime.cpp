@@ -318,6 +318,7 @@ cudaError_t cudaMalloc(void** ptr, size_t bytes) {
     return fail(cudaErrorMemoryAllocation);
   }
   r.allocations[static_cast<const char*>(p)] = {current_device, rounded};
+  std::memset(p, 0xFF, rounded);  // as the kernel tests' buffers: NaN (or -1) until written
   *ptr = p;
   return cudaSuccess;
 }
