@@ -178,6 +178,18 @@ TEST(Devices, MisuseIsAClearError) {
   EXPECT_TRUE(test::contains(copy, "cuda:0")) << copy;
 }
 
+// Run by ctest with EMBER_EMU_CHECK_HOST_ACCESS=1 (tests/CMakeLists.txt): on a GPU, host
+// code that dereferences a device pointer faults; the emulated device's checking mode
+// makes it fault there too, instead of reading host memory that happens to hold the data.
+TEST(HostAccessCheckDeathTest, DereferencingDeviceMemoryOnTheHostFaults) {
+  NEED_CUDA(1);
+  if (!std::getenv("EMBER_EMU_CHECK_HOST_ACCESS")) GTEST_SKIP() << "run with EMBER_EMU_CHECK_HOST_ACCESS=1";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const Tensor x = full({16}, 2.0, {kFloat32, Device::cuda()});
+  EXPECT_EQ(x.to_vector<float>()[15], 2.0f) << "copies still read it";
+  EXPECT_DEATH((void)*static_cast<volatile float*>(x.data_ptr()), "the host touched emulated device memory");
+}
+
 // Run by ctest with EMBER_EMU_DEVICES=3 CUDA_VISIBLE_DEVICES=2,0 (tests/CMakeLists.txt).
 TEST(TwoDevices, CopiesBetweenDevicesAndVisibleDevices) {
   NEED_CUDA(2);
