@@ -81,6 +81,9 @@ TEST(MemoryAccounting, MemorySizesAsUsersWriteThem) {
       EXPECT_NE(std::string(e.what()).find(std::string("memory size '") + bad + "'"), std::string::npos) << e.what();
     }
   }
+  // A NUL inside the text ends a C string, but not the text: "64" followed by junk.
+  EXPECT_THROW(parse_memory_size(std::string("64\0junk", 7)), Error);
+  EXPECT_THROW(parse_memory_size(std::string("64MiB\0", 6)), Error);
 }
 
 TEST(MemoryAccounting, ShortcutsReachTheHostAllocator) {
