@@ -49,6 +49,8 @@ memory::CachingAllocator& pinned_allocator() {
 
 void register_cuda_kernels() {
   cuda::register_copy();
+  cuda::register_elementwise();
+  cuda::register_random();
 }
 
 }  // namespace ember::kernels

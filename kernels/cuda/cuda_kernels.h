@@ -7,5 +7,7 @@
 namespace ember::kernels::cuda {
 
 void register_copy();
+void register_elementwise();
+void register_random();
 
 }  // namespace ember::kernels::cuda

@@ -191,6 +191,24 @@ void fill(T* out, const Layout& out_layout, T value, cudaStream_t stream = {}) {
   map<T>(stream, Constant<T>{value}, out, out_layout);
 }
 
+// out = cond ? a : b (where), any strides on every operand. Three inputs are beyond the
+// contiguous kernel's packs, so every layout takes the strided kernel: after coalescing,
+// contiguous operands are one dim, one division per element on top of the
+// 1 + 3 sizeof(T) bytes moved.
+template <class T>
+struct Select {
+  __host__ __device__ __forceinline__ T operator()(bool c, T a, T b) const { return c ? a : b; }
+};
+template <class T>
+void select(const bool* cond, const Layout& cond_layout, const T* a, const Layout& a_layout, const T* b,
+            const Layout& b_layout, T* out, const Layout& out_layout, cudaStream_t stream = {}) {
+  const Layout* const layouts[4] = {&out_layout, &cond_layout, &a_layout, &b_layout};
+  const Indexer<4> ix = make_indexer<4>(layouts);
+  const int64_t n = numel(out_layout);
+  if (n == 0) return;
+  launch<map_strided_kernel<Select<T>, T, bool, T, T>>(map_config(n), stream, Select<T>{}, n, ix, out, cond, a, b);
+}
+
 // out[i] = start + i * step, computed in double and converted (as on the CPU backend).
 // Writes sizeof(T) bytes per element.
 template <class T>

@@ -96,6 +96,34 @@ void normal(T* out, int64_t n, uint64_t seed, uint64_t offset, double mean, doub
   launch<normal_kernel<T>>(philox_config(n, kPhiloxValues<T>), stream, out, n, seed, offset, mean, stddev);
 }
 
+// out[i] = low + bits % range, integers in [low, high) as kernels/cpu/creation.cpp draws
+// them: 32 random bits a value (4 a block) when the range fits in 2^32, else 64 (2 a
+// block, kWide), whatever T is; converted to T as the CPU converts. Writes sizeof(T)
+// bytes per element; the 64-bit remainder is the costliest step, still cheap next to
+// the memory on a GPU.
+template <class T, bool kWide>
+__global__ void __launch_bounds__(kBlockThreads)
+    randint_kernel(T* out, int64_t n, uint64_t seed, uint64_t offset, int64_t low, uint64_t range) {
+  constexpr int k = kWide ? 2 : 4;
+  const int64_t blocks = (n + k - 1) / k;
+  for (int64_t b = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; b < blocks; b += int64_t(gridDim.x) * blockDim.x) {
+    const Philox4 r = philox_block(seed, offset + uint64_t(b));
+    for (int lane = 0; lane < k && b * k + lane < n; ++lane) {
+      const uint64_t bits = kWide ? (uint64_t(r.v[2 * lane]) << 32) | r.v[2 * lane + 1] : uint64_t(r.v[lane]);
+      out[b * k + lane] = convert<T>(low + static_cast<int64_t>(bits % range));
+    }
+  }
+}
+template <class T>
+void randint(T* out, int64_t n, uint64_t seed, uint64_t offset, int64_t low, int64_t high, cudaStream_t stream = {}) {
+  EMBER_CHECK(low < high, "randint: low ", low, " must be less than high ", high);
+  const uint64_t range = static_cast<uint64_t>(high - low);
+  if (range > (uint64_t(1) << 32))
+    launch<randint_kernel<T, true>>(philox_config(n, 2), stream, out, n, seed, offset, low, range);
+  else
+    launch<randint_kernel<T, false>>(philox_config(n, 4), stream, out, n, seed, offset, low, range);
+}
+
 // Dropout in one pass: keep[i] = uniform[i] >= p, out[i] = x[i] * (keep ? 1 / (1 - p) : 0),
 // with the uniform draw of the CPU backend (in T's precision, as layers/functional.cpp
 // draws `rand(x.shape(), x.dtype())`) and its float arithmetic, so masks and outputs are
