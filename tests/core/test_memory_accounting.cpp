@@ -1,7 +1,9 @@
-// Tensors and the caching allocator: every storage is accounted, an op that runs out of
-// memory names itself and its output's shape, and backward allocations carry their op.
+// Tensors and the caching allocator of the device the tests run on: every storage is
+// accounted, an op that runs out of memory names itself and its output's shape, and
+// backward allocations carry their op.
 #include <gtest/gtest.h>
 
+#include "../device.h"
 #include "ember.h"
 #include "memory/caching_allocator.h"
 
@@ -10,17 +12,19 @@ namespace {
 
 constexpr std::size_t MiB = 1024 * 1024;
 
-// Caps the host allocator for one test and lifts the cap afterwards.
+memory::CachingAllocator& test_allocator() { return device_allocator(test::test_device()); }
+
+// Caps the test device's allocator for one test and lifts the cap afterwards.
 struct HostCap {
-  explicit HostCap(std::size_t bytes) { memory::host_allocator().set_memory_limit(bytes); }
+  explicit HostCap(std::size_t bytes) { test_allocator().set_memory_limit(bytes); }
   ~HostCap() {
-    memory::host_allocator().set_memory_limit(0);
-    memory::host_allocator().empty_cache();
+    test_allocator().set_memory_limit(0);
+    test_allocator().empty_cache();
   }
 };
 
 TEST(MemoryAccounting, EveryTensorIsCounted) {
-  memory::CachingAllocator& a = memory::host_allocator();
+  memory::CachingAllocator& a = test_allocator();
   const int64_t before = a.stats().allocated_bytes[memory::kAllPools].current;
   const int64_t requested_before = a.stats().requested_bytes[memory::kAllPools].current;
   {
@@ -48,7 +52,7 @@ TEST(MemoryAccounting, AnOpThatRunsOutNamesItselfAndItsShape) {
 }
 
 TEST(MemoryAccounting, BackwardAllocationsCarryTheirOp) {
-  memory::CachingAllocator& a = memory::host_allocator();
+  memory::CachingAllocator& a = test_allocator();
   a.record_history(10000);
   Tensor w = randn({64, 32}).set_requires_grad();
   Tensor x = randn({16, 64});
@@ -86,14 +90,15 @@ TEST(MemoryAccounting, MemorySizesAsUsersWriteThem) {
   EXPECT_THROW(parse_memory_size(std::string("64MiB\0", 6)), Error);
 }
 
-TEST(MemoryAccounting, ShortcutsReachTheHostAllocator) {
-  reset_peak_memory_stats();
+TEST(MemoryAccounting, ShortcutsReachTheDevicesAllocator) {
+  const Device d = test::test_device();
+  reset_peak_memory_stats(d);
   { Tensor t = empty({3, 1024, 1024}); }  // 12 MiB
-  EXPECT_GE(memory_stats().at("allocated_bytes.all.peak"), int64_t(12 * MiB));
-  EXPECT_NE(memory_summary().find("ember memory summary, cpu"), std::string::npos);
-  empty_cache();
-  EXPECT_EQ(memory_stats().at("reserved_bytes.large_pool.current"),
-            memory_stats().at("allocated_bytes.large_pool.current") + memory_stats().at("inactive_split_bytes.large_pool.current"));
+  EXPECT_GE(memory_stats(d).at("allocated_bytes.all.peak"), int64_t(12 * MiB));
+  EXPECT_NE(memory_summary(d).find("ember memory summary, " + d.str()), std::string::npos);
+  empty_cache(d);
+  EXPECT_EQ(memory_stats(d).at("reserved_bytes.large_pool.current"),
+            memory_stats(d).at("allocated_bytes.large_pool.current") + memory_stats(d).at("inactive_split_bytes.large_pool.current"));
   EXPECT_THROW(device_allocator(Device::cuda(cuda_device_count())), Error);  // one past the last GPU
 }
 
