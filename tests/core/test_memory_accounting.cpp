@@ -3,7 +3,7 @@
 // backward allocations carry their op.
 #include <gtest/gtest.h>
 
-#include "../device.h"
+#include "tests/device.h"
 #include "ember.h"
 #include "memory/caching_allocator.h"
 
