@@ -43,7 +43,7 @@ TEST(TensorViews, ContiguousTensorLayout) {
   EXPECT_EQ(x.numel(), 24);
   EXPECT_EQ(x.element_size(), 4);
   EXPECT_EQ(x.dtype(), kFloat32);
-  EXPECT_TRUE(x.device().is_cpu());
+  EXPECT_EQ(x.device(), default_device());
   EXPECT_TRUE(x.is_contiguous());
   EXPECT_EQ(x.size(0), 2);
   EXPECT_EQ(x.size(-1), 4);
@@ -399,7 +399,7 @@ TEST(TensorViews, ToDTypeConverts) {
 TEST(TensorViews, ToSameDTypeOrDeviceIsIdentity) {
   Tensor x = iota({2, 2});
   EXPECT_TRUE(x.to(kFloat32).shares_storage_with(x));
-  EXPECT_TRUE(x.to(Device::cpu()).shares_storage_with(x));
+  EXPECT_TRUE(x.to(x.device()).shares_storage_with(x));
 }
 
 // ----- in place -----
