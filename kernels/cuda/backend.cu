@@ -51,6 +51,9 @@ void register_cuda_kernels() {
   cuda::register_copy();
   cuda::register_elementwise();
   cuda::register_random();
+  cuda::register_reduce();
+  cuda::register_softmax();
+  cuda::register_index();
 }
 
 }  // namespace ember::kernels

@@ -9,5 +9,8 @@ namespace ember::kernels::cuda {
 void register_copy();
 void register_elementwise();
 void register_random();
+void register_reduce();
+void register_softmax();
+void register_index();
 
 }  // namespace ember::kernels::cuda

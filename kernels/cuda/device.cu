@@ -3,10 +3,13 @@
 #include "kernels/cuda/device.h"
 
 #include <array>
+#include <atomic>
 #include <mutex>
 
 #include "base/error.h"
 #include "core/device_runtime.h"
+#include "kernels/cuda/indexing.cuh"
+#include "memory/caching_allocator.h"
 
 namespace ember::kernels::cuda {
 namespace {
@@ -70,6 +73,49 @@ void set_current_stream(int device, cudaStream_t stream) {
   current_streams[static_cast<size_t>(device)] = stream;
 }
 
+namespace {
+std::array<std::atomic<IndexError*>, kMaxDevices> index_errors{};
+}  // namespace
+
+IndexError* index_error_record(int device) {
+  check_device(device, "index_error_record");
+  std::atomic<IndexError*>& slot = index_errors[static_cast<size_t>(device)];
+  if (IndexError* r = slot.load(std::memory_order_acquire)) return r;
+  static std::mutex mu;
+  std::lock_guard lock(mu);
+  if (slot.load() == nullptr) {
+    DeviceGuard g(device);
+    void* p = nullptr;
+    EMBER_CUDA_CHECK(cudaHostAlloc(&p, sizeof(IndexError), cudaHostAllocMapped));  // lives for the process
+    *static_cast<IndexError*>(p) = IndexError{};
+    slot.store(static_cast<IndexError*>(p), std::memory_order_release);
+  }
+  return slot.load();
+}
+
+void raise_index_errors() {
+  static constexpr const char* kOps[] = {"index_select", "gather", "scatter_add"};
+  for (std::atomic<IndexError*>& slot : index_errors) {
+    IndexError* r = slot.load(std::memory_order_acquire);
+    if (r == nullptr || std::atomic_ref<unsigned int>(r->claimed).load() == 0) continue;
+    const IndexError e = *r;
+    std::atomic_ref<unsigned int>(r->claimed).store(0);  // reported once
+    EMBER_FAIL(kOps[e.op], ": index ", e.value, " is out of range for dim ", e.dim, " of size ", e.size,
+               " (found on the device; raised at the first synchronization after the op)");
+  }
+}
+
+DeviceScratch::DeviceScratch(int device, size_t bytes) : device_(device), bytes_(bytes) {
+  if (bytes == 0) return;
+  const memory::Allocation a = cuda_allocator(device).allocate(bytes, id_of(current_stream(device)));
+  ptr_ = a.ptr;
+  block_ = a.block;
+}
+
+DeviceScratch::~DeviceScratch() {
+  if (block_ != nullptr) cuda_allocator(device_).free(static_cast<memory::Block*>(block_));
+}
+
 Layout layout_of(const Tensor& t) {
   EMBER_CHECK(t.dim() <= kMaxDims, "cuda: tensors of more than ", kMaxDims, " dims are not supported (shape ",
               shape_str(t.shape()), ")");
@@ -117,6 +163,7 @@ uint64_t cuda_create_stream(int device) {
 void cuda_stream_synchronize(int device, uint64_t stream) {
   DeviceGuard g(device);
   EMBER_CUDA_CHECK(cudaStreamSynchronize(as_stream(stream)));
+  cuda::raise_index_errors();
 }
 
 bool cuda_stream_query(int device, uint64_t stream) {
@@ -134,6 +181,7 @@ void cuda_device_synchronize(int device) {
   cuda::check_device(device, "synchronize");
   DeviceGuard g(device);
   EMBER_CUDA_CHECK(cudaDeviceSynchronize());
+  cuda::raise_index_errors();
 }
 
 uint64_t cuda_event_create(int device, bool timing) {
@@ -166,7 +214,10 @@ bool cuda_event_query(uint64_t event) {
   return true;
 }
 
-void cuda_event_synchronize(uint64_t event) { EMBER_CUDA_CHECK(cudaEventSynchronize(as_event(event))); }
+void cuda_event_synchronize(uint64_t event) {
+  EMBER_CUDA_CHECK(cudaEventSynchronize(as_event(event)));
+  cuda::raise_index_errors();
+}
 
 float cuda_event_elapsed_ms(uint64_t start, uint64_t end) {
   float ms = 0;
@@ -186,7 +237,9 @@ void cuda_copy(void* dst, Device dst_device, const void* src, Device src_device,
   DeviceGuard g(device);
   cudaStream_t stream = cuda::current_stream(device);
   EMBER_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream));
-  if (!non_blocking) EMBER_CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (non_blocking) return;
+  EMBER_CUDA_CHECK(cudaStreamSynchronize(stream));
+  cuda::raise_index_errors();
 }
 
 }  // namespace ember::kernels

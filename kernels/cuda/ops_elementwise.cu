@@ -12,6 +12,12 @@
 
 #include "kernels/cuda/cuda_kernels.h"
 
+#if defined(__CUDACC__)
+// abs and relu of uint8 compare an unsigned value with 0, as the CPU's loops do: correct,
+// and nvcc's warning 186 ("pointless comparison") says nothing more.
+#pragma nv_diag_suppress 186
+#endif
+
 namespace ember::kernels::cuda {
 namespace {
 

@@ -39,6 +39,7 @@ namespace reduce_detail {
 // --- Warp and block merges of any Acc --------------------------------------------------
 // Scalar states use block_reduce.cuh; the Welford and argmax states shuffle field by field.
 
+__device__ __forceinline__ int shfl_xor(int v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }
 __device__ __forceinline__ float shfl_xor(float v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }
 __device__ __forceinline__ double shfl_xor(double v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }
 __device__ __forceinline__ int64_t shfl_xor(int64_t v, int m) {

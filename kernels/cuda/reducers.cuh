@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
 #include "kernels/common/norm_ops.h"
@@ -21,7 +22,20 @@ namespace ember::kernels::cuda {
 //   chunk(v, i0, di)          the state of N values v[j] at positions i0 + j * di of the
 //                             reduced dim (one 16-byte vector, or N loads of one column);
 //   write(out, o, acc, n)     stores output o of a reduction over n elements.
-// C is the compute type: float for float32/bfloat16/float16, double for float64.
+// C is the compute type: float for float32/bfloat16/float16, double for float64, the
+// type itself for int32/int64 and int for 1-byte integers (so that warp shuffles, which
+// have no 1-byte form, take it).
+
+template <class T>
+using reduce_compute_t = std::conditional_t<std::is_integral_v<T> && sizeof(T) < 4, int, compute_t<T>>;
+
+// The value every element beats or ties: -inf / +inf for floats, the type's extreme for
+// integers (which have no infinity).
+template <class C, bool kMax>
+__device__ __forceinline__ C extremum_identity() {
+  if constexpr (std::is_floating_point_v<C>) return kMax ? -C(INFINITY) : C(INFINITY);
+  else return kMax ? std::numeric_limits<C>::lowest() : std::numeric_limits<C>::max();
+}
 
 
 template <class T>
@@ -57,16 +71,40 @@ struct MeanReduce : SumReduce<T> {
   }
 };
 
+// The sum of integers (bool read as uint8) in int64, as the CPU backend sums them:
+// exact, wrapping past 2^63 alike.
+template <class T>
+struct IntSumReduce {
+  static_assert(std::is_integral_v<T>, "IntSumReduce sums integers");
+  using Elem = T;
+  using C = int64_t;
+  using Acc = int64_t;
+  using Out = int64_t*;  // [outputs]
+  static constexpr const char* kName = "sum";
+  static constexpr bool kNeedsElements = false;
+  __device__ __forceinline__ Acc identity() const { return 0; }
+  __device__ __forceinline__ Acc merge(Acc a, Acc b) const {
+    return static_cast<Acc>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));  // wraps, no UB
+  }
+  template <int N>
+  __device__ __forceinline__ Acc chunk(const C (&v)[N], int64_t, int64_t) const {
+    Acc s = v[0];
+    for (int j = 1; j < N; ++j) s = merge(s, v[j]);
+    return s;
+  }
+  __device__ __forceinline__ void write(Out out, int64_t o, Acc a, int64_t) const { out[o] = a; }
+};
+
 // max (kMax) or min; NaN propagates (block_reduce.cuh's MaxOp/MinOp).
 template <class T, bool kMax>
 struct ExtremumReduce {
   using Elem = T;
-  using C = compute_t<T>;
+  using C = reduce_compute_t<T>;
   using Acc = C;
   using Out = T*;  // [outputs]
   static constexpr const char* kName = kMax ? "amax" : "amin";
   static constexpr bool kNeedsElements = true;
-  __device__ __forceinline__ Acc identity() const { return kMax ? -C(INFINITY) : C(INFINITY); }
+  __device__ __forceinline__ Acc identity() const { return extremum_identity<C, kMax>(); }
   __device__ __forceinline__ Acc merge(Acc a, Acc b) const {
     if constexpr (kMax) return MaxOp{}(a, b);
     else return MinOp{}(a, b);
@@ -126,7 +164,7 @@ struct IndexedOut {
 template <class T, bool kMax>
 struct ArgExtremumReduce {
   using Elem = T;
-  using C = compute_t<T>;
+  using C = reduce_compute_t<T>;
   using Acc = ArgAcc<C>;
   using Out = IndexedOut<T>;
   static constexpr const char* kName = kMax ? "argmax" : "argmin";
@@ -134,7 +172,7 @@ struct ArgExtremumReduce {
 
   // Every element beats or ties the identity, and wins the tie by its smaller index.
   __device__ __forceinline__ Acc identity() const {
-    return Acc{kMax ? -C(INFINITY) : C(INFINITY), INT64_MAX};
+    return Acc{extremum_identity<C, kMax>(), INT64_MAX};
   }
   __device__ __forceinline__ static bool better(C a, C b) { return kMax ? a > b : a < b; }
   // a and b hold disjoint positions, so the result does not depend on their order.
