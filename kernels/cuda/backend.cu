@@ -49,6 +49,10 @@ memory::CachingAllocator& pinned_allocator() {
 
 void register_cuda_kernels() {
   cuda::register_copy();
+  cuda::register_matmul();
+  cuda::register_conv();
+  cuda::register_pool();
+  cuda::register_optim();
 }
 
 }  // namespace ember::kernels

@@ -7,5 +7,9 @@
 namespace ember::kernels::cuda {
 
 void register_copy();
+void register_matmul();
+void register_conv();
+void register_pool();
+void register_optim();
 
 }  // namespace ember::kernels::cuda
