@@ -44,6 +44,15 @@ std::atomic<int> g_gemm{cpu::variant_from_env("EMBER_GEMM", kAuto, +[](std::stri
 
 // --- The plain kernel, with the epilogue ------------------------------------------------
 
+// ReLU where it means something: integer products never ask for it.
+template <class T>
+__device__ __forceinline__ T relu_if(T v, bool relu) {
+  if constexpr (std::is_floating_point_v<T>)
+    return relu ? ops::Relu{}(v) : v;
+  else
+    return v;
+}
+
 template <class T>
 __global__ void __launch_bounds__(256) gemm_plain_kernel(GemmArgs<T, T> g, bool ta, bool tb, int64_t total,
                                                          const T* bias, bool relu) {
@@ -57,7 +66,7 @@ __global__ void __launch_bounds__(256) gemm_plain_kernel(GemmArgs<T, T> g, bool 
     for (int64_t k = 0; k < g.k; ++k)
       acc += T((ta ? a[k * g.lda + m] : a[m * g.lda + k]) * (tb ? bm[n * g.ldb + k] : bm[k * g.ldb + n]));
     if (bias) acc += bias[n];
-    *c = relu ? ops::Relu{}(acc) : acc;
+    *c = relu_if(acc, relu);
   }
 }
 

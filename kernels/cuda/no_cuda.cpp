@@ -43,5 +43,7 @@ void cuda::set_gemm_variant(std::string_view) { no_backend("set_gemm_variant"); 
 std::string cuda::gemm_variant() { no_backend("gemm_variant"); }
 void cuda::set_conv_variant(std::string_view) { no_backend("set_conv_variant"); }
 std::string cuda::conv_variant() { no_backend("conv_variant"); }
+void cuda::set_conv_deterministic(bool) { no_backend("set_conv_deterministic"); }
+bool cuda::conv_deterministic() { no_backend("conv_deterministic"); }
 
 }  // namespace ember::kernels

@@ -1,13 +1,16 @@
 // The CUDA slots of conv2d and its backwards, NCHW with contiguous inputs (core ensures
-// it), in the im2col variant: im2col / col2im (im2col.cuh) around the backend's GEMM
-// (blas.h), per group a GEMM batched over a chunk of samples whose columns fit
-// kMaxColumnBytes. A 1x1, stride-1, unpadded convolution uses the input as its columns.
-// float32 and float64 compute in their type; 16-bit tensors are converted to float32
-// scratch and the results rounded once, when written (the CPU's rule). Deterministic: no
+// it): through cuDNN where the build has it (conv_cudnn.h; the default there), else, and
+// by name, im2col / col2im (im2col.cuh) around the backend's GEMM (blas.h), per group a
+// GEMM batched over a chunk of samples whose columns fit kMaxColumnBytes. A 1x1,
+// stride-1, unpadded convolution uses the input as its columns. float32 and float64
+// compute in their type; 16-bit tensors are converted to float32 scratch and the results
+// rounded once, when written (the CPU's rule). The im2col path is deterministic: no
 // atomics; grad_weight sums the samples in order.
+#include <atomic>
 #include <memory>
 
 #include "kernels/cuda/blas.h"
+#include "kernels/cuda/conv_cudnn.h"
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/elementwise.cuh"
 #include "kernels/cuda/im2col.cuh"
@@ -23,19 +26,23 @@ namespace {
 
 constexpr int64_t kMaxColumnBytes = int64_t(64) << 20;
 
-// The only variant so far is im2col; cuDNN is named so that asking for it says so.
-void parse_conv(std::string_view name) {
-  if (name == "auto" || name == "im2col") return;
-  if (name == "cudnn")
-    EMBER_FAIL("conv2d variant 'cudnn' is not available: this build's CUDA backend computes conv2d with im2col only");
+constexpr int kAuto = 0, kCudnn = 1, kIm2col = 2;
+
+int parse_conv(std::string_view name) {
+  if (name == "auto") return kAuto;
+  if (name == "im2col") return kIm2col;
+  if (name == "cudnn") {
+#if !defined(EMBER_WITH_CUDNN)
+    EMBER_FAIL("conv2d variant 'cudnn' is not in this build (the emulated device and builds without cuDNN have "
+               "im2col only)");
+#endif
+    return kCudnn;
+  }
   EMBER_FAIL("conv2d: unknown cuda variant '", name, "' (expected auto, cudnn or im2col)");
 }
 
-// EMBER_CONV is checked once, as the CPU checks its own names.
-const bool g_conv_checked = cpu::variant_from_env("EMBER_CONV", true, +[](std::string_view s) {
-  parse_conv(s);
-  return true;
-});
+std::atomic<int> g_conv{cpu::variant_from_env("EMBER_CONV", kAuto, +[](std::string_view s) { return parse_conv(s); })};
+std::atomic<bool> g_deterministic{false};
 
 // A tensor's values in compute type C: the tensor itself, or a converted copy.
 template <class C>
@@ -84,14 +91,15 @@ struct Output {
   }
 };
 
-// y [N, O, P] = relu?(y + bias[o]).
-template <class C>
-__global__ void __launch_bounds__(256) channel_bias_relu_kernel(C* y, const C* bias, int64_t O, int64_t P,
+// y [N, O, P] = relu?(y + bias[o]), in compute_t<T>.
+template <class T>
+__global__ void __launch_bounds__(256) channel_bias_relu_kernel(T* y, const T* bias, int64_t O, int64_t P,
                                                                 int64_t total, bool relu) {
+  using C = compute_t<T>;
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += step) {
-    const C v = bias ? y[i] + bias[(i / P) % O] : y[i];
-    y[i] = relu ? ops::Relu{}(v) : v;
+    const C v = bias ? widen(y[i]) + widen(bias[(i / P) % O]) : widen(y[i]);
+    y[i] = round_to<T>(relu ? ops::Relu{}(v) : v);
   }
 }
 
@@ -242,11 +250,29 @@ void by_float_dtype(DType dtype, const char* op, const F& f) {
 
 void conv2d_kernel(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias, const Conv2dParams& p) {
   if (out.numel() == 0) return;
+#if defined(EMBER_WITH_CUDNN)
+  if (g_conv.load() != kIm2col) {
+    cudnn_conv2d(out, in, weight, p);
+    if (!bias.defined() && !p.relu) return;
+    const OpScope scope(out);
+    const int64_t O = out.shape()[1], P = out.shape()[2] * out.shape()[3], total = out.numel();
+    return visit_cuda_dtype(out.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if constexpr (std::is_floating_point_v<T> || is_16bit_float_v<T>)
+        launch<channel_bias_relu_kernel<T>>(elementwise_config(total), scope.stream(), static_cast<T*>(out.data_ptr()),
+                                            bias.defined() ? static_cast<const T*>(bias.data_ptr()) : nullptr, O, P,
+                                            total, p.relu);
+    });
+  }
+#endif
   by_float_dtype(in.dtype(), "conv2d", [&](auto v) { conv2d_typed<decltype(v)>(out, in, weight, bias, p); });
 }
 
 void conv2d_backward_input_kernel(const Tensor& gin, const Tensor& gout, const Tensor& weight, const Conv2dParams& p) {
   if (gin.numel() == 0) return;
+#if defined(EMBER_WITH_CUDNN)
+  if (g_conv.load() != kIm2col) return cudnn_conv2d_backward_input(gin, gout, weight, p);
+#endif
   by_float_dtype(gin.dtype(), "conv2d_backward_input",
                  [&](auto v) { conv2d_backward_input_typed<decltype(v)>(gin, gout, weight, p); });
 }
@@ -254,14 +280,24 @@ void conv2d_backward_input_kernel(const Tensor& gin, const Tensor& gout, const T
 void conv2d_backward_weight_kernel(const Tensor& gw, const Tensor& gb, const Tensor& gout, const Tensor& in,
                                    const Conv2dParams& p) {
   if (gw.numel() == 0) return;
+#if defined(EMBER_WITH_CUDNN)
+  if (g_conv.load() != kIm2col) return cudnn_conv2d_backward_weight(gw, gb, gout, in, p);
+#endif
   by_float_dtype(gw.dtype(), "conv2d_backward_weight",
                  [&](auto v) { conv2d_backward_weight_typed<decltype(v)>(gw, gb, gout, in, p); });
 }
 
 }  // namespace
 
-void set_conv_variant(std::string_view name) { parse_conv(name); }
-std::string conv_variant() { return "im2col"; }
+void set_conv_variant(std::string_view name) { g_conv = parse_conv(name); }
+
+std::string conv_variant() {
+  const int v = g_conv.load();
+  return v == kAuto ? "auto" : v == kCudnn ? "cudnn" : "im2col";
+}
+
+void set_conv_deterministic(bool on) { g_deterministic = on; }
+bool conv_deterministic() { return g_deterministic.load(); }
 
 void register_conv() {
   conv2d_stub.set(DeviceType::CUDA, conv2d_kernel);

@@ -18,8 +18,15 @@ void set_gemm_variant(std::string_view name);
 std::string gemm_variant();
 
 // conv2d and its backwards. EMBER_CONV sets the starting choice: "auto" (cuDNN where the
-// build has it, im2col otherwise), "cudnn" or "im2col" (im2col / col2im + the GEMM above).
+// build has it, im2col otherwise), "cudnn" (an ember::Error where the build has no cuDNN,
+// as in emulation) or "im2col" (im2col / col2im around the GEMM above).
 void set_conv_variant(std::string_view name);
 std::string conv_variant();
+
+// Deterministic mode for cuDNN convolutions (as torch.backends.cudnn.deterministic): only
+// algorithms that give the same bits on every run. Off by default. The im2col variant is
+// deterministic either way.
+void set_conv_deterministic(bool on);
+bool conv_deterministic();
 
 }  // namespace ember::kernels::cuda

@@ -30,14 +30,27 @@ std::vector<std::string> gemm_variants() {
   return v;
 }
 
+// Sets a GEMM (and conv2d) variant on cuda for the scope; "default" changes nothing.
 struct VariantScope {
-  explicit VariantScope(const std::string& name) {
-    if (name != "default") kernels::cuda::set_gemm_variant(name);
+  explicit VariantScope(const std::string& gemm, const std::string& conv = "default") {
+    if (gemm != "default") kernels::cuda::set_gemm_variant(gemm);
+    if (conv != "default") kernels::cuda::set_conv_variant(conv);
   }
   ~VariantScope() {
-    if (on_cuda()) kernels::cuda::set_gemm_variant("auto");
+    if (!on_cuda()) return;
+    kernels::cuda::set_gemm_variant("auto");
+    kernels::cuda::set_conv_variant("auto");
   }
 };
+
+// conv2d's (GEMM, conv) variant pairs: im2col under every GEMM, and the default (cuDNN
+// where the build has it).
+std::vector<std::pair<std::string, std::string>> conv_variants() {
+  std::vector<std::pair<std::string, std::string>> v;
+  for (const std::string& g : gemm_variants()) v.emplace_back(g, on_cuda() ? "im2col" : "default");
+  if (on_cuda()) v.emplace_back("auto", "auto");
+  return v;
+}
 
 // Note [GEMM tolerance]: a length-K dot product summed in any order has |error| <=
 // K * u * S with S = sum |a_k b_k| and u the unit roundoff; the inputs are exact, so that
@@ -192,11 +205,11 @@ void ref_conv_backward(const ConvCase& p, const std::vector<double>& x, const st
 
 TEST(ConvShapes, OddShapesForwardAndBackward) {
   uint64_t seed = 500;
-  for (const std::string& variant : gemm_variants()) {
-    const VariantScope scope(variant);
+  for (const auto& [gemm, conv] : conv_variants()) {
+    const VariantScope scope(gemm, conv);
     for (DType dtype : {kFloat32, kFloat64})
       for (const ConvCase& p : kConvCases) {
-        SCOPED_TRACE(variant + " " + std::string(dtype_name(dtype)) + " groups " + std::to_string(p.groups) + " c " +
+        SCOPED_TRACE(gemm + " " + conv + " " + std::string(dtype_name(dtype)) + " groups " + std::to_string(p.groups) + " c " +
                      std::to_string(p.c) + " kernel " + std::to_string(p.kh) + "x" + std::to_string(p.kw));
         const Tensor x = random_tensor({p.n, p.c, p.h, p.w}, dtype, Layout::Contiguous, seed++);
         const Tensor w = random_tensor({p.o, p.c / p.groups, p.kh, p.kw}, dtype, Layout::Contiguous, seed++);
@@ -229,6 +242,40 @@ TEST(ConvShapes, OddShapesForwardAndBackward) {
         }
       }
   }
+}
+
+TEST(ConvShapes, DeterministicModeRepeatsBitForBit) {
+  if (!on_cuda()) GTEST_SKIP() << "a cuda setting";
+  kernels::cuda::set_conv_deterministic(true);
+  const ConvCase& p = kConvCases[0];
+  std::vector<std::vector<double>> runs;
+  for (int run = 0; run < 2; ++run) {
+    const Tensor x = random_tensor({p.n, p.c, p.h, p.w}, kFloat32, Layout::Contiguous, 61);
+    const Tensor w = random_tensor({p.o, p.c, p.kh, p.kw}, kFloat32, Layout::Contiguous, 62);
+    w.set_requires_grad();
+    x.set_requires_grad();
+    const Tensor y = conv2d(x, w, {}, p.stride, p.padding);
+    y.backward(random_tensor(y.shape(), kFloat32, Layout::Contiguous, 63));
+    runs.push_back(values(w.grad()));
+    const std::vector<double> gx = values(x.grad());
+    runs.back().insert(runs.back().end(), gx.begin(), gx.end());
+  }
+  kernels::cuda::set_conv_deterministic(false);
+  EXPECT_EQ(runs[0], runs[1]);
+}
+
+TEST(GemmShapes, VariantNamesAreChecked) {
+  if (!on_cuda()) GTEST_SKIP() << "names of the cuda variants";
+  EXPECT_TRUE(contains(error_of([] { kernels::cuda::set_gemm_variant("bogus"); }), "'bogus'"));
+  EXPECT_TRUE(contains(error_of([] { kernels::cuda::set_gemm_variant("sgemm-v9"); }), "'v9'"));
+  EXPECT_TRUE(contains(error_of([] { kernels::cuda::set_conv_variant("winograd"); }), "'winograd'"));
+  kernels::cuda::set_gemm_variant("sgemm-register");
+  EXPECT_EQ(kernels::cuda::gemm_variant(), "sgemm-register");
+  kernels::cuda::set_gemm_variant("auto");
+#if defined(EMBER_CUDA_EMULATED)
+  EXPECT_TRUE(contains(error_of([] { kernels::cuda::set_gemm_variant("cublaslt"); }), "cublaslt"));
+  EXPECT_TRUE(contains(error_of([] { kernels::cuda::set_conv_variant("cudnn"); }), "cudnn"));
+#endif
 }
 
 // 16-bit convolutions sum in float32 and round once: within 2^-8 |y| of the exact result
