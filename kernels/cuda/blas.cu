@@ -157,6 +157,20 @@ cublasLtMatrixLayout_t lt_layout(cudaDataType_t type, int64_t rows, int64_t cols
   return l;
 }
 
+// The alignment in bytes (up to 256) of every matrix of a batch starting at p: the
+// heuristics assume 256 unless told, and a view or a packed batch can have less.
+uint32_t alignment_of(const void* p, int64_t stride, int64_t batch, std::size_t elem) {
+  uint64_t bits = reinterpret_cast<uintptr_t>(p);
+  if (batch > 1) bits |= uint64_t(stride) * elem;
+  uint32_t a = 1;
+  while (a < 256 && !(bits & a)) a <<= 1;
+  return a;
+}
+
+void set_pref(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attr, uint32_t v) {
+  EMBER_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &v, sizeof(v)));
+}
+
 // Column-major, cuBLASLt computes D (n x m) = op(B') (n x k) op(A') (k x m) with B' our B
 // and A' our A: a row-major [r, c] matrix is a column-major [c, r] one.
 template <class T>
@@ -172,8 +186,9 @@ void gemm_cublaslt(const GemmProblem<T, T>& p, const T* bias, bool relu, int dev
   const cublasOperation_t op_second = p.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   set_attr(call.op, CUBLASLT_MATMUL_DESC_TRANSA, op_first);
   set_attr(call.op, CUBLASLT_MATMUL_DESC_TRANSB, op_second);
-  // The epilogue's bias runs along D's rows: our n, one value per output column.
-  const bool fused = kFloat && (bias || relu);
+  // The epilogue's bias runs along D's rows: our n, one value per output column. It
+  // wants a 16-byte aligned bias and one matrix; otherwise the separate pass runs.
+  const bool fused = kFloat && (bias || relu) && p.batch == 1 && reinterpret_cast<uintptr_t>(bias) % 16 == 0;
   if (fused) {
     const cublasLtEpilogue_t ep =
         bias ? (relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS) : CUBLASLT_EPILOGUE_RELU;
@@ -190,6 +205,11 @@ void gemm_cublaslt(const GemmProblem<T, T>& p, const T* bias, bool relu, int dev
   EMBER_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&call.pref));
   EMBER_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(call.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                           &ws_bytes, sizeof(ws_bytes)));
+  const uint32_t align_c = alignment_of(p.c, p.stride_c, p.batch, sizeof(T));
+  set_pref(call.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignment_of(p.b, p.stride_b, p.batch, sizeof(T)));
+  set_pref(call.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignment_of(p.a, p.stride_a, p.batch, sizeof(T)));
+  set_pref(call.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_c);
+  set_pref(call.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_c);
   cublasLtMatmulHeuristicResult_t heuristic{};
   int found = 0;
   const cublasLtHandle_t handle = lt_handle(device);
