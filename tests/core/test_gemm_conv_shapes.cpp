@@ -164,6 +164,23 @@ TEST(GemmShapes, LinearBiasAndReluInTheEpilogue) {
   }
 }
 
+// TF32 is off by default; allowed, float32 products may carry TF32's 11-bit operands:
+// each product within 2^-10 of its exact value, so the error stays below (2^-10 + K u) S.
+TEST(GemmShapes, Tf32IsOffByDefaultAndBoundedWhenAllowed) {
+  EXPECT_FALSE(allow_tf32());
+  const int64_t M = 33, N = 65, K = 257;
+  const Tensor a = random_tensor({M, K}, kFloat32, Layout::Contiguous, 71);
+  const Tensor b = random_tensor({K, N}, kFloat32, Layout::Transposed, 72);
+  std::vector<double> want, abs;
+  ref_bmm(values(a), values(b), 1, M, N, K, want, abs);
+  set_allow_tf32(true);
+  const Tensor c = matmul(a, b);
+  set_allow_tf32(false);
+  std::vector<double> tol = tolerance(abs, kFloat32, K);
+  for (size_t i = 0; i < tol.size(); ++i) tol[i] += std::ldexp(abs[i], -10);
+  EXPECT_TRUE(all_close_tol(c, want, {M, N}, tol));
+}
+
 // ----- conv2d -----
 const ConvCase kConvCases[] = {
     // n, c, h, w, o, kh, kw, stride, padding, dilation, groups, bias
