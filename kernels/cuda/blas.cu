@@ -5,8 +5,10 @@
 // in emulation, for integers everywhere (rare in practice; wrapping as the CPU's) and k = 0.
 #include "kernels/cuda/blas.h"
 
+#include <array>
 #include <atomic>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <string>
 
@@ -114,7 +116,8 @@ void bias_relu(const GemmProblem<T, T>& p, const T* bias, bool relu, cudaStream_
                  " (", int(ember_st_), ")");                                                                       \
   } while (0)
 
-// cuBLASLt's recommended workspace on Hopper; smaller ones rule out some split-K kernels.
+// The most workspace an algorithm may ask for: cuBLASLt's recommendation for Hopper
+// (smaller ones rule out some split-K kernels); a call allocates what its pick needs.
 constexpr std::size_t kCublasLtWorkspace = 32u << 20;
 
 cublasLtHandle_t lt_handle(int device) {
@@ -200,25 +203,43 @@ void gemm_cublaslt(const GemmProblem<T, T>& p, const T* bias, bool relu, int dev
   call.b = p.trans_a ? lt_layout(type, p.m, p.k, p.lda, p.batch, p.stride_a)
                      : lt_layout(type, p.k, p.m, p.lda, p.batch, p.stride_a);
   call.c = lt_layout(type, p.n, p.m, p.ldc, p.batch, p.stride_c);
-  DeviceScratch workspace(device, stream, kCublasLtWorkspace);
-  const uint64_t ws_bytes = workspace.size();
-  EMBER_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&call.pref));
-  EMBER_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(call.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                          &ws_bytes, sizeof(ws_bytes)));
+  const uint32_t align_a = alignment_of(p.a, p.stride_a, p.batch, sizeof(T));
+  const uint32_t align_b = alignment_of(p.b, p.stride_b, p.batch, sizeof(T));
   const uint32_t align_c = alignment_of(p.c, p.stride_c, p.batch, sizeof(T));
-  set_pref(call.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignment_of(p.b, p.stride_b, p.batch, sizeof(T)));
-  set_pref(call.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignment_of(p.a, p.stride_a, p.batch, sizeof(T)));
-  set_pref(call.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_c);
-  set_pref(call.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_c);
-  cublasLtMatmulHeuristicResult_t heuristic{};
-  int found = 0;
   const cublasLtHandle_t handle = lt_handle(device);
-  EMBER_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle, call.op, call.a, call.b, call.c, call.c, call.pref, 1,
-                                                    &heuristic, &found));
-  EMBER_CHECK(found > 0, "cublaslt: no algorithm for m ", p.m, ", n ", p.n, ", k ", p.k, ", batch ", p.batch);
+  // The heuristic's pick, once per problem: the query costs more than the descriptors.
+  const std::array<int64_t, 20> key = {int64_t(sizeof(T)), int64_t(compute), p.trans_a, p.trans_b, p.m, p.n, p.k,
+                                       p.lda, p.ldb, p.ldc, p.batch, p.stride_a, p.stride_b, p.stride_c,
+                                       fused ? (bias ? 1 : 0) + (relu ? 2 : 0) : -1, align_a, align_b, align_c,
+                                       device, p.beta != 0};
+  static std::mutex mu;
+  static std::map<std::array<int64_t, 20>, cublasLtMatmulHeuristicResult_t> cache;
+  cublasLtMatmulHeuristicResult_t heuristic{};
+  std::unique_lock lock(mu);
+  if (auto it = cache.find(key); it != cache.end()) {
+    heuristic = it->second;
+  } else {
+    lock.unlock();
+    const uint64_t max_ws = kCublasLtWorkspace;
+    EMBER_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&call.pref));
+    EMBER_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(call.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                            &max_ws, sizeof(max_ws)));
+    set_pref(call.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_b);  // cuBLASLt's A is our B
+    set_pref(call.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_a);
+    set_pref(call.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_c);
+    set_pref(call.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_c);
+    int found = 0;
+    EMBER_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle, call.op, call.a, call.b, call.c, call.c, call.pref, 1,
+                                                      &heuristic, &found));
+    EMBER_CHECK(found > 0, "cublaslt: no algorithm for m ", p.m, ", n ", p.n, ", k ", p.k, ", batch ", p.batch);
+    lock.lock();
+    cache.emplace(key, heuristic);
+  }
+  lock.unlock();
+  DeviceScratch workspace(device, stream, heuristic.workspaceSize);
   const T alpha = T(1), beta = T(p.beta);
   EMBER_CUBLAS_CHECK(cublasLtMatmul(handle, call.op, &alpha, p.b, call.a, p.a, call.b, &beta, p.c, call.c, p.c, call.c,
-                                    &heuristic.algo, workspace.get(), ws_bytes, stream));
+                                    &heuristic.algo, workspace.get(), heuristic.workspaceSize, stream));
   if (!fused) bias_relu(p, bias, relu, stream);
 }
 
