@@ -112,8 +112,8 @@ void bias_relu(const GemmProblem<T, T>& p, const T* bias, bool relu, cudaStream_
   do {                                                                                                             \
     const cublasStatus_t ember_st_ = (call);                                                                       \
     if (ember_st_ != CUBLAS_STATUS_SUCCESS)                                                                        \
-      EMBER_FAIL("cuBLASLt call ", #call, " failed at ", __FILE__, ":", __LINE__, ": ", cublasGetStatusString(ember_st_), \
-                 " (", int(ember_st_), ")");                                                                       \
+      EMBER_FAIL("cuBLASLt call ", #call, " failed at ", __FILE__, ":", __LINE__, ": ",                     \
+                 cublasGetStatusString(ember_st_), " (", int(ember_st_), ")");                                     \
   } while (0)
 
 // The most workspace an algorithm may ask for: cuBLASLt's recommendation for Hopper

@@ -142,7 +142,8 @@ struct ConvShape {
 };
 
 template <class C>
-void conv2d_typed(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias, const Conv2dParams& p) {
+void conv2d_typed(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias,
+                  const Conv2dParams& p) {
   const OpScope scope(out);
   const cudaStream_t s = scope.stream();
   const int dev = out.device().index;
@@ -248,7 +249,8 @@ void by_float_dtype(DType dtype, const char* op, const F& f) {
   }
 }
 
-void conv2d_kernel(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias, const Conv2dParams& p) {
+void conv2d_kernel(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias,
+                   const Conv2dParams& p) {
   if (out.numel() == 0) return;
 #if defined(EMBER_WITH_CUDNN)
   if (g_conv.load() != kIm2col) {

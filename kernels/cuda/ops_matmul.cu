@@ -2,6 +2,9 @@
 // GPU, the hand-written SGEMM by name and in emulation). Operands whose strides describe
 // a (possibly transposed) row-major matrix go to the GEMM as they are, batch stride 0
 // included; other layouts are copied to a contiguous scratch buffer first.
+#include <algorithm>
+#include <memory>
+
 #include "kernels/cuda/blas.h"
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/layout.cuh"

@@ -85,6 +85,9 @@ std::vector<double> tolerance(const std::vector<double>& s, DType d, int64_t K) 
 struct Mnk {
   int64_t m, n, k;
 };
+std::string mnk_name(const Mnk& s) {
+  return "m " + std::to_string(s.m) + " n " + std::to_string(s.n) + " k " + std::to_string(s.k);
+}
 const Mnk kAwkward[] = {{1, 1, 1},   {7, 33, 129}, {129, 7, 33}, {33, 129, 7}, {1, 129, 33},
                         {129, 1, 7}, {7, 7, 1},    {33, 33, 33}, {129, 129, 129}};
 
@@ -96,8 +99,8 @@ TEST(GemmShapes, MatmulAwkwardSizesAndLayouts) {
       for (const Mnk& s : kAwkward)
         for (Layout la : {Layout::Contiguous, Layout::Transposed, Layout::Strided})
           for (Layout lb : {Layout::Contiguous, Layout::Transposed, Layout::Strided}) {
-            SCOPED_TRACE(variant + " " + std::string(dtype_name(dtype)) + " m " + std::to_string(s.m) + " n " + std::to_string(s.n) +
-                         " k " + std::to_string(s.k) + " " + layout_name(la) + " @ " + layout_name(lb));
+            SCOPED_TRACE(variant + " " + std::string(dtype_name(dtype)) + " " + mnk_name(s) + " " + layout_name(la) +
+                         " @ " + layout_name(lb));
             const Tensor a = random_tensor({s.m, s.k}, dtype, la, seed++);
             const Tensor b = random_tensor({s.k, s.n}, dtype, lb, seed++);
             std::vector<double> want, abs;
@@ -145,8 +148,8 @@ TEST(GemmShapes, LinearBiasAndReluInTheEpilogue) {
       for (const Mnk& s : kAwkward)
         for (bool bias : {false, true})
           for (bool relu : {false, true}) {
-            SCOPED_TRACE(variant + " " + std::string(dtype_name(dtype)) + " m " + std::to_string(s.m) + " n " + std::to_string(s.n) +
-                         " k " + std::to_string(s.k) + (bias ? " bias" : "") + (relu ? " relu" : ""));
+            SCOPED_TRACE(variant + " " + std::string(dtype_name(dtype)) + " " + mnk_name(s) + (bias ? " bias" : "") +
+                         (relu ? " relu" : ""));
             const Tensor x = random_tensor({s.m, s.k}, dtype, Layout::Contiguous, seed++);
             const Tensor w = random_tensor({s.n, s.k}, dtype, Layout::Contiguous, seed++);
             const Tensor b = bias ? random_tensor({s.n}, dtype, Layout::Contiguous, seed++) : Tensor();
@@ -226,8 +229,9 @@ TEST(ConvShapes, OddShapesForwardAndBackward) {
     const VariantScope scope(gemm, conv);
     for (DType dtype : {kFloat32, kFloat64})
       for (const ConvCase& p : kConvCases) {
-        SCOPED_TRACE(gemm + " " + conv + " " + std::string(dtype_name(dtype)) + " groups " + std::to_string(p.groups) + " c " +
-                     std::to_string(p.c) + " kernel " + std::to_string(p.kh) + "x" + std::to_string(p.kw));
+        SCOPED_TRACE(gemm + " " + conv + " " + std::string(dtype_name(dtype)) + " groups " +
+                     std::to_string(p.groups) + " c " + std::to_string(p.c) + " kernel " + std::to_string(p.kh) + "x" +
+                     std::to_string(p.kw));
         const Tensor x = random_tensor({p.n, p.c, p.h, p.w}, dtype, Layout::Contiguous, seed++);
         const Tensor w = random_tensor({p.o, p.c / p.groups, p.kh, p.kw}, dtype, Layout::Contiguous, seed++);
         const Tensor b = p.bias ? random_tensor({p.o}, dtype, Layout::Contiguous, seed++) : Tensor();
