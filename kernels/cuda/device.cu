@@ -105,17 +105,6 @@ void raise_index_errors() {
   }
 }
 
-DeviceScratch::DeviceScratch(int device, size_t bytes) : device_(device), bytes_(bytes) {
-  if (bytes == 0) return;
-  const memory::Allocation a = cuda_allocator(device).allocate(bytes, id_of(current_stream(device)));
-  ptr_ = a.ptr;
-  block_ = a.block;
-}
-
-DeviceScratch::~DeviceScratch() {
-  if (block_ != nullptr) cuda_allocator(device_).free(static_cast<memory::Block*>(block_));
-}
-
 Layout layout_of(const Tensor& t) {
   EMBER_CHECK(t.dim() <= kMaxDims, "cuda: tensors of more than ", kMaxDims, " dims are not supported (shape ",
               shape_str(t.shape()), ")");

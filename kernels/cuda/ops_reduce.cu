@@ -13,6 +13,7 @@
 // differs from the CPU's by at most ~ log2(n) * eps * sum |x| (tree depth times one
 // rounding each), far below n * eps * sum |x|.
 #include "kernels/cuda/device.h"
+#include "kernels/cuda/scratch.h"
 #include "kernels/cuda/layout.cuh"
 #include "kernels/cuda/reduce.cuh"
 
@@ -49,7 +50,7 @@ ReduceInput prepare(const Tensor& in, DimMask mask, std::optional<DeviceScratch>
       permuted.strides[k++] = l.strides[i];
       (reduced ? d.n : d.outer) *= l.sizes[i];
     }
-  copy.emplace(in.device().index, size_t(in.numel()) * in.element_size());
+  copy.emplace(in.device().index, stream, size_t(in.numel()) * in.element_size());
   if (in.numel() > 0) permute_contiguous_bytes(in.data_ptr(), copy->get(), permuted, int(in.element_size()), stream);
   return {copy->get(), d};
 }
@@ -57,7 +58,7 @@ ReduceInput prepare(const Tensor& in, DimMask mask, std::optional<DeviceScratch>
 template <class R>
 void run(const R& r, const ReduceInput& x, typename R::Out out, int device, cudaStream_t stream) {
   const ReduceDims& d = x.dims;
-  DeviceScratch ws(device, reduce_middle_dim_workspace<R>(d.outer, d.n, d.inner));
+  DeviceScratch ws(device, stream, reduce_middle_dim_workspace<R>(d.outer, d.n, d.inner));
   reduce_middle_dim(r, static_cast<const typename R::Elem*>(x.data), out, d.outer, d.n, d.inner, ws.get(), ws.size(),
                     stream);
 }

@@ -6,6 +6,7 @@
 // softmax over an inner dim on a GPU. Floating dtypes only, as on the CPU; 16-bit ones
 // computed in float.
 #include "kernels/cuda/device.h"
+#include "kernels/cuda/scratch.h"
 #include "kernels/cuda/layout.cuh"
 #include "kernels/cuda/softmax.cuh"
 
@@ -31,8 +32,8 @@ void softmax_kernel(const Tensor& out, const Tensor& in, int64_t dim) {
         else softmax(src, dst, outer * inner, n, scope.stream());
       };
       if (inner == 1) return rows(x, y);
-      const DeviceScratch a(out.device().index, size_t(in.numel()) * sizeof(T)),
-          b(out.device().index, size_t(in.numel()) * sizeof(T));
+      const DeviceScratch a(out.device().index, scope.stream(), size_t(in.numel()) * sizeof(T)),
+          b(out.device().index, scope.stream(), size_t(in.numel()) * sizeof(T));
       transpose_batched(x, static_cast<T*>(a.get()), outer, n, inner, scope.stream());
       rows(static_cast<const T*>(a.get()), static_cast<T*>(b.get()));
       transpose_batched(static_cast<const T*>(b.get()), y, outer, inner, n, scope.stream());
