@@ -62,6 +62,8 @@ using RandomFn = void(const Tensor& out, PhiloxState state, double a, double b);
 using ReduceFn = void(const Tensor& out, const Tensor& in, DimMask dims);
 using ReduceIndexFn = void(const Tensor& values, const Tensor& indices, const Tensor& in, int64_t dim);
 // out [B, M, N] = a [B, M, K] @ b [B, K, N]; a and b may be strided (batch stride 0 broadcasts).
+// matmul and linear: 16-bit floats reach the cuda slots as they are (accumulated in
+// float32, rounded once); the CPU's receive them converted to float32.
 using MatmulFn = void(const Tensor& out, const Tensor& a, const Tensor& b);
 using SoftmaxFn = void(const Tensor& out, const Tensor& in, int64_t dim);
 using IndexFn = void(const Tensor& out, const Tensor& in, int64_t dim, const Tensor& index);

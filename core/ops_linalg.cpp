@@ -1,11 +1,22 @@
 // matmul with torch.matmul's rules (1-D operands, batch broadcasting), folded onto the
-// batched [B, M, K] @ [B, K, N] kernel. 16-bit floats compute in float32.
+// batched [B, M, K] @ [B, K, N] kernel. 16-bit floats compute in float32: converted
+// here for the CPU, passed as they are to CUDA, whose GEMM reads them (gemm_compute_type).
 #include "core/autograd.h"
 #include "core/autograd_graph.h"
 #include "core/dispatch.h"
 #include "core/op_utils.h"
 
 namespace ember {
+namespace {
+
+// The dtype matmul and linear hand their kernel: 16-bit floats go to the CPU as float32,
+// to CUDA as they are (its GEMMs read 16-bit operands and accumulate in float32).
+DType gemm_compute_type(DType dtype, Device device) {
+  const bool half = dtype == kFloat16 || dtype == kBFloat16;
+  return half && !device.is_cuda() ? kFloat32 : dtype;
+}
+
+}  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
   EMBER_OP_SITE("matmul");
@@ -17,7 +28,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
               shape_str(a.shape()), " and ", shape_str(b.shape()));
   EMBER_CHECK(a.dtype() != kBool && b.dtype() != kBool, "matmul: bool tensors are not supported");
   const DType dtype = detail::result_type(a, b);
-  const DType compute = dtype == kFloat16 || dtype == kBFloat16 ? kFloat32 : dtype;
+  const DType compute = gemm_compute_type(dtype, a.device());
 
   Tensor a2 = a.dim() == 1 ? a.unsqueeze(0) : a;
   Tensor b2 = b.dim() == 1 ? b.unsqueeze(1) : b;
@@ -85,7 +96,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activat
   DType dtype = promote_types(x.dtype(), weight.dtype());
   if (bias.defined()) dtype = promote_types(dtype, bias.dtype());
   EMBER_CHECK(is_floating(dtype), "linear: expects floating tensors, got ", dtype_name(dtype));
-  const DType compute = dtype == kFloat16 || dtype == kBFloat16 ? kFloat32 : dtype;
+  const DType compute = gemm_compute_type(dtype, x.device());
   Tensor x2 = x.reshape({-1, in_f}).to(compute).contiguous();
   Tensor out = empty({x2.size(0), out_f}, {compute, x.device()});
   kernels::linear_stub(x.device(), out, x2, weight.to(compute).contiguous(),

@@ -14,6 +14,7 @@
 
 #include "core/runtime.h"
 #include "kernels/common/unary_ops.h"
+#include "kernels/cuda/elementwise.cuh"
 #include "kernels/cuda/scratch.h"
 #include "kernels/cuda/sgemm.cuh"
 #include "kernels/cuda/variants.h"
@@ -77,8 +78,8 @@ template <class T>
 __global__ void __launch_bounds__(256) bias_relu_kernel(T* c, const T* bias, int64_t n, int64_t total, bool relu) {
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += step) {
-    T v = bias ? c[i] + bias[i % n] : c[i];
-    c[i] = relu ? ops::Relu{}(v) : v;
+    const compute_t<T> v = bias ? widen(c[i]) + widen(bias[i % n]) : widen(c[i]);
+    c[i] = round_to<T>(relu ? ops::Relu{}(v) : v);
   }
 }
 
@@ -178,20 +179,27 @@ void set_pref(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttribute
 // and A' our A: a row-major [r, c] matrix is a column-major [c, r] one.
 template <class T>
 void gemm_cublaslt(const GemmProblem<T, T>& p, const T* bias, bool relu, int device, cudaStream_t stream) {
-  constexpr bool kFloat = std::is_same_v<T, float>;
-  const cudaDataType_t type = kFloat ? CUDA_R_32F : CUDA_R_64F;
-  const cublasComputeType_t compute =
-      kFloat ? (allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F) : CUBLAS_COMPUTE_64F;
+  constexpr bool kDouble = std::is_same_v<T, double>;
+  using Scale = std::conditional_t<kDouble, double, float>;
+  const cudaDataType_t type = kDouble                                  ? CUDA_R_64F
+                              : std::is_same_v<T, __half>              ? CUDA_R_16F
+                              : std::is_same_v<T, __nv_bfloat16>       ? CUDA_R_16BF
+                                                                       : CUDA_R_32F;
+  // 16-bit operands: products and sums in float32 (the tensor cores' float accumulation).
+  const cublasComputeType_t compute = kDouble                        ? CUBLAS_COMPUTE_64F
+                                      : std::is_same_v<T, float> && allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                                                 : CUBLAS_COMPUTE_32F;
+  const cudaDataType_t scale_type = kDouble ? CUDA_R_64F : CUDA_R_32F;
   EMBER_CHECK(p.batch <= INT32_MAX, "cublaslt: batch ", p.batch, " exceeds 2^31 - 1");
   LtCall call;
-  EMBER_CUBLAS_CHECK(cublasLtMatmulDescCreate(&call.op, compute, type));
+  EMBER_CUBLAS_CHECK(cublasLtMatmulDescCreate(&call.op, compute, scale_type));
   const cublasOperation_t op_first = p.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_second = p.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   set_attr(call.op, CUBLASLT_MATMUL_DESC_TRANSA, op_first);
   set_attr(call.op, CUBLASLT_MATMUL_DESC_TRANSB, op_second);
   // The epilogue's bias runs along D's rows: our n, one value per output column. It
   // wants a 16-byte aligned bias and one matrix; otherwise the separate pass runs.
-  const bool fused = kFloat && (bias || relu) && p.batch == 1 && reinterpret_cast<uintptr_t>(bias) % 16 == 0;
+  const bool fused = !kDouble && (bias || relu) && p.batch == 1 && reinterpret_cast<uintptr_t>(bias) % 16 == 0;
   if (fused) {
     const cublasLtEpilogue_t ep =
         bias ? (relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS) : CUBLASLT_EPILOGUE_RELU;
@@ -237,13 +245,43 @@ void gemm_cublaslt(const GemmProblem<T, T>& p, const T* bias, bool relu, int dev
   }
   lock.unlock();
   DeviceScratch workspace(device, stream, heuristic.workspaceSize);
-  const T alpha = T(1), beta = T(p.beta);
+  const Scale alpha = 1, beta = Scale(p.beta);
   EMBER_CUBLAS_CHECK(cublasLtMatmul(handle, call.op, &alpha, p.b, call.a, p.a, call.b, &beta, p.c, call.c, p.c, call.c,
                                     &heuristic.algo, workspace.get(), heuristic.workspaceSize, stream));
   if (!fused) bias_relu(p, bias, relu, stream);
 }
 
 #endif  // !EMBER_CUDA_EMULATED
+
+// A span of n 16-bit values as float32 scratch.
+template <class T>
+const float* widened(const T* x, int64_t n, DeviceScratch& buf, cudaStream_t stream) {
+  const Layout l = make_layout({n}, {1});
+  cast<float, T>(x, l, buf.get<float>(), l, stream);
+  return buf.get<float>();
+}
+
+// 16-bit operands where no 16-bit GEMM runs (emulation, the SGEMM variants): A, B and the
+// bias widened to float32 scratch, the float32 GEMM, C rounded once. C must be contiguous.
+template <class T>
+void gemm_through_float(const GemmProblem<T, T>& p, const T* bias, bool relu, int device, cudaStream_t stream) {
+  EMBER_CHECK(p.beta == 0 && p.ldc == p.n && (p.batch == 1 || p.stride_c == p.m * p.n),
+              "gemm: 16-bit operands need a fresh, contiguous C");
+  // The elements each operand's matrices span, from the first to the last.
+  const int64_t span_a = (p.batch - 1) * p.stride_a + (p.trans_a ? (p.k - 1) * p.lda + p.m : (p.m - 1) * p.lda + p.k);
+  const int64_t span_b = (p.batch - 1) * p.stride_b + (p.trans_b ? (p.n - 1) * p.ldb + p.k : (p.k - 1) * p.ldb + p.n);
+  const int64_t nc = p.batch * p.m * p.n;
+  DeviceScratch a(device, stream, span_a * sizeof(float)), b(device, stream, span_b * sizeof(float));
+  DeviceScratch c(device, stream, nc * sizeof(float)), bf(device, stream, (bias ? p.n : 0) * sizeof(float));
+  GemmProblem<float, float> q;
+  q.m = p.m, q.n = p.n, q.k = p.k, q.batch = p.batch;
+  q.a = widened(p.a, span_a, a, stream), q.lda = p.lda, q.trans_a = p.trans_a, q.stride_a = p.stride_a;
+  q.b = widened(p.b, span_b, b, stream), q.ldb = p.ldb, q.trans_b = p.trans_b, q.stride_b = p.stride_b;
+  q.c = c.get<float>(), q.ldc = p.n, q.stride_c = p.m * p.n;
+  gemm<float>(q, bias ? widened(bias, p.n, bf, stream) : nullptr, relu, device, stream);
+  const Layout l = make_layout({nc}, {1});
+  cast<T, float>(c.get<float>(), l, p.c, l, stream);
+}
 
 }  // namespace
 
@@ -254,6 +292,12 @@ void gemm(const GemmProblem<T, T>& p, const T* bias, bool relu, int device, cuda
               " (expected 1 and 0 or 1)");
   if (p.m == 0 || p.n == 0 || p.batch == 0) return;
   const int variant = g_gemm.load();
+  if constexpr (is_16bit_float_v<T>) {
+#if !defined(EMBER_CUDA_EMULATED)
+    if (variant <= 0 && p.k > 0) return gemm_cublaslt(p, bias, relu, device, stream);
+#endif
+    return gemm_through_float(p, bias, relu, device, stream);
+  }
   if (p.k == 0) return gemm_plain(p, bias, relu, stream);  // C (+ bias): no product to compute
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
 #if !defined(EMBER_CUDA_EMULATED)
@@ -270,6 +314,9 @@ void gemm(const GemmProblem<T, T>& p, const T* bias, bool relu, int device, cuda
 
 template void gemm<float>(const GemmProblem<float, float>&, const float*, bool, int, cudaStream_t);
 template void gemm<double>(const GemmProblem<double, double>&, const double*, bool, int, cudaStream_t);
+template void gemm<__half>(const GemmProblem<__half, __half>&, const __half*, bool, int, cudaStream_t);
+template void gemm<__nv_bfloat16>(const GemmProblem<__nv_bfloat16, __nv_bfloat16>&, const __nv_bfloat16*, bool, int,
+                                  cudaStream_t);
 template void gemm<uint8_t>(const GemmProblem<uint8_t, uint8_t>&, const uint8_t*, bool, int, cudaStream_t);
 template void gemm<int32_t>(const GemmProblem<int32_t, int32_t>&, const int32_t*, bool, int, cudaStream_t);
 template void gemm<int64_t>(const GemmProblem<int64_t, int64_t>&, const int64_t*, bool, int, cudaStream_t);

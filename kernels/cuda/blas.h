@@ -11,7 +11,8 @@
 namespace ember::kernels::cuda {
 
 // C = op(A) op(B) (+ C when p.beta == 1) (+ bias) (relu), on `stream` of `device` (made
-// current by the caller). p.alpha must be 1 and p.beta 0 or 1. T: float, double, uint8_t,
+// current by the caller). p.alpha must be 1 and p.beta 0 or 1. T: float, double, __half,
+// __nv_bfloat16 (float32 accumulation, rounded once; beta 0 and a contiguous C), uint8_t,
 // int32_t or int64_t (bias and relu: floating T only).
 template <class T>
 void gemm(const GemmProblem<T, T>& p, const T* bias, bool relu, int device, cudaStream_t stream);

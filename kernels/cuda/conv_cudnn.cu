@@ -30,17 +30,12 @@ namespace {
 // The largest workspace an algorithm may ask for; bigger ones are passed over.
 constexpr std::size_t kMaxWorkspace = std::size_t(1) << 30;
 
-// One handle per device and thread (a handle must not be used by two threads at once);
-// destroyed when the thread ends.
+// One handle per device and thread (a handle must not be used by two threads at once).
+// Never destroyed: at exit the CUDA runtime may be torn down before thread_local
+// destructors run (PyTorch leaks its handles for the same reason).
 cudnnHandle_t handle_for(int device, cudaStream_t stream) {
-  struct Handles {
-    std::map<int, cudnnHandle_t> by_device;
-    ~Handles() {
-      for (auto& [d, h] : by_device) cudnnDestroy(h);
-    }
-  };
-  thread_local Handles handles;
-  cudnnHandle_t& h = handles.by_device[device];
+  thread_local std::map<int, cudnnHandle_t> handles;
+  cudnnHandle_t& h = handles[device];
   if (!h) EMBER_CUDNN_CHECK(cudnnCreate(&h));
   EMBER_CUDNN_CHECK(cudnnSetStream(h, stream));
   return h;

@@ -1,7 +1,9 @@
 // The CUDA slots of matmul and linear through the backend's GEMM (blas.h: cuBLASLt on a
 // GPU, the hand-written SGEMM by name and in emulation). Operands whose strides describe
 // a (possibly transposed) row-major matrix go to the GEMM as they are, batch stride 0
-// included; other layouts are copied to a contiguous scratch buffer first.
+// included; other layouts are copied to a contiguous scratch buffer first. 16-bit floats
+// arrive as they are (core converts them to float32 for the CPU only) and accumulate in
+// float32: cuBLASLt's bf16/f16 GEMM on a GPU, float32 scratch around the SGEMM otherwise.
 #include <algorithm>
 #include <memory>
 
@@ -69,6 +71,8 @@ void matmul_kernel(const Tensor& out, const Tensor& a, const Tensor& b) {
   switch (a.dtype()) {
     case DType::Float32: return matmul_typed<float>(out, a, b);
     case DType::Float64: return matmul_typed<double>(out, a, b);
+    case DType::Float16: return matmul_typed<__half>(out, a, b);
+    case DType::BFloat16: return matmul_typed<__nv_bfloat16>(out, a, b);
     case DType::UInt8: return matmul_typed<uint8_t>(out, a, b);
     case DType::Int32: return matmul_typed<int32_t>(out, a, b);
     case DType::Int64: return matmul_typed<int64_t>(out, a, b);
@@ -91,8 +95,13 @@ void linear_typed(const Tensor& out, const Tensor& x, const Tensor& w, const Ten
 
 void linear_kernel(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& bias, bool relu) {
   if (out.numel() == 0) return;
-  if (x.dtype() == DType::Float32) return linear_typed<float>(out, x, w, bias, relu);
-  if (x.dtype() == DType::Float64) return linear_typed<double>(out, x, w, bias, relu);
+  switch (x.dtype()) {
+    case DType::Float32: return linear_typed<float>(out, x, w, bias, relu);
+    case DType::Float64: return linear_typed<double>(out, x, w, bias, relu);
+    case DType::Float16: return linear_typed<__half>(out, x, w, bias, relu);
+    case DType::BFloat16: return linear_typed<__nv_bfloat16>(out, x, w, bias, relu);
+    default: break;
+  }
   EMBER_FAIL("linear kernel: dtype ", dtype_name(x.dtype()), " is not supported on cuda");
 }
 

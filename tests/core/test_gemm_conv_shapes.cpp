@@ -140,11 +140,12 @@ TEST(GemmShapes, IntegerMatmulIsExact) {
   }
 }
 
+// float32, float64 and the 16-bit types (which reach the cuda GEMM as they are).
 TEST(GemmShapes, LinearBiasAndReluInTheEpilogue) {
   uint64_t seed = 300;
   for (const std::string& variant : gemm_variants()) {
     const VariantScope scope(variant);
-    for (DType dtype : {kFloat32, kFloat64})
+    for (DType dtype : {kFloat32, kFloat64, kBFloat16, kFloat16})
       for (const Mnk& s : kAwkward)
         for (bool bias : {false, true})
           for (bool relu : {false, true}) {
@@ -162,7 +163,12 @@ TEST(GemmShapes, LinearBiasAndReluInTheEpilogue) {
               if (relu) want[i] = std::max(want[i], 0.0);
             }
             const Tensor y = linear(x, w, b, relu ? Activation::kReLU : Activation::kNone);
-            EXPECT_TRUE(all_close_tol(y, want, {s.m, s.n}, tolerance(abs, dtype, s.k + 1)));
+            // 16-bit: summed in float32, then rounded once to 8 (bf16) or 11 (f16) bits.
+            std::vector<double> tol = tolerance(abs, dtype, s.k + 1);
+            const int bits = dtype == kBFloat16 ? 8 : dtype == kFloat16 ? 11 : 0;
+            if (bits)
+              for (size_t i = 0; i < tol.size(); ++i) tol[i] += std::ldexp(std::fabs(want[i]), -bits);
+            EXPECT_TRUE(all_close_tol(y, want, {s.m, s.n}, tol));
           }
   }
 }

@@ -13,6 +13,7 @@
 #include "ember.h"
 #include "conv_reference.h"
 #include "reference.h"
+#include "tests/device.h"
 
 namespace ember::test {
 namespace {
@@ -480,9 +481,10 @@ TEST(NnOps, MaxPool2dBackwardFromCodesMatchesIndices) {
 }
 
 TEST(NnOps, MaxPool2dSavesOneBytePerOutputForBackward) {
-  const memory::CachingAllocator& host = memory::host_allocator();
-  auto allocated = [&] { return host.stats().allocated_bytes[memory::kAllPools].current; };
-  Tensor x = randn({8, 16, 32, 32}).set_requires_grad();  // 8 * 16 * 16 * 16 = 32768 outputs
+  const memory::CachingAllocator& alloc = device_allocator(test_device());  // EMBER_TEST_DEVICE's
+  auto allocated = [&] { return alloc.stats().allocated_bytes[memory::kAllPools].current; };
+  Tensor x = random_tensor({8, 16, 32, 32}, kFloat32);  // 8 * 16 * 16 * 16 = 32768 outputs
+  x.set_requires_grad();
   const int64_t before = allocated();
   Tensor y = max_pool2d(x, pool({2, 2}, std::nullopt, {0, 0}));
   EXPECT_EQ(allocated() - before, 32768 * 4 + 32768);  // the output, and a byte per output
