@@ -49,6 +49,7 @@ memory::CachingAllocator& pinned_allocator() {
 
 void register_cuda_kernels() {
   cuda::register_copy();
+  cuda::register_fused();
 }
 
 }  // namespace ember::kernels

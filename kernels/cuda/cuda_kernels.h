@@ -7,5 +7,6 @@
 namespace ember::kernels::cuda {
 
 void register_copy();
+void register_fused();
 
 }  // namespace ember::kernels::cuda
