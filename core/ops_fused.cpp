@@ -93,7 +93,12 @@ Tensor layer_norm(const Tensor& x_in, int64_t normalized_dims, const Tensor& wei
   EMBER_CHECK(x_in.numel() == 0 || cols > 0, "layer_norm: rows of 0 elements have no mean (input ",
               shape_str(x_in.shape()), ")");
   const int64_t rows = cols > 0 ? x_in.numel() / cols : 0;
-  const Tensor x = x_in.contiguous().reshape({rows, cols});
+  // The result's dtype is what the composed form promoted to (a bf16 input with float32
+  // weights normalizes in float32).
+  DType dtype = x_in.dtype();
+  for (const Tensor* p : {&weight, &bias})
+    if (p->defined()) dtype = promote_types(dtype, p->dtype());
+  const Tensor x = x_in.to(dtype).contiguous().reshape({rows, cols});
   const Tensor w = weight.defined() ? weight.to(x.dtype()).contiguous().reshape({cols}) : Tensor();
   const Tensor b = bias.defined() ? bias.to(x.dtype()).contiguous().reshape({cols}) : Tensor();
   const DType stat = x.dtype() == kFloat64 ? kFloat64 : kFloat32;
@@ -163,14 +168,16 @@ Tensor batch_norm_training(const Tensor& x, const Tensor& weight, const Tensor& 
     if (bias.defined()) y = add(y, bias.reshape(bshape));
   }
   return autograd::record("batch_norm", {x, weight, bias}, y,
-                          [xhat, rstd, w = weight.defined() ? weight.detach() : Tensor(), bshape,
-                           dims](const Tensor& g) {
+                          [xhat, rstd, w = weight.defined() ? weight.detach() : Tensor(), bshape, dims,
+                           bias_dtype = bias.defined() ? bias.dtype() : x.dtype()](const Tensor& g) {
+    // Gradients in their inputs' dtypes (a bf16 x with float32 weights under autocast).
     Tensor gx, gw, gb;
-    if (autograd::needs_input_grad(1)) gw = sum(mul(g, xhat), dims);
-    if (autograd::needs_input_grad(2)) gb = sum(g, dims);
+    if (autograd::needs_input_grad(1)) gw = sum(mul(g, xhat), dims).to(w.dtype());
+    if (autograd::needs_input_grad(2)) gb = sum(g, dims).to(bias_dtype);
     if (autograd::needs_input_grad(0)) {
       const Tensor gg = w.defined() ? mul(g, w.reshape(bshape)) : g;
-      gx = mul(rstd, sub(sub(gg, ember::mean(gg, dims, true)), mul(xhat, ember::mean(mul(gg, xhat), dims, true))));
+      gx = mul(rstd, sub(sub(gg, ember::mean(gg, dims, true)), mul(xhat, ember::mean(mul(gg, xhat), dims, true))))
+               .to(xhat.dtype());
     }
     return std::vector<Tensor>{gx, gw, gb};
   });

@@ -3,6 +3,7 @@
 // dropout. Each follows its CUDA kernel's formula (kernels/cuda/cross_entropy.cuh,
 // embedding.cuh, random.cuh) so both backends agree to rounding, and dropout and the
 // embedding gradient agree bit for bit.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -141,18 +142,19 @@ void dropout_kernel(const Tensor& out, const Tensor& keep, const Tensor& x, doub
       T* o = static_cast<T*>(out.data_ptr());
       uint8_t* m = static_cast<uint8_t*>(keep.data_ptr());
       const int64_t n = x.numel(), blocks = (n + k - 1) / k;
-      parallel_for(0, blocks, kGrainSize / k, [&](int64_t b, int64_t e) {
+      parallel_for(0, blocks, kGrainSize / k, [=](int64_t b, int64_t e) {  // by value: stores to m alias nothing
         for (int64_t blk = b; blk < e; ++blk) {
           const Philox4 r = philox_block(state.seed, state.offset + uint64_t(blk));
-          for (int64_t lane = 0; lane < k && blk * k + lane < n; ++lane) {
+          const int64_t first = blk * k, count = std::min(k, n - first);
+          for (int64_t lane = 0; lane < count; ++lane) {
             C u;
             if constexpr (std::is_same_v<T, double>)
               u = uniform_double(r.v[2 * lane], r.v[2 * lane + 1]);
             else
               u = cast<C>(cast<T>(uniform_float(r.v[lane])));  // rand() rounds its draw to T
-            const int64_t i = blk * k + lane;
-            m[i] = u >= threshold;
-            o[i] = dropout_scaled(in[i], m[i] != 0, scale);
+            const bool kept = u >= threshold;
+            m[first + lane] = kept;
+            o[first + lane] = dropout_scaled(in[first + lane], kept, scale);
           }
         }
       });
@@ -170,7 +172,7 @@ void dropout_backward_kernel(const Tensor& grad_input, const Tensor& grad_output
       const T* g = static_cast<const T*>(grad_output.data_ptr());
       const uint8_t* m = static_cast<const uint8_t*>(keep.data_ptr());
       T* gi = static_cast<T*>(grad_input.data_ptr());
-      parallel_for(0, grad_output.numel(), kGrainSize, [&](int64_t b, int64_t e) {
+      parallel_for(0, grad_output.numel(), kGrainSize, [=](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i) gi[i] = dropout_scaled(g[i], m[i] != 0, scale);
       });
     }
