@@ -35,12 +35,12 @@ void for_floating(DType t, const char* op, F&& f) {
 template <class C, class F>
 C lane_sum(int64_t n, const F& f) {
   C lane[8] = {};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
+  const int64_t full = n - n % 8;
+  for (int64_t i = 0; i < full; i += 8)
     for (int k = 0; k < 8; ++k) lane[k] += f(i + k);
   C s = 0;
   for (int k = 0; k < 8; ++k) s += lane[k];
-  for (; i < n; ++i) s += f(i);
+  for (int64_t i = full; i < n; ++i) s += f(i);
   return s;
 }
 
