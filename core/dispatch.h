@@ -20,6 +20,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "core/optim_update.h"
@@ -97,6 +98,52 @@ using AdamUpdateFn = void(const Tensor& param, const Tensor& grad, const Tensor&
 using MaxPool2dFn = void(const Tensor& out, const Tensor& indices, const Tensor& in, const Pool2dParams& p);
 using AvgPool2dFn = void(const Tensor& out, const Tensor& in, const Pool2dParams& p);
 
+// Fused ops: one kernel where core once composed primitives (the CUDA backend has a
+// hand-written kernel for each; the CPU kernel computes the same formula). Floating
+// tensors are float32, float64, or (layer norm, batch-norm statistics, embedding backward,
+// dropout) 16-bit with statistics in float32; saved statistics are in that compute type.
+enum class LossReduction { kNone, kMean, kSum };
+// Cross entropy of logits [N, C] (float32 / float64) with int64 targets [N], every target
+// not ignore_index in [0, C) (core checks): loss [N] (kNone; 0 where ignored) or [] (the
+// sum, or the mean over the rows not ignored: NaN when all are), stats [N, 2] = each row's
+// {max, log sum exp(x - max)} saved for backward, total_weight [] = the rows not ignored
+// (written for kMean and kSum).
+using CrossEntropyFn = void(const Tensor& loss, const Tensor& stats, const Tensor& total_weight, const Tensor& logits,
+                            const Tensor& target, int64_t ignore_index, LossReduction r);
+// dlogits [N, C] = (softmax(x_i) - onehot(t_i)) g_i, 0 where ignored; g_i = grad [N]
+// (kNone), grad [] (kSum) or grad [] / total_weight (kMean).
+using CrossEntropyBackwardFn = void(const Tensor& dlogits, const Tensor& logits, const Tensor& target,
+                                    const Tensor& stats, const Tensor& grad, const Tensor& total_weight,
+                                    int64_t ignore_index, LossReduction r);
+// Layer norm of the rows of x [rows, cols]: y = (x - mean) rstd * weight + bias (weight,
+// bias [cols] or undefined), mean and rstd = 1 / sqrt(biased var + eps) [rows] saved.
+using LayerNormFn = void(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x,
+                         const Tensor& weight, const Tensor& bias, double eps);
+// dx [rows, cols], and dweight, dbias [cols] (each undefined when not wanted; summed over
+// rows in an order that does not depend on timing) from dy, x and the forward's mean, rstd.
+using LayerNormBackwardFn = void(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dy,
+                                 const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight);
+// Per-channel mean and biased var [C] of x [N, C, HW] (contiguous, N * HW > 1 when the
+// running statistics are given); running_mean and running_var [C] (compute type, or
+// undefined) become (1 - momentum) r + momentum * stat, with the unbiased variance.
+using BatchNormStatsFn = void(const Tensor& mean, const Tensor& var, const Tensor& running_mean,
+                              const Tensor& running_var, const Tensor& x, double momentum);
+// grad_weight [rows, D] (overwritten) = for each row, the sum of grad_output [n, D] over the
+// positions whose int64 index [n] names it, added in order of position (deterministic).
+using EmbeddingBackwardFn = void(const Tensor& grad_weight, const Tensor& grad_output, const Tensor& indices);
+// One optimizer step of a list of parameters (each as sgd_update / adam_update take it;
+// bufs holds undefined tensors when momentum is 0); lists of one device, equal lengths.
+using MultiSgdUpdateFn = void(std::span<const Tensor> params, std::span<const Tensor> grads,
+                              std::span<const Tensor> bufs, const ops_sgd& u);
+using MultiAdamUpdateFn = void(std::span<const Tensor> params, std::span<const Tensor> grads,
+                               std::span<const Tensor> exp_avgs, std::span<const Tensor> exp_avg_sqs,
+                               const ops_adam& u);
+// out = x * (u >= p) / (1 - p), u the uniform draw of rand(x.shape(), x.dtype()) at
+// `state`, rounded as rand rounds it; keep [numel] uint8 holds (u >= p). 0 <= p < 1.
+using DropoutFn = void(const Tensor& out, const Tensor& keep, const Tensor& x, double p, PhiloxState state);
+// grad_input = grad_output * keep / (1 - p), rounded as the forward rounds its scale.
+using DropoutBackwardFn = void(const Tensor& grad_input, const Tensor& grad_output, const Tensor& keep, double p);
+
 // The op profiler (core/profiler.h): while it is on, every stub call is timed and
 // counted on its stub. Off, a call costs one relaxed load more.
 extern std::atomic<bool> g_profiling;
@@ -170,7 +217,11 @@ class OpStub : public OpStubBase {
   X(conv2d_backward_input, Conv2dBackwardInputFn) X(conv2d_backward_weight, Conv2dBackwardWeightFn)    \
   X(max_pool2d, MaxPool2dFn) X(avg_pool2d, AvgPool2dFn) X(avg_pool2d_backward, AvgPool2dBackwardFn)   \
   X(max_pool2d_backward, MaxPool2dBackwardFn) \
-  X(sgd_update, SgdUpdateFn) X(adam_update, AdamUpdateFn)
+  X(sgd_update, SgdUpdateFn) X(adam_update, AdamUpdateFn) \
+  X(cross_entropy, CrossEntropyFn) X(cross_entropy_backward, CrossEntropyBackwardFn) \
+  X(layer_norm, LayerNormFn) X(layer_norm_backward, LayerNormBackwardFn) X(batch_norm_stats, BatchNormStatsFn) \
+  X(embedding_backward, EmbeddingBackwardFn) X(multi_sgd_update, MultiSgdUpdateFn) \
+  X(multi_adam_update, MultiAdamUpdateFn) X(dropout, DropoutFn) X(dropout_backward, DropoutBackwardFn)
 
 #define EMBER_DECLARE_UNARY(name) extern OpStub<UnaryFn> name##_stub;
 #define EMBER_DECLARE_BINARY(name) extern OpStub<BinaryFn> name##_stub;

@@ -163,6 +163,39 @@ Tensor max_pool2d(const Tensor& input, const Pool2dOptions& options, Activation 
 std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, const Pool2dOptions& options);
 Tensor avg_pool2d(const Tensor& input, const Pool2dOptions& options);
 
+// ----- fused neural-network ops (one kernel forward, one backward) -----
+enum class Reduction { None, Mean, Sum };
+// Cross entropy of logits [N, C] or [N, C, d...] with int64 / int32 class indices [N] or
+// [N, d...], PyTorch's F.cross_entropy without class weights or label smoothing (the
+// layers' functional form adds those): per element (None; 0 where the target is
+// ignore_index), summed, or the mean over the elements not ignored (NaN when all are).
+// 16-bit logits compute in float32. A target outside [0, C) is an ember::Error.
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index = -100,
+                     Reduction reduction = Reduction::Mean);
+// (x - mean) / sqrt(var + eps) * weight + bias over the last normalized_dims dims of x
+// (biased variance); weight and bias have those dims' shape, or are undefined.
+Tensor layer_norm(const Tensor& x, int64_t normalized_dims, const Tensor& weight = {}, const Tensor& bias = {},
+                  double eps = 1e-5);
+// Per-channel (dim 1) mean and biased variance of x [N, C, ...] (float32 for 16-bit x),
+// outside autograd. running_mean and running_var ([C], of that dtype, or undefined) are
+// updated in place: r = (1 - momentum) r + momentum * stat, with the unbiased variance.
+std::pair<Tensor, Tensor> batch_norm_stats(const Tensor& x, const Tensor& running_mean = {},
+                                           const Tensor& running_var = {}, double momentum = 0.1);
+// Batch norm with the batch's statistics (batch_norm_stats, which updates the running
+// ones): (x - mean) / sqrt(var + eps) * weight + bias per channel; weight, bias [C] or undefined.
+Tensor batch_norm_training(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                           const Tensor& running_var, double momentum = 0.1, double eps = 1e-5);
+// Rows of weight [num, dim] picked by indices (any shape, int64 / int32, each in [0, num)):
+// [..., dim]. Its weight gradient is embedding_backward's; padding_idx's row gets none.
+Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx = std::nullopt);
+// The dense weight gradient [num_weights, dim] of embedding: grad_output [..., dim] summed
+// into the rows indices [...] name, in order of position (the same bits every run).
+Tensor embedding_backward(const Tensor& grad_output, const Tensor& indices, int64_t num_weights,
+                          std::optional<int64_t> padding_idx = std::nullopt);
+// Training-mode dropout, 0 <= p < 1: x * keep / (1 - p), keep = (rand(x.shape(), x.dtype(),
+// gen) >= p), the same draw on every device; its backward multiplies by the saved mask.
+Tensor dropout(const Tensor& x, double p, Generator* gen = nullptr);
+
 // ----- fused optimizer updates (in place, outside autograd) -----
 struct SgdStepOptions {
   double lr = 0.01, momentum = 0, dampening = 0, weight_decay = 0;
@@ -178,6 +211,16 @@ struct AdamStepOptions {
   int64_t step = 1;                     // 1-based, for the bias corrections
 };
 void adam_step_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                const AdamStepOptions& o);
+
+// One step of a list of parameters (every device's fused multi-tensor kernel; each
+// parameter's result is what the one-parameter form gives). Lists of equal length;
+// momentum_buffers may hold undefined tensors when momentum is 0, and all start as their
+// gradient when first_step.
+void sgd_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+               const std::vector<Tensor>& momentum_buffers, const SgdStepOptions& o, bool first_step);
+void adam_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
                 const AdamStepOptions& o);
 
 // ----- comparisons of whole tensors, for tests and checks -----

@@ -22,8 +22,7 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   EMBER_CHECK(p >= 0 && p <= 1, "dropout: p must be in [0, 1], got ", p);
   if (!training || p == 0) return x;
   if (p == 1) return mul(x, Scalar(0.0));
-  Tensor keep = ge(rand(x.shape(), {x.dtype(), x.device()}, gen), Scalar(p)).to(x.dtype());
-  return mul(x, mul(keep, Scalar(1.0 / (1.0 - p))));
+  return ember::dropout(x, p, gen);
 }
 
 namespace {
@@ -52,25 +51,9 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
     if (t->defined())
       EMBER_CHECK(t->dim() == 1 && t->size(0) == C, "batch_norm: per-channel tensors must be [", C, "], got ",
                   shape_str(t->shape()));
-  std::vector<int64_t> dims{0};
-  for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
-  Tensor mean_, var_;
-  if (training) {
-    const int64_t n = x.numel() / C;
-    EMBER_CHECK(n > 1, "batch_norm: training needs more than one value per channel, got input ", shape_str(x.shape()));
-    mean_ = mean(x, dims, true);
-    var_ = var(x, dims, 0, true);
-    if (running_mean.defined()) {
-      NoGradGuard no_grad;
-      running_mean.copy_(add(mul(running_mean, Scalar(1 - momentum)), mul(mean_.detach().reshape({C}), Scalar(momentum))));
-      Tensor unbiased = mul(var_.detach().reshape({C}), Scalar(double(n) / double(n - 1)));
-      running_var.copy_(add(mul(running_var, Scalar(1 - momentum)), mul(unbiased, Scalar(momentum))));
-    }
-  } else {
-    EMBER_CHECK(running_mean.defined() && running_var.defined(), "batch_norm: eval mode needs running statistics");
-    mean_ = along_channels(running_mean, x.dim());
-    var_ = along_channels(running_var, x.dim());
-  }
+  if (training) return batch_norm_training(x, weight, bias, running_mean, running_var, momentum, eps);
+  EMBER_CHECK(running_mean.defined() && running_var.defined(), "batch_norm: eval mode needs running statistics");
+  const Tensor mean_ = along_channels(running_mean, x.dim()), var_ = along_channels(running_var, x.dim());
   Tensor y = mul(sub(x, mean_), rsqrt(add(var_, Scalar(eps))));
   if (weight.defined()) y = mul(y, along_channels(weight, x.dim()));
   if (bias.defined()) y = add(y, along_channels(bias, x.dim()));
@@ -84,27 +67,12 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
                   Shape(x.shape().end() - k, x.shape().end()) == normalized_shape,
               "layer_norm: input ", shape_str(x.shape()), " does not end in normalized_shape ",
               shape_str(normalized_shape));
-  std::vector<int64_t> dims;
-  for (int64_t d = x.dim() - k; d < x.dim(); ++d) dims.push_back(d);
-  Tensor y = mul(sub(x, mean(x, dims, true)), rsqrt(add(var(x, dims, 0, true), Scalar(eps))));
-  if (weight.defined()) y = mul(y, weight);
-  if (bias.defined()) y = add(y, bias);
-  return y;
+  return ember::layer_norm(x, k, weight, bias, eps);
 }
 
 Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int64_t> padding_idx) {
   EMBER_OP_SITE("embedding");
-  EMBER_CHECK(weight.dim() == 2, "embedding: weight must be [num_embeddings, dim], got ", shape_str(weight.shape()));
-  Shape out_shape = indices.shape();
-  out_shape.push_back(weight.size(1));
-  Tensor flat = indices.reshape({-1});
-  Tensor rows = index_select(weight, 0, flat);
-  if (padding_idx) {
-    // Padding rows are read but give no gradient: take them from the detached weight.
-    Tensor pad = eq(flat, Scalar(*padding_idx)).unsqueeze(1);
-    rows = where(pad, index_select(weight.detach(), 0, flat), rows);
-  }
-  return rows.view(out_shape);
+  return ember::embedding(weight, indices, padding_idx);
 }
 
 Tensor adaptive_avg_pool2d(const Tensor& x, std::pair<int64_t, int64_t> output_size) {
@@ -176,9 +144,12 @@ Tensor nll_loss(const Tensor& log_probs_in, const Tensor& target, const LossOpti
 Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, const LossOptions& o) {
   EMBER_OP_SITE("cross_entropy");
   check_class_shapes("cross_entropy", logits_in, target);
-  const Tensor logits = to_float32_if_16bit(logits_in);
   EMBER_CHECK(o.label_smoothing >= 0 && o.label_smoothing <= 1, "cross_entropy: label_smoothing must be in [0, 1], got ",
               o.label_smoothing);
+  // The fused op covers PyTorch's default form; class weights and smoothing compose.
+  if (!o.weight.defined() && o.label_smoothing == 0)
+    return ember::cross_entropy(logits_in, target, o.ignore_index, o.reduction);
+  const Tensor logits = to_float32_if_16bit(logits_in);
   Tensor logp = log_softmax(logits, 1);
   Tensor nll = nll_loss(logp, target, o);
   if (o.label_smoothing == 0) return nll;

@@ -1,5 +1,7 @@
 // nn::functional: the stateless forms of the layers, written with core's ops (so they
-// run on every backend and autograd differentiates them without extra code).
+// run on every backend and autograd differentiates them without extra code); the fused
+// ones (cross entropy, layer norm, batch norm's statistics, embedding, dropout) call
+// core's fused op on every device.
 #pragma once
 
 #include <cstdint>
@@ -10,7 +12,7 @@
 
 namespace ember::nn::functional {
 
-enum class Reduction { None, Mean, Sum };
+using Reduction = ember::Reduction;
 // "none", "mean", "sum"; throws ember::Error otherwise.
 Reduction parse_reduction(const std::string& s);
 

@@ -84,13 +84,18 @@ SGD::SGD(std::vector<Tensor> params, Options o) : Optimizer(std::move(params), o
 void SGD::step() {
   NoGradGuard no_grad;
   SgdStepOptions so{lr_, o_.momentum, o_.dampening, o_.weight_decay, o_.nesterov};
+  // One multi-tensor step per list: parameters whose momentum buffer starts now, and the rest.
+  std::vector<Tensor> p[2], g[2], b[2];
   for (size_t i = 0; i < params_.size(); ++i) {
-    Tensor g = params_[i].grad();
-    if (!g.defined()) continue;
+    Tensor grad = params_[i].grad();
+    if (!grad.defined()) continue;
     const bool first = o_.momentum != 0 && !has_buffer(i, "momentum_buffer");
-    Tensor buf = o_.momentum != 0 ? buffer(i, "momentum_buffer") : Tensor();
-    sgd_step_(params_[i], g, buf, so, first);
+    p[first].push_back(params_[i]);
+    g[first].push_back(grad);
+    b[first].push_back(o_.momentum != 0 ? buffer(i, "momentum_buffer") : Tensor());
   }
+  for (int first = 0; first < 2; ++first)
+    if (!p[first].empty()) sgd_step_(p[first], g[first], b[first], so, first == 1);
   ++steps_;
 }
 
@@ -105,12 +110,16 @@ void Adam::step() {
   NoGradGuard no_grad;
   ++steps_;
   AdamStepOptions ao{lr_, o_.beta1, o_.beta2, o_.eps, o_.weight_decay, decoupled_, steps_};
+  std::vector<Tensor> p, g, m, v;
   for (size_t i = 0; i < params_.size(); ++i) {
-    Tensor g = params_[i].grad();
-    if (!g.defined()) continue;
-    const Tensor m = buffer(i, "exp_avg"), v = buffer(i, "exp_avg_sq");
-    adam_step_(params_[i], g, m, v, ao);
+    Tensor grad = params_[i].grad();
+    if (!grad.defined()) continue;
+    p.push_back(params_[i]);
+    g.push_back(grad);
+    m.push_back(buffer(i, "exp_avg"));
+    v.push_back(buffer(i, "exp_avg_sq"));
   }
+  if (!p.empty()) adam_step_(p, g, m, v, ao);
 }
 
 double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {

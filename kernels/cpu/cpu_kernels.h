@@ -15,5 +15,7 @@ void register_indexing();
 void register_conv();
 void register_pool();
 void register_optim();
+void register_norm();
+void register_fused_nn();
 
 }  // namespace ember::kernels::cpu

@@ -1,6 +1,7 @@
 // CPU optimizer updates: one pass over each parameter applying the shared functors of
 // kernels/common/optim_ops.h. Memory-bound: SGD with momentum reads p, g, buf and writes
 // p, buf (20 bytes per float32 element); Adam reads p, g, m, v and writes p, m, v (28).
+// The multi-tensor forms take a list of parameters in one call.
 #include "kernels/common/optim_ops.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/loops.h"
@@ -42,9 +43,23 @@ void adam_kernel(const Tensor& param, const Tensor& grad, const Tensor& m, const
   });
 }
 
+// The list's parameters one after another, each as the one-parameter kernels update it
+// (so a multi-tensor step equals per-parameter steps bit for bit).
+void multi_sgd_kernel(std::span<const Tensor> params, std::span<const Tensor> grads, std::span<const Tensor> bufs,
+                      const ops::SgdUpdate& u) {
+  for (size_t i = 0; i < params.size(); ++i) sgd_kernel(params[i], grads[i], bufs[i], u);
+}
+
+void multi_adam_kernel(std::span<const Tensor> params, std::span<const Tensor> grads, std::span<const Tensor> m,
+                       std::span<const Tensor> v, const ops::AdamUpdate& u) {
+  for (size_t i = 0; i < params.size(); ++i) adam_kernel(params[i], grads[i], m[i], v[i], u);
+}
+
 }  // namespace
 
 void register_optim() {
+  multi_sgd_update_stub.set(DeviceType::CPU, multi_sgd_kernel);
+  multi_adam_update_stub.set(DeviceType::CPU, multi_adam_kernel);
   sgd_update_stub.set(DeviceType::CPU, sgd_kernel);
   adam_update_stub.set(DeviceType::CPU, adam_kernel);
 }

@@ -15,6 +15,8 @@ void register_cpu_kernels() {
   cpu::register_conv();
   cpu::register_pool();
   cpu::register_optim();
+  cpu::register_norm();
+  cpu::register_fused_nn();
 }
 
 const char* cpu_vector_isa() {

@@ -58,6 +58,7 @@ void register_cuda_kernels() {
   cuda::register_conv();
   cuda::register_pool();
   cuda::register_optim();
+  cuda::register_fused();
 }
 
 }  // namespace ember::kernels

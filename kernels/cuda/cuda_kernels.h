@@ -16,5 +16,6 @@ void register_matmul();
 void register_conv();
 void register_pool();
 void register_optim();
+void register_fused();
 
 }  // namespace ember::kernels::cuda

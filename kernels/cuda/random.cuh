@@ -125,8 +125,9 @@ void randint(T* out, int64_t n, uint64_t seed, uint64_t offset, int64_t low, int
 }
 
 // Dropout in one pass: keep[i] = uniform[i] >= p, out[i] = x[i] * (keep ? 1 / (1 - p) : 0),
-// with the uniform draw of the CPU backend (in T's precision, as layers/functional.cpp
-// draws `rand(x.shape(), x.dtype())`) and its float arithmetic, so masks and outputs are
+// with the uniform draw of the CPU backend (in T's precision: the draw of
+// `rand(x.shape(), x.dtype())`, whose Philox blocks core's dropout reserves) and the CPU
+// dropout kernel's float arithmetic (kernels/cpu/fused_nn.cpp), so masks and outputs are
 // bit-identical. `keep` (1 byte per element, may be null) is what backward multiplies by.
 // Memory: 2 sizeof(T) + 1 bytes per element.
 template <class T>
@@ -150,6 +151,24 @@ void dropout(const T* x, T* out, uint8_t* keep, int64_t n, double p, uint64_t se
              cudaStream_t stream = {}) {
   EMBER_CHECK(p >= 0 && p < 1, "dropout: p must be in [0, 1), got ", p);
   launch<dropout_kernel<T>>(philox_config(n, kPhiloxValues<T>), stream, x, out, keep, n, p, seed, offset);
+}
+
+// grad_input = grad_output * (keep ? scale : 0), the scale rounded to T as dropout_kernel
+// rounds it, so the gradient equals that of x * (keep * scale) computed in T. Memory:
+// 2 sizeof(T) + 1 bytes per element.
+template <class T>
+__global__ void __launch_bounds__(kBlockThreads)
+    dropout_backward_kernel(const T* grad, const uint8_t* keep, T* grad_input, int64_t n, compute_t<T> scale) {
+  using C = compute_t<T>;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    grad_input[i] = convert<T>(convert<C>(grad[i]) * convert<C>(convert<T>(keep[i] ? scale : C(0))));
+}
+template <class T>
+void dropout_backward(const T* grad, const uint8_t* keep, T* grad_input, int64_t n, double p,
+                      cudaStream_t stream = {}) {
+  EMBER_CHECK(p >= 0 && p < 1, "dropout_backward: p must be in [0, 1), got ", p);
+  if (n == 0) return;
+  launch<dropout_backward_kernel<T>>(map_config(n), stream, grad, keep, grad_input, n, compute_t<T>(1.0 / (1.0 - p)));
 }
 
 }  // namespace ember::kernels::cuda

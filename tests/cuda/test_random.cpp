@@ -70,7 +70,7 @@ TEST(CudaRandom, NormalMatchesTheCpuDraw) {
 
 TEST(CudaRandom, DropoutIsTheCpuFormulaBitForBit) {
   EMBER_NEED_DEVICE();
-  // The CPU's dropout (layers/functional.cpp): keep = rand(x.shape) >= p, then
+  // What the CPU's dropout computed as composed ops: keep = rand(x.shape) >= p, then
   // x * (keep * (1 / (1 - p))), all in x's dtype, drawn at the generator's offset.
   for (int64_t n : kAwkwardSizes) {
     for (double p : {0.0, 0.1, 0.5}) {
@@ -83,6 +83,10 @@ TEST(CudaRandom, DropoutIsTheCpuFormulaBitForBit) {
       const Tensor want = ember::mul(ember::tensor(xv, {n}, kFloat32), ember::mul(k, Scalar(1.0 / (1.0 - p))));
       ASSERT_TRUE(all_close(out.host(), as_doubles(want), 0.0)) << "n " << n << ", p " << p;
       ASSERT_TRUE(all_close(keep.host(), as_doubles(k), 0.0)) << "n " << n << ", p " << p;
+      // The backward multiplies by the same rounded scale: the gradient of x * (keep * s).
+      DeviceArray<float> grad_in(n);
+      dropout_backward(x.data(), keep.data(), grad_in.data(), n, p);
+      ASSERT_TRUE(all_close(grad_in.host(), as_doubles(want), 0.0)) << "backward, n " << n << ", p " << p;
     }
   }
   DeviceArray<float> x(4), out(4);

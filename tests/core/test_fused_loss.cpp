@@ -1,0 +1,243 @@
+// The fused cross entropy, embedding backward and dropout (core/ops_fused.cpp) on the
+// test's device against float64 loop references: awkward sizes (1, 3 and 1000 classes,
+// rows that are no multiple of a warp, ignored rows, an empty batch), their gradients,
+// bad indices as ember::Error, and, on the CPU, against the composed ops they replace.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "fused_util.h"
+#include "reference.h"
+
+namespace ember::test {
+namespace {
+
+constexpr int64_t kIgnore = -100;
+
+struct CeRef {
+  std::vector<double> loss;   // per row, or one value when reduced
+  std::vector<double> dx;     // [n, c] for the given upstream gradient
+};
+
+// PyTorch's cross entropy in float64: loss_i = lse_i - x_it; dx_ij = (p_ij - [j = t_i]) g_i.
+CeRef ref_cross_entropy(const Tensor& x, const Tensor& t, Reduction r, const std::vector<double>& g) {
+  const int64_t n = x.size(0), c = x.size(1);
+  const std::vector<double> v = values(x), tv = values(t);
+  CeRef out;
+  std::vector<double> rows(n, 0.0);
+  double sum = 0, count = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (static_cast<int64_t>(tv[i]) == kIgnore) continue;
+    double m = -std::numeric_limits<double>::infinity(), s = 0;
+    for (int64_t j = 0; j < c; ++j) m = std::max(m, v[i * c + j]);
+    for (int64_t j = 0; j < c; ++j) s += std::exp(v[i * c + j] - m);
+    rows[i] = m + std::log(s) - v[i * c + static_cast<int64_t>(tv[i])];
+    sum += rows[i];
+    count += 1;
+  }
+  out.loss = r == Reduction::None ? rows : std::vector<double>{r == Reduction::Sum ? sum : sum / count};
+  out.dx.assign(static_cast<size_t>(n * c), 0.0);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t ti = static_cast<int64_t>(tv[i]);
+    if (ti == kIgnore) continue;
+    const double gi = r == Reduction::None ? g[i] : (r == Reduction::Sum ? g[0] : g[0] / count);
+    const double lse = rows[i] + v[i * c + ti];
+    for (int64_t j = 0; j < c; ++j) out.dx[i * c + j] = (std::exp(v[i * c + j] - lse) - (j == ti)) * gi;
+  }
+  return out;
+}
+
+// Targets in [0, c) with every fifth row ignored.
+Tensor targets_with_ignored(int64_t n, int64_t c, uint64_t seed) {
+  std::vector<double> t = values(randint_on(0, c, {n}, seed));
+  for (int64_t i = 0; i < n; i += 5) t[i] = static_cast<double>(kIgnore);
+  return tensor(t, {n}, {kInt64, Device::cpu()}).to(test_device());
+}
+
+class CrossEntropySizes : public ::testing::TestWithParam<std::tuple<int64_t, int64_t, DType>> {};
+
+TEST_P(CrossEntropySizes, MatchesFloat64ReferenceForwardAndBackward) {
+  const auto [n, c, dtype] = GetParam();
+  const double u = unit_roundoff(dtype);
+  for (Reduction r : {Reduction::None, Reduction::Mean, Reduction::Sum}) {
+    SCOPED_TRACE(testing::Message() << "n=" << n << " c=" << c << " reduction=" << static_cast<int>(r));
+    const Tensor x = randn_on({n, c}, dtype, 7 + n + c, 3.0).set_requires_grad();
+    const Tensor t = targets_with_ignored(n, c, 11 + n);
+    const Tensor y = cross_entropy(x, t, kIgnore, r);
+    const Tensor g = r == Reduction::None ? randn_on({n}, dtype, 5) : scalar_tensor(1.7, {dtype, test_device()});
+    const CeRef want = ref_cross_entropy(x.detach(), t, r, values(g));
+    // A row's log-sum-exp of c terms is within (c + 8) u of |lse| + |x_t| (recursive
+    // summation's bound), and its gradient within as much relative to |g|; a mean adds n u.
+    const double tol = (c + 8) * u * 20, rows_tol = tol + n * u * 4;
+    EXPECT_CLOSE(y, want.loss, r == Reduction::None ? Shape{n} : Shape{}, rows_tol, rows_tol);
+    y.backward(g);
+    EXPECT_CLOSE(x.grad(), want.dx, (Shape{n, c}), tol, tol);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fused, CrossEntropySizes,
+                         ::testing::Values(std::tuple{int64_t{5}, int64_t{1}, kFloat32},
+                                           std::tuple{int64_t{37}, int64_t{3}, kFloat32},
+                                           std::tuple{int64_t{45}, int64_t{1000}, kFloat32},
+                                           std::tuple{int64_t{9}, int64_t{3000}, kFloat32},
+                                           std::tuple{int64_t{33}, int64_t{10}, kFloat64}));
+
+TEST(FusedCrossEntropy, SpatialTargetsMatchTheRowForm) {
+  const Tensor x = randn_on({2, 4, 3}, kFloat32, 3);
+  const Tensor t = randint_on(0, 4, {2, 3}, 4);
+  const Tensor y = cross_entropy(x, t, kIgnore, Reduction::None);
+  ASSERT_EQ(y.shape(), (Shape{2, 3}));
+  const std::vector<double> xv = values(x), tv = values(t), got = values(y);
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t k = 0; k < 3; ++k) {
+      double m = -1e300, s = 0;
+      for (int64_t j = 0; j < 4; ++j) m = std::max(m, xv[(b * 4 + j) * 3 + k]);
+      for (int64_t j = 0; j < 4; ++j) s += std::exp(xv[(b * 4 + j) * 3 + k] - m);
+      const double want = m + std::log(s) - xv[(b * 4 + static_cast<int64_t>(tv[b * 3 + k])) * 3 + k];
+      EXPECT_NEAR(got[b * 3 + k], want, 1e-5) << "b=" << b << " k=" << k;
+    }
+}
+
+TEST(FusedCrossEntropy, EmptyBatchAndAllIgnored) {
+  const Tensor empty_x = randn_on({0, 4}, kFloat32, 1).set_requires_grad();
+  const Tensor empty_t = randint_on(0, 4, {0}, 2);
+  EXPECT_EQ(cross_entropy(empty_x, empty_t, kIgnore, Reduction::Sum).item<double>(), 0.0);
+  EXPECT_TRUE(std::isnan(cross_entropy(empty_x, empty_t, kIgnore, Reduction::Mean).item<double>()));
+  EXPECT_EQ(cross_entropy(empty_x, empty_t, kIgnore, Reduction::None).shape(), (Shape{0}));
+  const Tensor x = randn_on({3, 4}, kFloat32, 1);
+  const Tensor all_ignored = tensor({-100, -100, -100}, {kInt64, Device::cpu()}).to(test_device());
+  EXPECT_TRUE(std::isnan(cross_entropy(x, all_ignored, kIgnore, Reduction::Mean).item<double>()));
+}
+
+TEST(FusedCrossEntropy, TargetOutOfRangeIsAnError) {
+  const Tensor x = randn_on({3, 4}, kFloat32, 1);
+  const Tensor bad = tensor({0, 4, 1}, {kInt64, Device::cpu()}).to(test_device());
+  EXPECT_EMBER_ERROR(cross_entropy(x, bad), "cross_entropy", "target 4", "position 1", "out of range for 4 classes");
+  const Tensor negative = tensor({0, -1, 1}, {kInt64, Device::cpu()}).to(test_device());
+  EXPECT_EMBER_ERROR(cross_entropy(x, negative), "target -1", "out of range");
+  EXPECT_EMBER_ERROR(cross_entropy(x, randint_on(0, 4, {2}, 1)), "cross_entropy", "does not match");
+}
+
+// Today's composed form: log_softmax, then the negative picked log-probability.
+TEST(FusedCrossEntropy, CpuMatchesTheComposedOps) {
+  EMBER_CPU_ONLY();
+  for (int64_t c : {1, 3, 1000}) {
+    const Tensor x = randn_on({64, c}, kFloat32, 9 + c, 2.0);
+    const Tensor t = targets_with_ignored(64, c, c);
+    const Tensor composed = nn::functional::nll_loss(log_softmax(x, 1), t, {.reduction = Reduction::None});
+    // Both round each row's log-sum-exp in float32: within (c + 8) u of its size.
+    EXPECT_TRUE(all_close(cross_entropy(x, t, kIgnore, Reduction::None), composed, 0, (c + 8) * 6e-8 * 20));
+  }
+}
+
+// ----- embedding backward -----
+
+std::vector<double> ref_embedding_grad(const Tensor& g, const Tensor& idx, int64_t rows) {
+  const int64_t d = g.size(-1), n = idx.numel();
+  const std::vector<double> gv = values(g), iv = values(idx);
+  std::vector<double> out(static_cast<size_t>(rows * d), 0.0);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < d; ++j) out[static_cast<int64_t>(iv[i]) * d + j] += gv[i * d + j];
+  return out;
+}
+
+TEST(FusedEmbedding, BackwardMatchesReferenceAndIsDeterministic) {
+  for (auto [rows, n, d] : {std::tuple{1, 7, 3}, std::tuple{10, 300, 17}, std::tuple{300, 5000, 64}}) {
+    SCOPED_TRACE(testing::Message() << rows << " rows, " << n << " indices, width " << d);
+    const Tensor idx = randint_on(0, rows, {n}, rows);  // many repeats
+    const Tensor g = randn_on({n, d}, kFloat32, n);
+    const Tensor gw = embedding_backward(g, idx, rows);
+    // Each sum has at most n terms of size |g| ~ 4: recursive summation's n u bound.
+    EXPECT_CLOSE(gw, ref_embedding_grad(g, idx, rows), (Shape{rows, d}), 0, 4 * n * 6e-8);
+    EXPECT_EQ(values(gw), values(embedding_backward(g, idx, rows)));  // bit for bit, run to run
+  }
+}
+
+TEST(FusedEmbedding, BackwardGivesThePaddingRowNoGradient) {
+  const Tensor idx = tensor({4, 0, 4, 2, 2, 2}, {2, 3}, {kInt64, Device::cpu()}).to(test_device());
+  const Tensor g = randn_on({2, 3, 3}, kFloat64, 2);
+  std::vector<double> want = ref_embedding_grad(g, idx, 5);
+  for (int64_t j = 0; j < 3; ++j) want[2 * 3 + j] = 0;
+  EXPECT_CLOSE(embedding_backward(g, idx, 5, 2), want, (Shape{5, 3}), 0, 1e-14);
+  EXPECT_EMBER_ERROR(embedding_backward(g, idx, 5, 5), "embedding_backward", "padding_idx 5");
+}
+
+TEST(FusedEmbedding, ForwardGathersAndBackwardSkipsPadding) {
+  EMBER_SKIP_WITHOUT(index_select_stub);  // the forward is a gather
+  const Tensor w = randn_on({5, 3}, kFloat64, 1).set_requires_grad();
+  const Tensor idx = tensor({4, 0, 4, 2, 2, 2}, {2, 3}, {kInt64, Device::cpu()}).to(test_device());
+  const Tensor y = embedding(w, idx, /*padding_idx=*/-3);  // row 2, counted from the end
+  ASSERT_EQ(y.shape(), (Shape{2, 3, 3}));
+  const std::vector<double> wv = values(w), yv = values(y), iv = values(idx);
+  for (int64_t i = 0; i < 6; ++i)
+    for (int64_t j = 0; j < 3; ++j) EXPECT_EQ(yv[i * 3 + j], wv[static_cast<int64_t>(iv[i]) * 3 + j]);
+  const Tensor g = randn_on({2, 3, 3}, kFloat64, 2);
+  y.backward(g);
+  std::vector<double> want = ref_embedding_grad(g, idx, 5);
+  for (int64_t j = 0; j < 3; ++j) want[2 * 3 + j] = 0;  // the padding row
+  EXPECT_CLOSE(w.grad(), want, (Shape{5, 3}), 0, 1e-14);
+}
+
+TEST(FusedEmbedding, IndexOutOfRangeIsAnError) {
+  const Tensor w = randn_on({4, 2}, kFloat32, 1);
+  const Tensor bad = tensor({0, 3, 4}, {kInt64, Device::cpu()}).to(test_device());
+  EXPECT_EMBER_ERROR(embedding(w, bad), "embedding", "index 4", "position 2", "out of range for 4 rows");
+  EXPECT_EMBER_ERROR(embedding_backward(randn_on({3, 2}, kFloat32, 1), bad, 4), "embedding_backward", "index 4");
+  const Tensor negative = tensor({-1}, {kInt64, Device::cpu()}).to(test_device());
+  EXPECT_EMBER_ERROR(embedding(w, negative), "index -1", "out of range");
+}
+
+// ----- dropout -----
+
+TEST(FusedDropout, MaskIsTheCpuDrawOnEveryDeviceAndBackwardUsesIt) {
+  for (DType dtype : {kFloat32, kFloat64, kBFloat16}) {
+    for (int64_t n : {1, 7, 1001}) {
+      SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " n=" << n);
+      const double p = 0.3;
+      const Tensor x = randn_on({n}, dtype, n).set_requires_grad();
+      Generator gen(42), cpu_gen(42);
+      const Tensor y = dropout(x, p, &gen);
+      // What functional::dropout computed before: x * ((rand >= p) * 1 / (1 - p)) in x's dtype.
+      const Tensor u = rand({n}, {dtype, Device::cpu()}, &cpu_gen);
+      const Tensor want = mul(x.detach().to(Device::cpu()), mul(ge(u, Scalar(p)).to(dtype), Scalar(1.0 / (1.0 - p))));
+      EXPECT_EQ(values(y), values(want));
+      EXPECT_EQ(gen.advance(0), cpu_gen.advance(0)) << "dropout takes rand's Philox blocks";
+      const Tensor g = randn_on({n}, dtype, 3);
+      y.backward(g);
+      const Tensor gwant = mul(g.to(Device::cpu()), mul(ge(u, Scalar(p)).to(dtype), Scalar(1.0 / (1.0 - p))));
+      EXPECT_EQ(values(x.grad()), values(gwant));
+    }
+  }
+}
+
+TEST(FusedDropout, RejectsPOutsideTheRange) {
+  const Tensor x = randn_on({3}, kFloat32, 1);
+  EXPECT_EMBER_ERROR(dropout(x, 1.0), "dropout", "p must be in [0, 1)");
+  EXPECT_EMBER_ERROR(dropout(x, -0.1), "dropout");
+}
+
+// ----- gradient checks (they need sum, mul and randn on the device) -----
+
+TEST(FusedGradcheck, CrossEntropyEmbeddingDropout) {
+  EMBER_SKIP_WITHOUT(sum_stub);
+  EMBER_SKIP_WITHOUT(mul_stub);
+  EMBER_SKIP_WITHOUT(normal_stub);
+  const Tensor x = randn_on({6, 5}, kFloat64, 1).set_requires_grad();
+  const Tensor t = targets_with_ignored(6, 5, 2);
+  for (Reduction r : {Reduction::None, Reduction::Mean, Reduction::Sum})
+    EXPECT_TRUE(grad_ok([&](const std::vector<Tensor>& in) { return cross_entropy(in[0], t, kIgnore, r); }, {x}));
+  const Tensor w = randn_on({4, 3}, kFloat64, 3).set_requires_grad();
+  const Tensor idx = randint_on(0, 4, {2, 5}, 4);
+  EXPECT_TRUE(grad_ok([&](const std::vector<Tensor>& in) { return embedding(in[0], idx); }, {w}));
+  EXPECT_TRUE(grad_ok(
+      [&](const std::vector<Tensor>& in) {
+        Generator gen(7);  // the same mask at every evaluation
+        return dropout(in[0], 0.4, &gen);
+      },
+      {x}));
+}
+
+}  // namespace
+}  // namespace ember::test
