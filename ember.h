@@ -15,6 +15,7 @@
 #include "core/safetensors.h"
 #include "core/scalar.h"
 #include "core/shape.h"
+#include "core/stream.h"
 #include "core/tensor.h"
 #include "layers/functional.h"
 #include "layers/layers.h"

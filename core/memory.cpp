@@ -42,6 +42,7 @@ std::size_t parse_memory_size(const std::string& text, Device device) {
     EMBER_FAIL("memory size '", text,
                "': expected bytes (1048576), a size with a unit (64MiB, 1.5GiB, 512KB) or a share of the device (50%)");
   };
+  if (text.find('\0') != std::string::npos) fail();  // strtod would stop there and ignore the rest
   const char* s = text.c_str();
   char* end = nullptr;
   const double v = std::strtod(s, &end);

@@ -1,5 +1,6 @@
 #include "core/runtime.h"
 
+#include <atomic>
 #include <cstdio>
 #include <mutex>
 
@@ -31,6 +32,13 @@ SingleThreadedScope::SingleThreadedScope() : saved_(kernels::cpu_thread_serial()
 SingleThreadedScope::~SingleThreadedScope() { kernels::set_cpu_thread_serial(saved_); }
 
 const char* cpu_vector_isa() { return kernels::cpu_vector_isa(); }
+
+namespace {
+std::atomic<bool> g_allow_tf32{false};
+}  // namespace
+
+void set_allow_tf32(bool allow) { g_allow_tf32.store(allow, std::memory_order_relaxed); }
+bool allow_tf32() { return g_allow_tf32.load(std::memory_order_relaxed); }
 
 bool cuda_backend_built() { return kernels::cuda_backend_built(); }
 

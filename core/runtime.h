@@ -34,6 +34,13 @@ class SingleThreadedScope {
 // vectorization follows the same flags.
 const char* cpu_vector_isa();
 
+// Whether float32 matmul and linear on a GPU may use TF32 tensor cores (10-bit mantissa
+// products, float32 sums), as torch.backends.cuda.matmul.allow_tf32: off by default, so
+// float32 results keep float32 precision. Process-wide; the CPU and the emulated device
+// ignore it.
+void set_allow_tf32(bool allow);
+bool allow_tf32();
+
 // True when this build contains the CUDA backend (a GPU may still be absent).
 bool cuda_backend_built();
 

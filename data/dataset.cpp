@@ -141,6 +141,7 @@ Batch DataLoader::make_batch(int64_t b, const std::vector<int64_t>& order) const
   std::vector<double> ids(order.begin() + start, order.begin() + start + n);
   Batch batch = dataset_.get(tensor(ids, {kInt64, dataset_.data().device()}));
   for (const Transform& t : opt_.transforms) batch.data = t(batch.data, gen);
+  if (opt_.pin_memory) batch = {batch.data.pin_memory(), batch.target.pin_memory()};
   return batch;
 }
 

@@ -65,6 +65,9 @@ struct DataLoaderOptions {
   static constexpr int kAutoPrefetch = -1;
   int prefetch = kAutoPrefetch;
   std::vector<Transform> transforms;
+  // Batches in page-locked host memory, so copies to a CUDA device are asynchronous
+  // (DevicePrefetcher, data/prefetch.h). Needs a build with CUDA.
+  bool pin_memory = false;
 };
 
 class DataLoader {

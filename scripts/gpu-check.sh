@@ -1,50 +1,132 @@
 #!/usr/bin/env bash
-# Everything that needs a real GPU, in one run: build with the CUDA backend for this
-# machine's GPU, then run the tests labelled `gpu` (and the whole suite, whose CUDA
-# instances skip themselves without a GPU elsewhere), the hand-written kernels' tests
-# again under compute-sanitizer (memcheck; racecheck and synccheck for shared memory and
-# barriers), and the kernel benchmark. Prints a summary table, then the benchmark's.
-# Usage: scripts/gpu-check.sh [BUILD_DIR]   (needs nvcc and a CUDA driver)
-#        EMBER_SANITIZER_TOOLS="memcheck" scripts/gpu-check.sh   (compute-sanitizer tools to run)
+# Everything that needs a real GPU, in one run that fits a lent machine's few minutes
+# (one GPU, many cores, CUDA's compiler, no network, maybe not Debian's packages):
+#   1. build, for this GPU alone, only what the steps below run;
+#   2. the tests that need a GPU (label gpu), and the core, layer and training tests on
+#      cuda (EMBER_TEST_DEVICE=cuda), each compared with its float64 reference;
+#   3. the hand-written kernels' tests under compute-sanitizer (memcheck by default);
+#   4. the MLP and the CNN example, one epoch each on the GPU, data on the device;
+#   5. the PyTorch peer of the same two models (bench/peers/gpu_peer.py), eager and with
+#      a CUDA graph, when python3 has torch;
+#   6. the kernel and allocator benchmarks.
+# Each step reports and the next still runs; the table at the end gives every result and
+# the examples' figures beside PyTorch's. Logs stay in BUILD_DIR.
+#
+# Usage: scripts/gpu-check.sh [BUILD_DIR]
+#   EMBER_DATA=DIR            Fashion-MNIST (default /usr/share/datasets/fashion-mnist)
+#   EMBER_DEPS_DIR=DIR        Debian packages to unpack first, on a machine that lacks
+#                             ember's build dependencies (scripts/gpu-bundle.sh makes it)
+#   EMBER_SANITIZER_TOOLS="memcheck racecheck synccheck"   the compute-sanitizer tools
+#   EMBER_GPU_CHECK_QUICK=1   skip the sanitizer and the benchmarks
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build-gpu}
-
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || echo "nvidia-smi: not available"
-"$root/scripts/build.sh" "$build" -DCMAKE_CUDA_ARCHITECTURES=native || exit 1
-
-"$build/examples/ember_hello" --device cpu | tail -n 1
+data=${EMBER_DATA:-/usr/share/datasets/fashion-mnist}
+mkdir -p "$build"
+rows=()
 status=0
-ctest --test-dir "$build" --output-on-failure -j "$(nproc)" > "$build/gpu-check.log" 2>&1 || status=1
-summary=$(grep -E "tests passed|tests failed" "$build/gpu-check.log" | tail -n 1)
-skipped=$(grep -c "Skipped" "$build/gpu-check.log" || true)
-printf '\n| check | result |\n|---|---|\n'
-printf '| CUDA devices seen by ember | %s |\n' "$("$build/examples/ember_hello" --device cpu | sed -n 's/.*CUDA backend built, \([0-9]*\) CUDA.*/\1/p')"
-printf '| ctest (all labels) | %s |\n' "${summary:-see $build/gpu-check.log}"
-printf '| ctest tests skipped | %s |\n' "$skipped"
-gpu_summary=$(ctest --test-dir "$build" -L gpu 2>&1 | grep -E "tests passed|tests failed" | tail -n 1)
-printf '| ctest label gpu | %s |\n' "${gpu_summary:-none}"
-# The kernel tests built by nvcc, under compute-sanitizer: a memory error, a race on
-# shared memory or a misused barrier fails the check.
-sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-# EMBER_SANITIZER_TOOLS narrows the tools when device time is short (racecheck is the slowest).
-for tool in ${EMBER_SANITIZER_TOOLS:-memcheck racecheck synccheck}; do
-  if [ -x "$sanitizer" ]; then
-    if "$sanitizer" --tool "$tool" --error-exitcode 1 "$build/tests/ember_tests_cuda_gpu" \
-        > "$build/sanitizer-$tool.log" 2>&1; then
-      result="clean ($(grep -Eo '[0-9]+ tests? ran|\[  PASSED  \] [0-9]+ tests?' "$build/sanitizer-$tool.log" | tail -n 1))"
-    else
-      result="ERRORS: see $build/sanitizer-$tool.log"
-      status=1
-    fi
+
+# step NAME TIMEOUT_S CMD...: runs CMD with its output in BUILD_DIR/NAME.log; a row says
+# how it went and how long it took.
+step() {
+  local name=$1 limit=$2
+  shift 2
+  local t0=$SECONDS result
+  echo "== $name"
+  if timeout "$limit" "$@" > "$build/$name.log" 2>&1; then
+    result="ok"
   else
-    result="compute-sanitizer not found"
+    local rc=$?
+    result="FAILED (exit $rc$([ $rc -eq 124 ] && echo ", over ${limit}s"); $build/$name.log)"
+    status=1
   fi
-  printf '| compute-sanitizer %s, CUDA kernel tests | %s |\n' "$tool" "$result"
+  rows+=("| $name | $result | $((SECONDS - t0)) s |")
+  tail -n 3 "$build/$name.log"
+}
+
+if [ -n "${EMBER_DEPS_DIR:-}" ]; then
+  # Debian's packages unpacked into a prefix CMake searches (no root, no apt needed).
+  deps=/tmp/ember-deps
+  mkdir -p "$deps"
+  for deb in "$EMBER_DEPS_DIR"/*.deb; do dpkg-deb -x "$deb" "$deps"; done
+  export CMAKE_PREFIX_PATH="$deps/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
+  export LD_LIBRARY_PATH="$deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export CPATH="$deps/usr/include${CPATH:+:$CPATH}"
+  [ -d "$deps/usr/share/datasets/fashion-mnist" ] && [ -z "${EMBER_DATA:-}" ] && data=$deps/usr/share/datasets/fashion-mnist
+fi
+# cuDNN and NCCL may come only inside Python wheels' folders (nvidia-cudnn-cu13, nvidia-nccl-cu13).
+if python3 -c 'import nvidia' >/dev/null 2>&1; then
+  wheels=$(python3 -c 'import nvidia, os; print(os.path.dirname(nvidia.__path__[0]) + "/nvidia")' 2>/dev/null)
+  for lib in cudnn nccl; do
+    [ -d "$wheels/$lib" ] && export "$(echo "$lib" | tr a-z A-Z)_ROOT=$wheels/$lib" &&
+      export LD_LIBRARY_PATH="$wheels/$lib/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  done
+fi
+
+gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo "nvidia-smi: not available")
+echo "GPU: $gpu"
+
+# 1. Build for this GPU only, and only the targets the steps run.
+export CCACHE_BASEDIR=$root
+gen=()
+command -v ninja >/dev/null 2>&1 && gen=(-G Ninja)
+targets=(ember_tests_gpu ember_tests_cuda_gpu ember_tests_core ember_tests_layers ember_tests_optim ember_mlp ember_cnn
+         ember_bench_cuda_kernels ember_bench_allocator)
+step build 420 bash -c "cmake -S '$root' -B '$build' ${gen[*]} -DCMAKE_BUILD_TYPE=Release -DEMBER_CUDA=ON \
+  -DCMAKE_CUDA_ARCHITECTURES=native && cmake --build '$build' --parallel $(nproc) --target ${targets[*]}"
+
+# 2. Tests on the GPU.
+step tests_gpu 120 ctest --test-dir "$build" -L '^(gpu)$' --output-on-failure -j 4
+for suite in core layers optim; do
+  step "tests_${suite}_on_cuda" 180 env EMBER_TEST_DEVICE=cuda "$build/tests/ember_tests_$suite" --gtest_brief=1
 done
-# The caching allocator on the GPU beside cudaMalloc (its table follows).
-"$build/bench/ember_bench_allocator" | sed -n '/cuda:0/,$p'
-# The hand-written kernels against the ceiling and cuBLAS.
+step tests_cuda_kernels 180 "$build/tests/ember_tests_cuda_gpu" --gtest_brief=1
+
+# 3. The kernel tests under compute-sanitizer: a memory error, a race on shared memory or
+# a misused barrier fails the check.
+if [ -z "${EMBER_GPU_CHECK_QUICK:-}" ]; then
+  sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  for tool in ${EMBER_SANITIZER_TOOLS:-memcheck}; do
+    step "sanitizer_$tool" 300 "$sanitizer" --tool "$tool" --error-exitcode 1 "$build/tests/ember_tests_cuda_gpu" --gtest_brief=1
+  done
+fi
+
+# 4. The examples, one epoch each on the GPU (data on the device, as the peer's).
+figure() {  # figure MODEL LOG: "epoch s, accuracy" from the --json line
+  python3 -c 'import json,sys; j=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); print("%.3f s, %.2f%%" % (j["epoch_seconds"][-1], 100*j["test_accuracy"]))' "$2" 2>/dev/null || echo "n/a"
+}
+figures=()
+if [ -d "$data" ]; then
+  for model in mlp cnn; do
+    step "example_$model" 180 "$build/examples/ember_$model" --device cuda --data "$data" --data-on-device --epochs 2 --json
+    figures+=("| ember $model, epoch 2 | $(figure "$model" "$build/example_$model.log") |")
+  done
+else
+  rows+=("| examples | skipped: no Fashion-MNIST in $data (set EMBER_DATA) | |")
+fi
+
+# 5. The PyTorch peer, when there is one.
+if [ -d "$data" ] && python3 -c 'import torch; assert torch.cuda.is_available()' >/dev/null 2>&1; then
+  step pytorch_peer 300 python3 "$root/bench/peers/gpu_peer.py" --data "$data" --epochs 1
+  while read -r line; do
+    figures+=("| $(python3 -c 'import json,sys; j=json.loads(sys.argv[1]); print("pytorch %s %s | %.3f s, %.2f%%" % (j["model"], j["mode"], j["epoch_seconds"][-1], 100*j["test_accuracy"]))' "$line" 2>/dev/null) |")
+  done < <(grep '^{' "$build/pytorch_peer.log")
+else
+  rows+=("| pytorch_peer | skipped: no torch with CUDA, or no data | |")
+fi
+
+# 6. Benchmarks: the caching allocator beside cudaMalloc, the kernels against the ceiling and cuBLAS.
+if [ -z "${EMBER_GPU_CHECK_QUICK:-}" ]; then
+  step bench_allocator 120 "$build/bench/ember_bench_allocator"
+  step bench_cuda_kernels 240 "$build/bench/ember_bench_cuda_kernels"
+fi
+
 echo
-"$build/bench/ember_bench_cuda_kernels"
+echo "GPU: $gpu"
+printf '\n| step | result | time |\n|---|---|---|\n'
+printf '%s\n' "${rows[@]}"
+if [ ${#figures[@]} -gt 0 ]; then
+  printf '\n| run | last epoch, test accuracy |\n|---|---|\n'
+  printf '%s\n' "${figures[@]}"
+fi
 exit $status

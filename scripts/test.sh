@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh Debian 12 machine:
 #  1. the default build (CUDA backend compiled when the toolkit is present), all tests;
-#  2. a CPU-only build (-DEMBER_CUDA=OFF) with AddressSanitizer and UBSan, all tests;
+#  2. a build with AddressSanitizer and UBSan whose CUDA backend runs on the emulated
+#     device (-DEMBER_CUDA=EMULATED): all tests, and the core, layer and training tests
+#     once more on cuda (NAME.cuda), so the sanitizers also watch the backend's copies;
 #  3. where this CPU has AVX-512: the CPU kernels, training and layer tests once more,
 #     compiled for AVX2 (-march=x86-64-v3), as they run on an AVX2-only machine;
 #  4. every libFuzzer target of tests/fuzz for a few seconds (scripts/fuzz.sh, clang).
@@ -16,9 +18,9 @@ echo "== default build (CUDA compiled if available) =="
 "$root/scripts/build.sh" "$root/build"
 ctest --test-dir "$root/build" --output-on-failure -j "$jobs"
 
-echo "== CPU-only build with AddressSanitizer + UndefinedBehaviorSanitizer =="
-"$root/scripts/build.sh" "$root/build-asan" -DEMBER_CUDA=OFF -DEMBER_SANITIZE=address,undefined \
-  -DEMBER_BUILD_BENCH=OFF -DEMBER_BUILD_EXAMPLES=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
+echo "== AddressSanitizer + UndefinedBehaviorSanitizer build, CUDA backend on the emulated device =="
+"$root/scripts/build.sh" "$root/build-asan" -DEMBER_CUDA=EMULATED -DEMBER_SANITIZE=address,undefined \
+  -DEMBER_BUILD_BENCH=OFF -DEMBER_BUILD_EXAMPLES=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir "$root/build-asan" --output-on-failure -j "$jobs"
 

@@ -10,6 +10,7 @@
 
 #include "core/atomic_file.h"
 #include "data/dataset.h"
+#include "data/prefetch.h"
 #include "optim/checkpoint.h"
 #include "optim/microbatch.h"
 
@@ -43,14 +44,15 @@ double evaluate(nn::Module& model, const data::TensorDataset& test, int64_t B, b
   std::optional<AutocastScope> autocast;
   if (bf16) autocast.emplace(kBFloat16);
   model.eval();
-  int64_t correct = 0;
+  // Counted on the device and read once: a read per batch would wait for each batch.
+  Tensor correct = zeros({}, {kInt64, test.data().device()});
   for (int64_t s = 0; s < test.size(); s += B) {
     const int64_t n = std::min(B, test.size() - s);
     Tensor logits = model(test.data().narrow(0, s, n));
-    correct += sum(eq(argmax(logits, 1), test.targets().narrow(0, s, n))).item<int64_t>();
+    correct = add(correct, sum(eq(argmax(logits, 1), test.targets().narrow(0, s, n))));
   }
   model.train();
-  return static_cast<double>(correct) / static_cast<double>(std::max<int64_t>(test.size(), 1));
+  return static_cast<double>(correct.item<int64_t>()) / static_cast<double>(std::max<int64_t>(test.size(), 1));
 }
 
 }  // namespace
@@ -58,6 +60,9 @@ double evaluate(nn::Module& model, const data::TensorDataset& test, int64_t B, b
 void add_train_flags(CLI::App& app, TrainConfig& c) {
   app.add_option("--data", c.data, "Fashion-MNIST folder (IDX files)")->capture_default_str();
   app.add_option("--device", c.device, "auto, cpu, cuda or cuda:N")->capture_default_str();
+  app.add_flag("--data-on-device", c.data_on_device,
+               "keep the whole training set on the device (a CUDA device otherwise gets each batch through pinned "
+               "memory, copied while the previous step runs)");
   app.add_option("--epochs", c.epochs, "epochs in all (a resumed run trains the remaining ones)")->capture_default_str();
   app.add_option("--batch-size", c.batch_size, "samples per step")->capture_default_str();
   app.add_option("--lr", c.lr, "learning rate")->capture_default_str();
@@ -100,7 +105,13 @@ int train_main(const std::string& model_name, const TrainConfig& c,
       if (dev == "cpu") std::printf("no CUDA device found: training on the cpu\n");
     }
     const Device device = Device::parse(dev);
-    EMBER_CHECK(device.is_cpu(), "--device ", dev, ": the CUDA backend has no kernels yet; use --device cpu");
+    if (device.is_cuda()) {
+      const int count = cuda_device_count();
+      EMBER_CHECK(device.index < count, "--device ", dev, ": ",
+                  !cuda_backend_built() ? std::string("this build of ember has no CUDA backend")
+                  : count == 0          ? std::string("no CUDA device is available")
+                                        : detail::str("this process sees ", count, " CUDA device(s)"));
+    }
 
     manual_seed(c.seed);
     // Each load leaves intermediate copies (bytes, floats, scaled floats) in the cache:
@@ -110,8 +121,14 @@ int train_main(const std::string& model_name, const TrainConfig& c,
     if (c.limit_train > 0) train = train.head(c.limit_train);
     data::TensorDataset test = data::load_fashion_mnist(c.data, false);
     empty_cache(device);
+    if (device.is_cuda()) {
+      // The test set is read whole after every epoch: it lives on the device.
+      test = data::TensorDataset(test.data().to(device), test.targets().to(device));
+      if (c.data_on_device) train = data::TensorDataset(train.data().to(device), train.targets().to(device));
+    }
 
     std::shared_ptr<nn::Module> model = make_model();
+    model->to(device);
     std::unique_ptr<optim::Optimizer> opt = make_optimizer(c.optimizer, model->parameters(), c.lr);
     int64_t first_epoch = 0;
     if (!c.resume.empty()) {
@@ -122,7 +139,11 @@ int train_main(const std::string& model_name, const TrainConfig& c,
       std::printf("resumed from %s after epoch %lld\n", c.resume.c_str(), static_cast<long long>(first_epoch));
     }
 
-    data::DataLoader loader(train, {.batch_size = c.batch_size, .shuffle = true, .seed = c.seed});
+    data::DataLoader loader(train, {.batch_size = c.batch_size,
+                                    .shuffle = true,
+                                    .seed = c.seed,
+                                    .pin_memory = device.is_cuda() && train.data().device().is_cpu()});
+    data::DevicePrefetcher batches(loader, device);
     nn::CrossEntropyLoss criterion;
     memory::CachingAllocator& mem = device_allocator(device);
     const bool tty = isatty(STDOUT_FILENO) && !c.json;
@@ -139,14 +160,17 @@ int train_main(const std::string& model_name, const TrainConfig& c,
                   c.memory_snapshot.c_str());
     };
     reset_peak_memory_stats(device);
-    int64_t correct_in_step = 0;  // samples the current attempt classified right
-    optim::MicroBatcher batcher(model->parameters(), device, {.on_attempt = [&] { correct_in_step = 0; }});
+    // Samples the current attempt classified right, counted on the device: reading
+    // results back every step would make the host wait for each step.
+    Tensor correct_in_step;
+    optim::MicroBatcher batcher(model->parameters(), device, {.on_attempt = [&] { correct_in_step = {}; }});
     const bool bf16 = c.precision == "bf16";
     auto piece_loss = [&](const Tensor& x, const Tensor& y) {
       std::optional<AutocastScope> autocast;  // the forward only; backward follows its dtypes
       if (bf16) autocast.emplace(kBFloat16);
       Tensor logits = (*model)(x);
-      correct_in_step += sum(eq(argmax(logits.detach(), 1), y)).item<int64_t>();
+      Tensor right = sum(eq(argmax(logits.detach(), 1), y));
+      correct_in_step = correct_in_step.defined() ? add(correct_in_step, right) : right;
       return criterion(logits, y);
     };
     int64_t micro_batch = 0, retries = 0;
@@ -162,15 +186,16 @@ int train_main(const std::string& model_name, const TrainConfig& c,
     if (c.profile) start_op_profiler();
     for (int64_t e = first_epoch; e < c.epochs; ++e) {
       const auto t0 = Clock::now();
-      loader.start_epoch(e);
-      double loss_sum = 0;
-      int64_t seen = 0, correct = 0, step = 0;
-      while (auto batch = loader.next()) {
+      batches.start_epoch(e);
+      Tensor loss_sum = zeros({}, {kFloat64, device}), correct = zeros({}, {kInt64, device});
+      int64_t seen = 0, step = 0;
+      while (auto batch = batches.next()) {
         const int64_t raw_before = mem.stats().num_device_alloc;
-        double loss;
+        const int64_t n = batch->data.size(0);
+        Tensor loss;  // the step's mean loss, on the device
         if (c.auto_microbatch) {
           const optim::MicroBatchResult r = batcher.backward(batch->data, batch->target, piece_loss);
-          loss = r.loss;
+          loss = scalar_tensor(r.loss, {kFloat64, device});
           retries += r.retries;
           if (r.micro_batch != micro_batch && r.micro_batch < batch->data.size(0))
             std::printf("%sout of memory: continuing with micro-batches of %lld samples (batch %lld)\n", tty ? "\n" : "",
@@ -178,29 +203,31 @@ int train_main(const std::string& model_name, const TrainConfig& c,
           micro_batch = r.micro_batch;
         } else {
           opt->zero_grad();
-          correct_in_step = 0;
+          correct_in_step = {};
           Tensor l = piece_loss(batch->data, batch->target);
           l.backward();
-          loss = l.item<double>();
+          loss = l.detach();
         }
         opt->step();
-        const int64_t n = batch->data.size(0);
-        loss_sum += loss * static_cast<double>(n);
-        correct += correct_in_step;
+        loss_sum = add(loss_sum, mul(loss.to(kFloat64), Scalar(static_cast<double>(n))));
+        correct = add(correct, correct_in_step);
         seen += n;
         ++step;
         if (first_step_done++) raw_allocs_after_first += mem.stats().num_device_alloc - raw_before;
         if (!c.memory_snapshot.empty() && e == first_epoch && step == c.memory_snapshot_steps)
           write_snapshot("the first " + std::to_string(step) + " steps", tty);
         if (tty && (step % 20 == 0 || seen == loader.dataset_size()))
-          progress(e, c.epochs, step, loader.batches_per_epoch(), loss_sum / static_cast<double>(seen));
+          progress(e, c.epochs, step, loader.batches_per_epoch(), loss_sum.item<double>() / static_cast<double>(seen));
       }
+      // The epoch's last results arrive when the device has done its work: read them first.
+      const double epoch_loss_sum = loss_sum.item<double>();
+      const int64_t epoch_correct = correct.item<int64_t>();
       const double secs = seconds_since(t0);
       if (tty) std::printf("\n");
       epoch_seconds.push_back(secs);
       train_time += secs;
       samples += seen;
-      last_loss = loss_sum / static_cast<double>(std::max<int64_t>(seen, 1));
+      last_loss = epoch_loss_sum / static_cast<double>(std::max<int64_t>(seen, 1));
       epoch_loss.push_back(last_loss);
       // Evaluated after the epoch's clock stopped: epoch_seconds is training alone.
       if (c.profile) stop_op_profiler();
@@ -208,7 +235,7 @@ int train_main(const std::string& model_name, const TrainConfig& c,
       if (c.profile) start_op_profiler(/*resume=*/true);
       std::printf("epoch %lld/%lld: loss %.4f, train accuracy %.2f%%, test accuracy %.2f%%, %.0f samples/s, %.2f s\n",
                   static_cast<long long>(e + 1), static_cast<long long>(c.epochs), last_loss,
-                  100.0 * static_cast<double>(correct) / static_cast<double>(std::max<int64_t>(seen, 1)),
+                  100.0 * static_cast<double>(epoch_correct) / static_cast<double>(std::max<int64_t>(seen, 1)),
                   100.0 * epoch_accuracy.back(), static_cast<double>(seen) / secs, secs);
       if (!c.save.empty())
         optim::save_checkpoint(c.save, *model, opt.get(), {{"model", model_name}, {"epoch", std::to_string(e + 1)}});

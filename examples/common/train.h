@@ -16,6 +16,7 @@ namespace ember::examples {
 struct TrainConfig {
   std::string data = "/usr/share/datasets/fashion-mnist";
   std::string device = "auto";
+  bool data_on_device = false;  // the whole training set on the device
   int64_t epochs = 1;
   int64_t batch_size = 128;
   double lr = 1e-3;

@@ -54,6 +54,10 @@ void register_cuda_kernels() {
   cuda::register_reduce();
   cuda::register_softmax();
   cuda::register_index();
+  cuda::register_matmul();
+  cuda::register_conv();
+  cuda::register_pool();
+  cuda::register_optim();
 }
 
 }  // namespace ember::kernels

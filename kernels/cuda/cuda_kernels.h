@@ -12,5 +12,9 @@ void register_random();
 void register_reduce();
 void register_softmax();
 void register_index();
+void register_matmul();
+void register_conv();
+void register_pool();
+void register_optim();
 
 }  // namespace ember::kernels::cuda

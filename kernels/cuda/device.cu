@@ -9,7 +9,6 @@
 #include "base/error.h"
 #include "core/device_runtime.h"
 #include "kernels/cuda/indexing.cuh"
-#include "memory/caching_allocator.h"
 
 namespace ember::kernels::cuda {
 namespace {
@@ -103,17 +102,6 @@ void raise_index_errors() {
     EMBER_FAIL(kOps[e.op], ": index ", e.value, " is out of range for dim ", e.dim, " of size ", e.size,
                " (found on the device; raised at the first synchronization after the op)");
   }
-}
-
-DeviceScratch::DeviceScratch(int device, size_t bytes) : device_(device), bytes_(bytes) {
-  if (bytes == 0) return;
-  const memory::Allocation a = cuda_allocator(device).allocate(bytes, id_of(current_stream(device)));
-  ptr_ = a.ptr;
-  block_ = a.block;
-}
-
-DeviceScratch::~DeviceScratch() {
-  if (block_ != nullptr) cuda_allocator(device_).free(static_cast<memory::Block*>(block_));
 }
 
 Layout layout_of(const Tensor& t) {

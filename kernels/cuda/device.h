@@ -52,26 +52,6 @@ class OpScope {
   cudaStream_t stream_;
 };
 
-// Workspace of `bytes` on `device` (a reduction's partial states, a contiguous copy of a
-// strided input), from the device's caching allocator on the device's current stream.
-// Freed at scope exit without a synchronization: the allocator hands the block out again
-// only to later work on that same stream, which runs after the kernels queued here.
-class DeviceScratch {
- public:
-  DeviceScratch(int device, size_t bytes);
-  ~DeviceScratch();
-  DeviceScratch(const DeviceScratch&) = delete;
-  DeviceScratch& operator=(const DeviceScratch&) = delete;
-  void* get() const { return ptr_; }
-  size_t size() const { return bytes_; }
-
- private:
-  int device_;
-  size_t bytes_;
-  void* ptr_ = nullptr;
-  void* block_ = nullptr;  // the allocator's memory::Block
-};
-
 // The record in which index kernels of `device` report a bad index (Note [Index errors on
 // the device] in indexing.cuh), and the check, after every synchronization with the host,
 // that raises what was recorded on any device as an ember::Error.

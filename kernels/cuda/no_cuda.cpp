@@ -3,6 +3,7 @@
 #include "base/error.h"
 #include "core/device_runtime.h"
 #include "core/dispatch.h"
+#include "kernels/cuda/variants.h"
 
 namespace ember::kernels {
 namespace {
@@ -36,5 +37,13 @@ bool cuda_event_query(uint64_t) { no_backend("Event"); }
 void cuda_event_synchronize(uint64_t) { no_backend("Event"); }
 float cuda_event_elapsed_ms(uint64_t, uint64_t) { no_backend("Event"); }
 void cuda_copy(void*, Device, const void*, Device, std::size_t, bool) { no_backend("to"); }
+
+
+void cuda::set_gemm_variant(std::string_view) { no_backend("set_gemm_variant"); }
+std::string cuda::gemm_variant() { no_backend("gemm_variant"); }
+void cuda::set_conv_variant(std::string_view) { no_backend("set_conv_variant"); }
+std::string cuda::conv_variant() { no_backend("conv_variant"); }
+void cuda::set_conv_deterministic(bool) { no_backend("set_conv_deterministic"); }
+bool cuda::conv_deterministic() { no_backend("conv_deterministic"); }
 
 }  // namespace ember::kernels

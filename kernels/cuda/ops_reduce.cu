@@ -8,13 +8,13 @@
 // dtypes as on the CPU backend: float sums keep their dtype (16-bit ones summed in
 // float); integer and bool sums are int64; extrema take every dtype (bool read as uint8,
 // whose values it shares); NaN propagates, and max_dim / min_dim give the first
-// extremum, a NaN before everything. Float sums accumulate in the compute type in a fixed
-// tree (deterministic), where the CPU accumulates in double: a float32 sum of n terms
-// differs from the CPU's by at most ~ log2(n) * eps * sum |x| (tree depth times one
-// rounding each), far below n * eps * sum |x|.
+// extremum, a NaN before everything. Float sums accumulate in double, as the CPU's do, in
+// a fixed tree (deterministic), and are rounded once: off by at most u |S| +
+// gamma_n(2^-53) sum |x|, the CPU's bound.
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/layout.cuh"
 #include "kernels/cuda/reduce.cuh"
+#include "kernels/cuda/scratch.h"
 
 #include <optional>
 
@@ -49,7 +49,7 @@ ReduceInput prepare(const Tensor& in, DimMask mask, std::optional<DeviceScratch>
       permuted.strides[k++] = l.strides[i];
       (reduced ? d.n : d.outer) *= l.sizes[i];
     }
-  copy.emplace(in.device().index, size_t(in.numel()) * in.element_size());
+  copy.emplace(in.device().index, stream, size_t(in.numel()) * in.element_size());
   if (in.numel() > 0) permute_contiguous_bytes(in.data_ptr(), copy->get(), permuted, int(in.element_size()), stream);
   return {copy->get(), d};
 }
@@ -57,7 +57,7 @@ ReduceInput prepare(const Tensor& in, DimMask mask, std::optional<DeviceScratch>
 template <class R>
 void run(const R& r, const ReduceInput& x, typename R::Out out, int device, cudaStream_t stream) {
   const ReduceDims& d = x.dims;
-  DeviceScratch ws(device, reduce_middle_dim_workspace<R>(d.outer, d.n, d.inner));
+  DeviceScratch ws(device, stream, reduce_middle_dim_workspace<R>(d.outer, d.n, d.inner));
   reduce_middle_dim(r, static_cast<const typename R::Elem*>(x.data), out, d.outer, d.n, d.inner, ws.get(), ws.size(),
                     stream);
 }
@@ -71,7 +71,7 @@ void sum_kernel(const Tensor& out, const Tensor& in, DimMask mask) {
     if constexpr (std::is_integral_v<T>)
       run(IntSumReduce<T>{}, x, static_cast<int64_t*>(out.data_ptr()), out.device().index, scope.stream());
     else
-      run(SumReduce<T>{}, x, static_cast<T*>(out.data_ptr()), out.device().index, scope.stream());
+      run(SumReduce<T, double>{}, x, static_cast<T*>(out.data_ptr()), out.device().index, scope.stream());
   });
 }
 

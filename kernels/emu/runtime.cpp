@@ -2,6 +2,10 @@
 // streams run by worker threads, events, copies, and sticky errors.
 #include "kernels/emu/runtime.h"
 
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -77,6 +81,24 @@ size_t parse_capacity(const char* text) {
   return static_cast<size_t>(v * scale);
 }
 
+// The checking mode, EMBER_EMU_CHECK_HOST_ACCESS=1: device memory is mapped inaccessible
+// whenever no device work (a launch, a copy, a memset) runs, so host code that reads or
+// writes it through a pointer, instead of through a copy, faults at once and is named,
+// where in emulation it would otherwise just work. Reads made while device work runs
+// elsewhere are not caught.
+std::atomic<uintptr_t> device_lo{UINTPTR_MAX}, device_hi{0};  // the span device memory lies in
+
+void on_segv(int, siginfo_t* info, void*) {
+  const auto addr = reinterpret_cast<uintptr_t>(info->si_addr);
+  if (addr >= device_lo.load() && addr < device_hi.load()) {
+    static const char msg[] =
+        "CUDA emulator: the host touched emulated device memory outside a launch or a copy "
+        "(EMBER_EMU_CHECK_HOST_ACCESS=1); read device tensors through a copy (Tensor::to, to_vector)\n";
+    [[maybe_unused]] const ssize_t n = write(STDERR_FILENO, msg, sizeof msg - 1);
+  }
+  signal(SIGSEGV, SIG_DFL);  // then fault again, and end as any crash does
+}
+
 // Every emulated device the process sees, after CUDA_VISIBLE_DEVICES, and what is
 // allocated where. One mutex guards it all: these calls are rare next to the work.
 struct Runtime {
@@ -86,8 +108,23 @@ struct Runtime {
   std::set<const void*> pinned;
   std::atomic<bool> failed{false};
   std::string failure;  // the first error a stream's work raised; written once
+  bool check_host_access = false;
+  int device_work = 0;  // device work running now; memory is accessible while > 0
+
+  // Under mu, in the checking mode: every allocation readable and writable, or not.
+  void set_access(bool open) {
+    for (const auto& [p, a] : allocations)
+      mprotect(const_cast<char*>(p), a.bytes, open ? PROT_READ | PROT_WRITE : PROT_NONE);
+  }
 
   Runtime() {
+    if (const char* env = std::getenv("EMBER_EMU_CHECK_HOST_ACCESS")) check_host_access = std::string(env) == "1";
+    if (check_host_access) {
+      struct sigaction sa = {};
+      sa.sa_sigaction = on_segv;
+      sa.sa_flags = SA_SIGINFO;
+      sigaction(SIGSEGV, &sa, nullptr);
+    }
     int physical = 1;
     if (const char* env = std::getenv("EMBER_EMU_DEVICES")) {
       char* end = nullptr;
@@ -123,6 +160,23 @@ Runtime& runtime() {
   return *r;
 }
 
+// For its scope, device work runs: in the checking mode, device memory is accessible.
+class DeviceWork {
+ public:
+  DeviceWork() {
+    Runtime& r = runtime();
+    std::lock_guard lock(r.mu);
+    if (r.device_work++ == 0 && r.check_host_access) r.set_access(true);
+  }
+  ~DeviceWork() {
+    Runtime& r = runtime();
+    std::lock_guard lock(r.mu);
+    if (--r.device_work == 0 && r.check_host_access) r.set_access(false);
+  }
+  DeviceWork(const DeviceWork&) = delete;
+  DeviceWork& operator=(const DeviceWork&) = delete;
+};
+
 thread_local int current_device = 0;
 thread_local cudaError_t last_error = cudaSuccess;
 
@@ -151,6 +205,7 @@ void worker_loop(CUstream_st* s) {
     lock.unlock();
     if (!runtime().failed.load()) {
       try {
+        const DeviceWork running;
         work();
       } catch (const std::exception& e) {
         Runtime& r = runtime();
@@ -215,6 +270,7 @@ void enqueue(cudaStream_t stream, std::function<void()> work) {
   if (runtime().failed.load()) throw Error(runtime().failure);
   if (stream == nullptr) {
     drain_device(current_device);
+    const DeviceWork running;
     work();
     return;
   }
@@ -311,14 +367,22 @@ cudaError_t cudaMalloc(void** ptr, size_t bytes) {
     if (rounded > d.capacity - d.used) return fail(cudaErrorMemoryAllocation);
     d.used += rounded;
   }
-  void* p = std::aligned_alloc(kAlignment, rounded);
+  // Whole pages, so that the checking mode can protect each allocation alone.
+  const size_t mapped = (rounded + 4095) / 4096 * 4096;
+  void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   std::lock_guard lock(r.mu);
-  if (!p) {
+  if (p == MAP_FAILED) {
     r.devices[static_cast<size_t>(current_device)].used -= rounded;
     return fail(cudaErrorMemoryAllocation);
   }
   r.allocations[static_cast<const char*>(p)] = {current_device, rounded};
   std::memset(p, 0xFF, rounded);  // as the kernel tests' buffers: NaN (or -1) until written
+  if (r.check_host_access) {
+    if (r.device_work == 0) mprotect(p, rounded, PROT_NONE);
+    const auto lo = reinterpret_cast<uintptr_t>(p);
+    if (lo < device_lo.load()) device_lo = lo;
+    if (lo + rounded > device_hi.load()) device_hi = lo + rounded;
+  }
   *ptr = p;
   return cudaSuccess;
 }
@@ -336,9 +400,10 @@ cudaError_t cudaFree(void* ptr) {
   drain_device(device);  // cudaFree waits for the device, so no queued work reads freed memory
   std::lock_guard lock(r.mu);
   auto it = r.allocations.find(static_cast<const char*>(ptr));
-  r.devices[static_cast<size_t>(device)].used -= it->second.bytes;
+  const size_t bytes = it->second.bytes;
+  r.devices[static_cast<size_t>(device)].used -= bytes;
   r.allocations.erase(it);
-  std::free(ptr);
+  munmap(ptr, (bytes + 4095) / 4096 * 4096);
   return cudaSuccess;
 }
 
@@ -378,6 +443,7 @@ cudaError_t cudaFreeHost(void* ptr) {
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
   drain_device(current_device);
   if (const cudaError_t e = sticky()) return e;
+  const DeviceWork copying;
   if (bytes) std::memmove(dst, src, bytes);
   return cudaSuccess;
 }
@@ -407,6 +473,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
 cudaError_t cudaMemset(void* ptr, int value, size_t bytes) {
   drain_device(current_device);
   if (const cudaError_t e = sticky()) return e;
+  const DeviceWork setting;
   std::memset(ptr, value, bytes);
   return cudaSuccess;
 }

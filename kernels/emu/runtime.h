@@ -16,6 +16,9 @@
 // - An error inside a stream's work (a kernel that throws, a bad launch) is sticky, as a
 //   kernel fault is on a GPU: the device runs nothing more, and every synchronising call
 //   returns cudaErrorLaunchFailure, whose cudaGetErrorString names what failed.
+// - EMBER_EMU_CHECK_HOST_ACCESS=1 keeps device memory inaccessible to the host whenever no
+//   device work runs, so host code that dereferences a device pointer (instead of
+//   copying) faults with a message saying so, as it would fault on a GPU.
 #pragma once
 
 #include <functional>

@@ -1,28 +1,30 @@
-// Tensors and the caching allocator: every storage is accounted, an op that runs out of
-// memory names itself and its output's shape, and backward allocations carry their op.
+// Tensors and the caching allocator of the device the tests run on: every storage is
+// accounted, an op that runs out of memory names itself and its output's shape, and
+// backward allocations carry their op.
 #include <gtest/gtest.h>
 
+#include "tests/device.h"
 #include "ember.h"
 #include "memory/caching_allocator.h"
-#include "tests/device.h"
 
 namespace ember {
 namespace {
 
 constexpr std::size_t MiB = 1024 * 1024;
 
-// Caps the host allocator for one test and lifts the cap afterwards.
+memory::CachingAllocator& test_allocator() { return device_allocator(test::test_device()); }
+
+// Caps the test device's allocator for one test and lifts the cap afterwards.
 struct HostCap {
-  explicit HostCap(std::size_t bytes) { memory::host_allocator().set_memory_limit(bytes); }
+  explicit HostCap(std::size_t bytes) { test_allocator().set_memory_limit(bytes); }
   ~HostCap() {
-    memory::host_allocator().set_memory_limit(0);
-    memory::host_allocator().empty_cache();
+    test_allocator().set_memory_limit(0);
+    test_allocator().empty_cache();
   }
 };
 
 TEST(MemoryAccounting, EveryTensorIsCounted) {
-  EMBER_CPU_ONLY();  // counts the host allocator, where default-device tensors live on the CPU
-  memory::CachingAllocator& a = memory::host_allocator();
+  memory::CachingAllocator& a = test_allocator();
   const int64_t before = a.stats().allocated_bytes[memory::kAllPools].current;
   const int64_t requested_before = a.stats().requested_bytes[memory::kAllPools].current;
   {
@@ -50,7 +52,7 @@ TEST(MemoryAccounting, AnOpThatRunsOutNamesItselfAndItsShape) {
 }
 
 TEST(MemoryAccounting, BackwardAllocationsCarryTheirOp) {
-  memory::CachingAllocator& a = memory::host_allocator();
+  memory::CachingAllocator& a = test_allocator();
   a.record_history(10000);
   Tensor w = randn({64, 32}).set_requires_grad();
   Tensor x = randn({16, 64});
@@ -83,17 +85,20 @@ TEST(MemoryAccounting, MemorySizesAsUsersWriteThem) {
       EXPECT_NE(std::string(e.what()).find(std::string("memory size '") + bad + "'"), std::string::npos) << e.what();
     }
   }
+  // A NUL inside the text ends a C string, but not the text: "64" followed by junk.
+  EXPECT_THROW(parse_memory_size(std::string("64\0junk", 7)), Error);
+  EXPECT_THROW(parse_memory_size(std::string("64MiB\0", 6)), Error);
 }
 
-TEST(MemoryAccounting, ShortcutsReachTheHostAllocator) {
-  EMBER_CPU_ONLY();  // the shortcuts report the host allocator
-  reset_peak_memory_stats();
+TEST(MemoryAccounting, ShortcutsReachTheDevicesAllocator) {
+  const Device d = test::test_device();
+  reset_peak_memory_stats(d);
   { Tensor t = empty({3, 1024, 1024}); }  // 12 MiB
-  EXPECT_GE(memory_stats().at("allocated_bytes.all.peak"), int64_t(12 * MiB));
-  EXPECT_NE(memory_summary().find("ember memory summary, cpu"), std::string::npos);
-  empty_cache();
-  EXPECT_EQ(memory_stats().at("reserved_bytes.large_pool.current"),
-            memory_stats().at("allocated_bytes.large_pool.current") + memory_stats().at("inactive_split_bytes.large_pool.current"));
+  EXPECT_GE(memory_stats(d).at("allocated_bytes.all.peak"), int64_t(12 * MiB));
+  EXPECT_NE(memory_summary(d).find("ember memory summary, " + d.str()), std::string::npos);
+  empty_cache(d);
+  EXPECT_EQ(memory_stats(d).at("reserved_bytes.large_pool.current"),
+            memory_stats(d).at("allocated_bytes.large_pool.current") + memory_stats(d).at("inactive_split_bytes.large_pool.current"));
   EXPECT_THROW(device_allocator(Device::cuda(cuda_device_count())), Error);  // one past the last GPU
 }
 

@@ -72,22 +72,53 @@ std::vector<double> per_group(const Groups& g, const std::function<double(const 
   return out;
 }
 
+// Rounding bounds, with gamma_n = n*u/(1-n*u). Float sums accumulate in double
+// (kernels/cpu/reduce.cpp) and are rounded once to the dtype, so a sum S of n values
+// is off by at most u*|S| + gamma_n(2^-53) * sum|x|, whatever the vector width or the
+// lanes' order; u is the dtype's unit roundoff.
+double gamma(double n, double u) { return n * u / (1 - n * u); }
+constexpr double kUnitDouble = 0x1p-53;
+double unit_roundoff(DType dt) { return dt == kFloat32 ? 0x1p-24 : kUnitDouble; }
+double abs_sum(const std::vector<double>& v) {
+  double s = 0;
+  for (double e : v) s += std::fabs(e);
+  return s;
+}
+double sum_bound(const std::vector<double>& v, double u) {
+  return u * std::fabs(ref_sum(v)) + gamma(static_cast<double>(v.size()), kUnitDouble) * abs_sum(v);
+}
+// The mean: the sum's bound over n, and one more rounding of the quotient.
+double mean_bound(const std::vector<double>& v, double u) {
+  return sum_bound(v, u) / static_cast<double>(v.size()) + u * std::fabs(ref_mean(v));
+}
+// var = sum((x - m')^2) / (n - c) in the dtype (core/ops_reduce.cpp), m' the rounded mean.
+// Since sum(x - m) = 0, an error e in m' adds only n*e^2 to the sum of squares; each
+// square carries the roundings of x - m', of the square and (relative to the nonnegative
+// sum) of the double accumulation; then the sum's and the quotient's: 5u + gamma_n.
+double var_bound(const std::vector<double>& v, double u, int correction) {
+  const double n = static_cast<double>(v.size()), e = mean_bound(v, u);
+  return (5 * u + gamma(n, kUnitDouble)) * ref_var(v, correction) * (1 + 6 * u) + n * e * e / (n - correction);
+}
+
 struct ReduceCase {
   const char* name;
   Tensor (*op)(const Tensor&, const std::vector<int64_t>&, bool);
   double (*ref)(const std::vector<double>&);
+  double (*bound)(const std::vector<double>&, double u);  // |result - ref| at most
 };
 const ReduceCase kReductions[] = {
-    {"sum", [](const Tensor& x, const std::vector<int64_t>& d, bool k) { return sum(x, d, k); }, ref_sum},
-    {"mean", [](const Tensor& x, const std::vector<int64_t>& d, bool k) { return mean(x, d, k); }, ref_mean},
+    {"sum", [](const Tensor& x, const std::vector<int64_t>& d, bool k) { return sum(x, d, k); }, ref_sum, sum_bound},
+    {"mean", [](const Tensor& x, const std::vector<int64_t>& d, bool k) { return mean(x, d, k); }, ref_mean, mean_bound},
     {"amax", [](const Tensor& x, const std::vector<int64_t>& d, bool k) { return amax(x, d, k); },
-     [](const std::vector<double>& v) { return v[ref_arg(v, true)]; }},
+     [](const std::vector<double>& v) { return v[ref_arg(v, true)]; }, [](const std::vector<double>&, double) { return 0.0; }},
     {"amin", [](const Tensor& x, const std::vector<int64_t>& d, bool k) { return amin(x, d, k); },
-     [](const std::vector<double>& v) { return v[ref_arg(v, false)]; }},
+     [](const std::vector<double>& v) { return v[ref_arg(v, false)]; }, [](const std::vector<double>&, double) { return 0.0; }},
     {"var0", [](const Tensor& x, const std::vector<int64_t>& d, bool k) { return var(x, d, 0, k); },
-     [](const std::vector<double>& v) { return ref_var(v, 0); }},
+     [](const std::vector<double>& v) { return ref_var(v, 0); },
+     [](const std::vector<double>& v, double u) { return var_bound(v, u, 0); }},
     {"var1", [](const Tensor& x, const std::vector<int64_t>& d, bool k) { return var(x, d, 1, k); },
-     [](const std::vector<double>& v) { return ref_var(v, 1); }},
+     [](const std::vector<double>& v) { return ref_var(v, 1); },
+     [](const std::vector<double>& v, double u) { return var_bound(v, u, 1); }},
 };
 
 struct DimsCase {
@@ -107,7 +138,6 @@ TEST(Reduce, MatchesFloat64Reference) {
   uint64_t seed = 1;
   for (const ReduceCase& c : kReductions) {
     for (DType dt : {kFloat32, kFloat64}) {
-      const double tol = dt == kFloat32 ? 1e-5 : 1e-12;
       for (const DimsCase& dc : kDims) {
         for (Layout layout : {Layout::Contiguous, Layout::Transposed}) {
           for (bool keepdim : {false, true}) {
@@ -119,7 +149,9 @@ TEST(Reduce, MatchesFloat64Reference) {
             if (std::string(c.name) == "var1" && g.groups[0].size() <= 1) continue;
             Tensor y = c.op(x, dc.dims, keepdim);
             EXPECT_DTYPE(y, dt);
-            EXPECT_CLOSE(y, per_group(g, c.ref), g.shape, tol, tol);
+            std::vector<double> bound;
+            for (const auto& grp : g.groups) bound.push_back(c.bound(grp, unit_roundoff(dt)));
+            EXPECT_TRUE(all_close_tol(y, per_group(g, c.ref), g.shape, bound));
           }
         }
       }
@@ -148,31 +180,37 @@ TEST(Reduce, EmptyReductions) {
 }
 
 TEST(Reduce, LargeFloat32SumIsAccurate) {
-  // Positive values, so the tolerance is relative to sum |x|: a plain float accumulator
-  // over 1e6 terms drifts by ~1e-4 relative; pairwise or blocked summation (as PyTorch's
-  // cascade sum) stays near 1e-7.
+  // A float accumulator over 1e6 terms may drift by gamma_1e6(2^-24) ~ 6e-2 of sum|x|
+  // (~1e-4 in practice); accumulated in double the bound is one float32 rounding of the
+  // result plus gamma_1e6(2^-53) ~ 1e-10 of sum|x| (sum_bound above).
+  const double u = unit_roundoff(kFloat32);
   const int64_t n = 1000003;
   Tensor x = random_tensor({n}, kFloat32, Layout::Contiguous, 42, [](double v) { return std::fabs(v) + 0.5; });
   std::vector<double> v = values(x);
-  EXPECT_CLOSE(sum(x), std::vector<double>{ref_sum(v)}, Shape{}, 1e-5, 0);
-  EXPECT_CLOSE(mean(x), std::vector<double>{ref_mean(v)}, Shape{}, 1e-5, 0);
-  // Mixed signs, strided: the error bound scales with sum |x|.
+  EXPECT_TRUE(all_close_tol(sum(x), {ref_sum(v)}, Shape{}, {sum_bound(v, u)}));
+  EXPECT_TRUE(all_close_tol(mean(x), {ref_mean(v)}, Shape{}, {mean_bound(v, u)}));
+  // Mixed signs, strided: the bound scales with sum |x|.
   Tensor y = random_tensor({n}, kFloat32, Layout::Strided, 43);
   std::vector<double> w = values(y);
-  double abs_sum = 0;
-  for (double e : w) abs_sum += std::fabs(e);
-  EXPECT_CLOSE(sum(y), std::vector<double>{ref_sum(w)}, Shape{}, 0, 1e-5 * abs_sum);
+  EXPECT_TRUE(all_close_tol(sum(y), {ref_sum(w)}, Shape{}, {sum_bound(w, u)}));
   // Many outputs, each a long row.
   Tensor z = random_tensor({3, 333334}, kFloat32, Layout::Contiguous, 44, [](double v) { return v + 2; });
   Groups g = group_by(z, {1}, false);
-  EXPECT_CLOSE(sum(z, {1}), per_group(g, ref_sum), g.shape, 1e-5, 0);
+  std::vector<double> bound;
+  for (const auto& grp : g.groups) bound.push_back(sum_bound(grp, u));
+  EXPECT_TRUE(all_close_tol(sum(z, {1}), per_group(g, ref_sum), g.shape, bound));
 }
 
 TEST(Reduce, VarIsStableForLargeMean) {
-  // E[x^2] - E[x]^2 in float32 loses everything at mean 1000, std 1.
+  // E[x^2] - E[x]^2 in float32 loses everything at mean 1000, std 1 (an error of
+  // u * 1000^2 ~ 6e-2 per term); from the deviations, the bound is var_bound's: a few
+  // roundings of var, and the mean's error enters squared.
   Tensor x = random_tensor({4, 5000}, kFloat32, Layout::Contiguous, 7, [](double v) { return 1000 + v; });
   Groups g = group_by(x, {1}, false);
-  EXPECT_CLOSE(var(x, {1}), per_group(g, [](const std::vector<double>& v) { return ref_var(v, 1); }), g.shape, 1e-3, 0);
+  std::vector<double> bound;
+  for (const auto& grp : g.groups) bound.push_back(var_bound(grp, unit_roundoff(kFloat32), 1));
+  EXPECT_TRUE(all_close_tol(var(x, {1}), per_group(g, [](const std::vector<double>& v) { return ref_var(v, 1); }),
+                            g.shape, bound));
 }
 
 TEST(Reduce, VarWithTooFewElementsIsNaN) {  // PyTorch: 0 / 0 with a warning, not an error

@@ -1,7 +1,14 @@
-// The caching allocator over a real GPU (label `gpu`; skipped where there is none): cached
-// pairs make no cudaMalloc, statistics and the driver's free memory agree, a cap raises an
-// OutOfMemoryError that explains itself, and empty_cache gives the memory back.
+// The caching allocator over a CUDA device (label `gpu`; a real GPU, or the emulated
+// device in the EMULATED build; skipped where there is none): cached pairs make no
+// cudaMalloc, statistics and the driver's free memory agree, a cap raises an
+// OutOfMemoryError that explains itself, memory another user holds is named as such, and
+// empty_cache gives the memory back.
 #include <gtest/gtest.h>
+
+#if __has_include(<cuda_runtime_api.h>)
+#include <cuda_runtime_api.h>  // to hold device memory outside ember, as another library would
+#define EMBER_TEST_HAS_CUDART 1
+#endif
 
 #include "core/device_runtime.h"
 #include "ember.h"
@@ -58,6 +65,29 @@ TEST(CudaMemory, ACapOnAGpuRaisesAnExplainedOom) {
   a->set_memory_limit(0);
   a->empty_cache();
 }
+
+#if defined(EMBER_TEST_HAS_CUDART)
+TEST(CudaMemory, MemoryHeldOutsideEmberIsTheVerdict) {
+  REQUIRE_GPU(a);
+  a->empty_cache();
+  std::size_t free = 0, total = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free, &total), cudaSuccess);
+  // Another user takes all but 64 MiB; ember, uncapped, then cannot have 128 MiB.
+  void* outside = nullptr;
+  const std::size_t taken = free - 64 * MiB;
+  if (cudaMalloc(&outside, taken) != cudaSuccess) GTEST_SKIP() << "could not take " << taken << " bytes";
+  try {
+    a->allocate(128 * MiB);
+    ADD_FAILURE() << "128 MiB fit where 64 MiB were free";
+  } catch (const OutOfMemoryError& e) {
+    EXPECT_EQ(e.report().verdict, memory::OomVerdict::kOutsideMemory) << e.what();
+    EXPECT_GE(e.report().outside, taken) << "measured with cudaMemGetInfo";
+    EXPECT_EQ(e.report().device_total, total);
+  }
+  cudaFree(outside);
+  a->empty_cache();
+}
+#endif
 
 TEST(CudaMemory, PinnedHostMemoryIsCachedToo) {
   REQUIRE_GPU(a);

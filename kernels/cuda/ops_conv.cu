@@ -1,0 +1,310 @@
+// The CUDA slots of conv2d and its backwards, NCHW with contiguous inputs (core ensures
+// it): through cuDNN where the build has it (conv_cudnn.h; the default there), else, and
+// by name, im2col / col2im (im2col.cuh) around the backend's GEMM (blas.h), per group a
+// GEMM batched over a chunk of samples whose columns fit kMaxColumnBytes. A 1x1,
+// stride-1, unpadded convolution uses the input as its columns. float32 and float64
+// compute in their type; 16-bit tensors are converted to float32 scratch and the results
+// rounded once, when written (the CPU's rule). The im2col path is deterministic: no
+// atomics; grad_weight sums the samples in order.
+#include <atomic>
+#include <memory>
+
+#include "kernels/cuda/blas.h"
+#include "kernels/cuda/conv_cudnn.h"
+#include "kernels/cuda/device.h"
+#include "kernels/cuda/elementwise.cuh"
+#include "kernels/cuda/im2col.cuh"
+#include "kernels/cuda/scratch.h"
+#include "kernels/cuda/variants.h"
+
+#include "kernels/common/unary_ops.h"
+#include "kernels/cpu/variant.h"
+#include "kernels/cuda/cuda_kernels.h"
+
+namespace ember::kernels::cuda {
+namespace {
+
+constexpr int64_t kMaxColumnBytes = int64_t(64) << 20;
+
+constexpr int kAuto = 0, kCudnn = 1, kIm2col = 2;
+
+int parse_conv(std::string_view name) {
+  if (name == "auto") return kAuto;
+  if (name == "im2col") return kIm2col;
+  if (name == "cudnn") {
+#if !defined(EMBER_WITH_CUDNN)
+    EMBER_FAIL("conv2d variant 'cudnn' is not in this build (the emulated device and builds without cuDNN have "
+               "im2col only)");
+#endif
+    return kCudnn;
+  }
+  EMBER_FAIL("conv2d: unknown cuda variant '", name, "' (expected auto, cudnn or im2col)");
+}
+
+std::atomic<int> g_conv{cpu::variant_from_env("EMBER_CONV", kAuto, +[](std::string_view s) { return parse_conv(s); })};
+std::atomic<bool> g_deterministic{false};
+
+// A tensor's values in compute type C: the tensor itself, or a converted copy.
+template <class C>
+struct Input {
+  const C* ptr = nullptr;
+  std::unique_ptr<DeviceScratch> copy;
+  Input(const Tensor& t, cudaStream_t stream) {
+    if (!t.defined()) return;
+    if (t.dtype() == DType::Float32 || t.dtype() == DType::Float64) {
+      ptr = static_cast<const C*>(t.data_ptr());
+      return;
+    }
+    copy = std::make_unique<DeviceScratch>(t.device().index, stream, t.numel() * sizeof(C));
+    const Layout l = layout_of(t);
+    visit_cuda_dtype(t.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if constexpr (is_16bit_float_v<T>) cast<C, T>(static_cast<const T*>(t.data_ptr()), l, copy->get<C>(), l, stream);
+    });
+    ptr = copy->get<C>();
+  }
+};
+
+// Where a result in compute type C goes: the tensor itself, or scratch rounded into it
+// by finish().
+template <class C>
+struct Output {
+  const Tensor& t;
+  C* ptr = nullptr;
+  std::unique_ptr<DeviceScratch> scratch;
+  Output(const Tensor& out, cudaStream_t stream) : t(out) {
+    if (!t.defined()) return;
+    if (t.dtype() == DType::Float32 || t.dtype() == DType::Float64) {
+      ptr = static_cast<C*>(t.data_ptr());
+      return;
+    }
+    scratch = std::make_unique<DeviceScratch>(t.device().index, stream, t.numel() * sizeof(C));
+    ptr = scratch->get<C>();
+  }
+  void finish(cudaStream_t stream) {
+    if (!scratch) return;
+    const Layout l = layout_of(t);
+    visit_cuda_dtype(t.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if constexpr (is_16bit_float_v<T>) cast<T, C>(ptr, l, static_cast<T*>(t.data_ptr()), l, stream);
+    });
+  }
+};
+
+// y [N, O, P] = relu?(y + bias[o]), in compute_t<T>.
+template <class T>
+__global__ void __launch_bounds__(256) channel_bias_relu_kernel(T* y, const T* bias, int64_t O, int64_t P,
+                                                                int64_t total, bool relu) {
+  using C = compute_t<T>;
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += step) {
+    const C v = bias ? widen(y[i]) + widen(bias[(i / P) % O]) : widen(y[i]);
+    y[i] = round_to<T>(relu ? ops::Relu{}(v) : v);
+  }
+}
+
+// gb[o] = the sum of gy [N, O, P] over N and P, in order: one thread per channel.
+template <class C>
+__global__ void __launch_bounds__(256) channel_sum_kernel(const C* gy, C* gb, int64_t N, int64_t O, int64_t P) {
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t o = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; o < O; o += step) {
+    C acc = C(0);
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t p = 0; p < P; ++p) acc += gy[(n * O + o) * P + p];
+    gb[o] = acc;
+  }
+}
+
+LaunchConfig elementwise_config(int64_t items) {
+  return LaunchConfig{dim3(grid_stride_blocks(items, kBlockThreads)), dim3(kBlockThreads), 0};
+}
+
+// The shapes of one convolution: input [N, C, H, W], weight [O, C / G, kh, kw], output
+// [N, O, OH, OW]; per group, the columns are KK = (C / G) * kh * kw rows of P = OH * OW.
+struct ConvShape {
+  int64_t N, C, H, W, O, kh, kw, OH, OW, G, Cg, Og, KK, P;
+  bool direct;  // 1x1, stride 1, no padding: the input is its own columns
+  int64_t chunk;  // samples per im2col pass
+
+  ConvShape(const Tensor& in, const Tensor& weight, const Tensor& out, const Conv2dParams& p, size_t elem) {
+    N = in.shape()[0], C = in.shape()[1], H = in.shape()[2], W = in.shape()[3];
+    O = weight.shape()[0], kh = weight.shape()[2], kw = weight.shape()[3];
+    OH = out.shape()[2], OW = out.shape()[3], G = p.groups;
+    Cg = C / G, Og = O / G, KK = Cg * kh * kw, P = OH * OW;
+    direct = kh == 1 && kw == 1 && p.stride[0] == 1 && p.stride[1] == 1 && p.padding[0] == 0 && p.padding[1] == 0;
+    const int64_t per_sample = std::max<int64_t>(C * kh * kw * P * int64_t(elem), 1);
+    chunk = std::max<int64_t>(1, std::min<int64_t>(N, kMaxColumnBytes / per_sample));
+  }
+  Im2colGeometry geometry(int64_t n, const Conv2dParams& p) const {
+    return im2col_geometry(n, C, H, W, kh, kw, p.stride[0], p.stride[1], p.padding[0], p.padding[1], p.dilation[0],
+                           p.dilation[1]);
+  }
+};
+
+template <class C>
+void conv2d_typed(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias,
+                  const Conv2dParams& p) {
+  const OpScope scope(out);
+  const cudaStream_t s = scope.stream();
+  const int dev = out.device().index;
+  const ConvShape cs(in, weight, out, p, sizeof(C));
+  const Input<C> x(in, s), w(weight, s), b(bias, s);
+  Output<C> y(out, s);
+  std::unique_ptr<DeviceScratch> col;
+  if (!cs.direct) col = std::make_unique<DeviceScratch>(dev, s, cs.chunk * cs.G * cs.KK * cs.P * sizeof(C));
+  for (int64_t n0 = 0; n0 < cs.N; n0 += cs.chunk) {
+    const int64_t nb = std::min(cs.chunk, cs.N - n0);
+    const C* cols = x.ptr + n0 * cs.C * cs.H * cs.W;
+    if (!cs.direct) {
+      im2col<C>(cols, col->get<C>(), cs.geometry(nb, p), s);
+      cols = col->get<C>();
+    }
+    for (int64_t g = 0; g < cs.G; ++g) {  // y[n, g] [Og, P] = W_g [Og, KK] @ col[n, g] [KK, P]
+      GemmProblem<C, C> q;
+      q.m = cs.Og, q.n = cs.P, q.k = cs.KK, q.batch = nb;
+      q.a = w.ptr + g * cs.Og * cs.KK, q.lda = cs.KK, q.stride_a = 0;
+      q.b = cols + g * cs.KK * cs.P, q.ldb = cs.P, q.stride_b = cs.G * cs.KK * cs.P;
+      q.c = y.ptr + (n0 * cs.O + g * cs.Og) * cs.P, q.ldc = cs.P, q.stride_c = cs.O * cs.P;
+      gemm<C>(q, nullptr, false, dev, s);
+    }
+  }
+  if (b.ptr || p.relu) {
+    const int64_t total = cs.N * cs.O * cs.P;
+    launch<channel_bias_relu_kernel<C>>(elementwise_config(total), s, y.ptr, b.ptr, cs.O, cs.P, total, p.relu);
+  }
+  y.finish(s);
+}
+
+// grad_x[n, g] = col2im(W_g^T [KK, Og] @ grad_y[n, g] [Og, P]).
+template <class C>
+void conv2d_backward_input_typed(const Tensor& gin, const Tensor& gout, const Tensor& weight, const Conv2dParams& p) {
+  const OpScope scope(gin);
+  const cudaStream_t s = scope.stream();
+  const int dev = gin.device().index;
+  const ConvShape cs(gin, weight, gout, p, sizeof(C));
+  const Input<C> gy(gout, s), w(weight, s);
+  Output<C> gx(gin, s);
+  std::unique_ptr<DeviceScratch> col;
+  if (!cs.direct) col = std::make_unique<DeviceScratch>(dev, s, cs.chunk * cs.G * cs.KK * cs.P * sizeof(C));
+  for (int64_t n0 = 0; n0 < cs.N; n0 += cs.chunk) {
+    const int64_t nb = std::min(cs.chunk, cs.N - n0);
+    C* gx_n = gx.ptr + n0 * cs.C * cs.H * cs.W;
+    C* cols = cs.direct ? gx_n : col->get<C>();
+    for (int64_t g = 0; g < cs.G; ++g) {
+      GemmProblem<C, C> q;
+      q.m = cs.KK, q.n = cs.P, q.k = cs.Og, q.batch = nb;
+      q.a = w.ptr + g * cs.Og * cs.KK, q.lda = cs.KK, q.trans_a = true, q.stride_a = 0;
+      q.b = gy.ptr + (n0 * cs.O + g * cs.Og) * cs.P, q.ldb = cs.P, q.stride_b = cs.O * cs.P;
+      q.c = cols + g * cs.KK * cs.P, q.ldc = cs.P, q.stride_c = cs.G * cs.KK * cs.P;
+      gemm<C>(q, nullptr, false, dev, s);
+    }
+    if (!cs.direct) col2im<C>(cols, gx_n, cs.geometry(nb, p), s);
+  }
+  gx.finish(s);
+}
+
+// grad_w_g [Og, KK] = the sum over samples of grad_y[n, g] [Og, P] @ col[n, g]^T [P, KK].
+template <class C>
+void conv2d_backward_weight_typed(const Tensor& gw, const Tensor& gb, const Tensor& gout, const Tensor& in,
+                                  const Conv2dParams& p) {
+  const OpScope scope(gw);
+  const cudaStream_t s = scope.stream();
+  const int dev = gw.device().index;
+  const ConvShape cs(in, gw, gout, p, sizeof(C));
+  const Input<C> x(in, s), gy(gout, s);
+  Output<C> w(gw, s), b(gb, s);
+  std::unique_ptr<DeviceScratch> col;
+  if (!cs.direct) col = std::make_unique<DeviceScratch>(dev, s, cs.chunk * cs.G * cs.KK * cs.P * sizeof(C));
+  for (int64_t n0 = 0; n0 < cs.N; n0 += cs.chunk) {
+    const int64_t nb = std::min(cs.chunk, cs.N - n0);
+    const C* cols = x.ptr + n0 * cs.C * cs.H * cs.W;
+    if (!cs.direct) {
+      im2col<C>(cols, col->get<C>(), cs.geometry(nb, p), s);
+      cols = col->get<C>();
+    }
+    for (int64_t i = 0; i < nb; ++i)
+      for (int64_t g = 0; g < cs.G; ++g) {
+        GemmProblem<C, C> q;
+        q.m = cs.Og, q.n = cs.KK, q.k = cs.P, q.beta = n0 + i == 0 ? 0.0f : 1.0f;
+        q.a = gy.ptr + ((n0 + i) * cs.O + g * cs.Og) * cs.P, q.lda = cs.P;
+        q.b = cols + (i * cs.G + g) * cs.KK * cs.P, q.ldb = cs.P, q.trans_b = true;
+        q.c = w.ptr + g * cs.Og * cs.KK, q.ldc = cs.KK;
+        gemm<C>(q, nullptr, false, dev, s);
+      }
+  }
+  if (cs.N == 0) fill<C>(w.ptr, layout_of(gw), C(0), s);  // no samples: no GEMM wrote it
+  if (b.ptr) launch<channel_sum_kernel<C>>(elementwise_config(cs.O), s, gy.ptr, b.ptr, cs.N, cs.O, cs.P);
+  w.finish(s);
+  b.finish(s);
+}
+
+template <class F>
+void by_float_dtype(DType dtype, const char* op, const F& f) {
+  switch (dtype) {
+    case DType::Float64: return f(double{});
+    case DType::Float32:
+    case DType::BFloat16:
+    case DType::Float16: return f(float{});
+    default: EMBER_FAIL(op, " kernel: dtype ", dtype_name(dtype), " is not supported on cuda");
+  }
+}
+
+void conv2d_kernel(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias,
+                   const Conv2dParams& p) {
+  if (out.numel() == 0) return;
+#if defined(EMBER_WITH_CUDNN)
+  if (g_conv.load() != kIm2col) {
+    cudnn_conv2d(out, in, weight, p);
+    if (!bias.defined() && !p.relu) return;
+    const OpScope scope(out);
+    const int64_t O = out.shape()[1], P = out.shape()[2] * out.shape()[3], total = out.numel();
+    return visit_cuda_dtype(out.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if constexpr (std::is_floating_point_v<T> || is_16bit_float_v<T>)
+        launch<channel_bias_relu_kernel<T>>(elementwise_config(total), scope.stream(), static_cast<T*>(out.data_ptr()),
+                                            bias.defined() ? static_cast<const T*>(bias.data_ptr()) : nullptr, O, P,
+                                            total, p.relu);
+    });
+  }
+#endif
+  by_float_dtype(in.dtype(), "conv2d", [&](auto v) { conv2d_typed<decltype(v)>(out, in, weight, bias, p); });
+}
+
+void conv2d_backward_input_kernel(const Tensor& gin, const Tensor& gout, const Tensor& weight, const Conv2dParams& p) {
+  if (gin.numel() == 0) return;
+#if defined(EMBER_WITH_CUDNN)
+  if (g_conv.load() != kIm2col) return cudnn_conv2d_backward_input(gin, gout, weight, p);
+#endif
+  by_float_dtype(gin.dtype(), "conv2d_backward_input",
+                 [&](auto v) { conv2d_backward_input_typed<decltype(v)>(gin, gout, weight, p); });
+}
+
+void conv2d_backward_weight_kernel(const Tensor& gw, const Tensor& gb, const Tensor& gout, const Tensor& in,
+                                   const Conv2dParams& p) {
+  if (gw.numel() == 0) return;
+#if defined(EMBER_WITH_CUDNN)
+  if (g_conv.load() != kIm2col) return cudnn_conv2d_backward_weight(gw, gb, gout, in, p);
+#endif
+  by_float_dtype(gw.dtype(), "conv2d_backward_weight",
+                 [&](auto v) { conv2d_backward_weight_typed<decltype(v)>(gw, gb, gout, in, p); });
+}
+
+}  // namespace
+
+void set_conv_variant(std::string_view name) { g_conv = parse_conv(name); }
+
+std::string conv_variant() {
+  const int v = g_conv.load();
+  return v == kAuto ? "auto" : v == kCudnn ? "cudnn" : "im2col";
+}
+
+void set_conv_deterministic(bool on) { g_deterministic = on; }
+bool conv_deterministic() { return g_deterministic.load(); }
+
+void register_conv() {
+  conv2d_stub.set(DeviceType::CUDA, conv2d_kernel);
+  conv2d_backward_input_stub.set(DeviceType::CUDA, conv2d_backward_input_kernel);
+  conv2d_backward_weight_stub.set(DeviceType::CUDA, conv2d_backward_weight_kernel);
+}
+
+}  // namespace ember::kernels::cuda

@@ -1,0 +1,32 @@
+// The CUDA backend's kernel variants, reachable by name from tests and benchmarks as the
+// CPU's are (kernels/cpu/gemm.h, conv.h). No CUDA header: any source may include it. In a
+// build without the CUDA backend every call is an ember::Error.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace ember::kernels::cuda {
+
+// The GEMM under matmul, linear and conv2d's im2col path. EMBER_GEMM sets the starting
+// choice: "auto" (cuBLASLt on a GPU; in emulation the hand-written SGEMM's default version
+// for float32), "cublaslt", "sgemm" or "sgemm-<version>" (sgemm.cuh's names: v1..v5,
+// naive, shared, register, vectorized, double_buffered). Other dtypes than float32 take
+// cuBLASLt (float64) or a plain kernel (float64 in emulation, integers) under every
+// choice. Unknown names, and cuBLASLt in the emulated build, are an ember::Error.
+void set_gemm_variant(std::string_view name);
+std::string gemm_variant();
+
+// conv2d and its backwards. EMBER_CONV sets the starting choice: "auto" (cuDNN where the
+// build has it, im2col otherwise), "cudnn" (an ember::Error where the build has no cuDNN,
+// as in emulation) or "im2col" (im2col / col2im around the GEMM above).
+void set_conv_variant(std::string_view name);
+std::string conv_variant();
+
+// Deterministic mode for cuDNN convolutions (as torch.backends.cudnn.deterministic): only
+// algorithms that give the same bits on every run. Off by default. The im2col variant is
+// deterministic either way.
+void set_conv_deterministic(bool on);
+bool conv_deterministic();
+
+}  // namespace ember::kernels::cuda
