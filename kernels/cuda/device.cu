@@ -9,7 +9,6 @@
 #include "base/error.h"
 #include "core/device_runtime.h"
 #include "kernels/cuda/indexing.cuh"
-#include "memory/caching_allocator.h"
 
 namespace ember::kernels::cuda {
 namespace {

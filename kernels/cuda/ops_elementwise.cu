@@ -5,18 +5,18 @@
 // types (16-bit ones computed in float), sign and max ops on the integers too, comparisons
 // on every dtype with a bool output. Every kernel runs on the current stream of the
 // output's device; inputs may be strided or broadcast (stride 0).
+#if defined(__CUDACC__)
+// abs and relu of uint8 compare an unsigned value with 0, as the CPU's loops do: correct,
+// and nvcc's warning 186 ("pointless comparison") says nothing more.
+#pragma nv_diag_suppress 186
+#endif
+
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/elementwise.cuh"
 
 #include <limits>
 
 #include "kernels/cuda/cuda_kernels.h"
-
-#if defined(__CUDACC__)
-// abs and relu of uint8 compare an unsigned value with 0, as the CPU's loops do: correct,
-// and nvcc's warning 186 ("pointless comparison") says nothing more.
-#pragma nv_diag_suppress 186
-#endif
 
 namespace ember::kernels::cuda {
 namespace {

@@ -8,14 +8,14 @@
 // dtypes as on the CPU backend: float sums keep their dtype (16-bit ones summed in
 // float); integer and bool sums are int64; extrema take every dtype (bool read as uint8,
 // whose values it shares); NaN propagates, and max_dim / min_dim give the first
-// extremum, a NaN before everything. Float sums accumulate in the compute type in a fixed
-// tree (deterministic), where the CPU accumulates in double: a float32 sum of n terms
-// differs from the CPU's by at most ~ log2(n) * eps * sum |x| (tree depth times one
-// rounding each), far below n * eps * sum |x|.
+// extremum, a NaN before everything. Float sums accumulate in double, as the CPU's do, in
+// a fixed tree (deterministic), and are rounded once: off by at most u |S| +
+// gamma_n(2^-53) sum |x|, the CPU's bound.
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/scratch.h"
 #include "kernels/cuda/layout.cuh"
 #include "kernels/cuda/reduce.cuh"
+#include "kernels/cuda/scratch.h"
 
 #include <optional>
 
@@ -72,7 +72,7 @@ void sum_kernel(const Tensor& out, const Tensor& in, DimMask mask) {
     if constexpr (std::is_integral_v<T>)
       run(IntSumReduce<T>{}, x, static_cast<int64_t*>(out.data_ptr()), out.device().index, scope.stream());
     else
-      run(SumReduce<T>{}, x, static_cast<T*>(out.data_ptr()), out.device().index, scope.stream());
+      run(SumReduce<T, double>{}, x, static_cast<T*>(out.data_ptr()), out.device().index, scope.stream());
   });
 }
 

@@ -6,8 +6,8 @@
 // softmax over an inner dim on a GPU. Floating dtypes only, as on the CPU; 16-bit ones
 // computed in float.
 #include "kernels/cuda/device.h"
-#include "kernels/cuda/scratch.h"
 #include "kernels/cuda/layout.cuh"
+#include "kernels/cuda/scratch.h"
 #include "kernels/cuda/softmax.cuh"
 
 #include "kernels/cuda/cuda_kernels.h"
@@ -32,11 +32,12 @@ void softmax_kernel(const Tensor& out, const Tensor& in, int64_t dim) {
         else softmax(src, dst, outer * inner, n, scope.stream());
       };
       if (inner == 1) return rows(x, y);
-      const DeviceScratch a(out.device().index, scope.stream(), size_t(in.numel()) * sizeof(T)),
-          b(out.device().index, scope.stream(), size_t(in.numel()) * sizeof(T));
-      transpose_batched(x, static_cast<T*>(a.get()), outer, n, inner, scope.stream());
-      rows(static_cast<const T*>(a.get()), static_cast<T*>(b.get()));
-      transpose_batched(static_cast<const T*>(b.get()), y, outer, inner, n, scope.stream());
+      const int device = out.device().index;
+      const size_t bytes = size_t(in.numel()) * sizeof(T);
+      const DeviceScratch a(device, scope.stream(), bytes), b(device, scope.stream(), bytes);
+      transpose_batched(x, a.get<T>(), outer, n, inner, scope.stream());
+      rows(a.get<const T>(), b.get<T>());
+      transpose_batched(b.get<const T>(), y, outer, inner, n, scope.stream());
     } else {
       EMBER_FAIL(kLog ? "log_softmax" : "softmax", " kernel (cuda): dtype ", dtype_name(in.dtype()), " is not supported");
     }

@@ -38,10 +38,13 @@ __device__ __forceinline__ C extremum_identity() {
 }
 
 
-template <class T>
+// A: the accumulator, the compute type by default; the op table's sum takes double, as
+// the CPU backend does, so both round a float sum once (memory-bound: the double adds are
+// free next to the loads).
+template <class T, class A = compute_t<T>>
 struct SumReduce {
   using Elem = T;
-  using C = compute_t<T>;
+  using C = A;
   using Acc = C;
   using Out = T*;  // [outputs]
   static constexpr const char* kName = "sum";
