@@ -19,6 +19,7 @@
 
 #include "core/random.h"
 #include "core/tensor.h"
+#include "data/sampler.h"
 
 namespace ember::data {
 
@@ -65,6 +66,9 @@ struct DataLoaderOptions {
   static constexpr int kAutoPrefetch = -1;
   int prefetch = kAutoPrefetch;
   std::vector<Transform> transforms;
+  // The sample order of each epoch instead of the loader's own (shuffle and seed are
+  // then unused): a DistributedSampler for this rank's share.
+  std::shared_ptr<const Sampler> sampler;
 };
 
 class DataLoader {
