@@ -84,5 +84,21 @@ TEST(Distributed, MlpUnderEmberRunMatchesOneProcess) {
   std::filesystem::remove_all(dir);
 }
 
+// Multi-node on one machine: two ember-run invocations (--nnodes 2, --node-rank 0 and 1,
+// 127.0.0.1) form one job of two ranks.
+TEST(Distributed, TwoEmberRunNodesFormOneJob) {
+  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist")) GTEST_SKIP() << "no Fashion-MNIST";
+  const std::string port = std::to_string(free_port());
+  // A short timeout: if one side fails, the other gives up soon instead of after 300 s.
+  const std::string node = std::string("EMBER_COMM_TIMEOUT_S=30 ") + EMBER_RUN_BIN +
+                           " --nproc-per-node 1 --nnodes 2 --master-addr 127.0.0.1 " +
+                           "--master-port " + port + " --node-rank ";
+  const std::string prog = std::string(" ") + EMBER_MLP_BIN + " --limit-train 512 --batch-size 64 --json";
+  auto [out, rc] = run("(" + node + "1" + prog + " > /dev/null 2>&1 &) ; " + node + "0" + prog + " 2>&1");
+  ASSERT_EQ(rc, 0) << out;
+  auto j = nlohmann::json::parse(last_line(out).substr(9));
+  EXPECT_EQ(j["world_size"], 2);
+}
+
 }  // namespace
 }  // namespace ember
