@@ -12,6 +12,10 @@
 // twice or not at all, a wrong shard) moves parameters by 1e-3 or more.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+
 #include "base/error.h"
 #include "comm/ddp.h"
 #include "comm/rendezvous.h"
@@ -30,7 +34,8 @@ constexpr double kAtol = 1e-12, kRtol = 1e-10;
 enum class Mode { kPlain, kNoSync, kMicroBatcher, kBf16 };
 
 // Ten steps of rank pg.rank() with `model` (any initial values: DDP broadcasts rank 0's).
-void train_rank(ProcessGroup& pg, const std::shared_ptr<nn::Module>& model, Mode mode, DType dt) {
+// die_at >= 0: rank 1 exits abruptly at that step (a crashed rank).
+void train_rank(ProcessGroup& pg, const std::shared_ptr<nn::Module>& model, Mode mode, DType dt, int die_at = -1) {
   const int r = pg.rank(), world = pg.size();
   auto pgp = std::shared_ptr<ProcessGroup>(&pg, [](ProcessGroup*) {});
   DdpOptions o{.bucket_cap_bytes = 1024, .first_bucket_bytes = 256};  // several buckets for this small model
@@ -38,6 +43,7 @@ void train_rank(ProcessGroup& pg, const std::shared_ptr<nn::Module>& model, Mode
   DistributedDataParallel ddp(model, pgp, o);
   optim::SGD opt(model->parameters(), {.lr = 0.1, .momentum = 0.9});
   for (int s = 0; s < 10; ++s) {
+    if (r == 1 && s == die_at) std::_Exit(9);
     auto [x, y] = batch(s, kShard * world, dt);
     Tensor xs = x.narrow(0, r * kShard, kShard), ys = y.narrow(0, r * kShard, kShard);
     opt.zero_grad();
@@ -200,6 +206,32 @@ TEST(DdpProcesses, Worker) {
     EXPECT_LE(worst_ratio(got, train_single(kShard * pg->size(), kFloat64), kAtol, kRtol), 1.0);
   }
   pg->barrier()->wait();
+}
+
+// Worker: rank 1 dies at step 3; rank 0 must fail with an error naming the collective.
+TEST(DdpProcesses, WorkerPeerDies) {
+  if (!is_worker()) GTEST_SKIP() << "runs as a child of DdpProcesses.ARankDyingFailsTheOthers";
+  auto pg = init_process_group_from_env();
+  try {
+    train_rank(*pg, make_model(1, kFloat64), Mode::kPlain, kFloat64, 3);
+  } catch (const Error& e) {
+    std::printf("rank %d: %s\n", pg->rank(), e.what());
+    std::fflush(stdout);
+    std::_Exit(std::string(e.what()).find("all_reduce (avg) of") != std::string::npos ? 3 : 4);
+  }
+  std::_Exit(5);  // rank 0 finished training without its peer
+}
+
+TEST(DdpProcesses, ARankDyingFailsTheOthers) {
+  const int port = free_port();
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<pid_t> pids;
+  for (int r = 0; r < 2; ++r)
+    pids.push_back(spawn_self("DdpProcesses.WorkerPeerDies", {"RANK=" + std::to_string(r), "WORLD_SIZE=2",
+                                                              "MASTER_PORT=" + std::to_string(port),
+                                                              "EMBER_COMM_TIMEOUT_S=5"}));
+  EXPECT_EQ(wait_all(pids), (std::vector<int>{3, 9}));  // rank 0: the named error; rank 1: its crash
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5 + 10));
 }
 
 TEST(DdpProcesses, TwoProcessesOverTcpStore) {
