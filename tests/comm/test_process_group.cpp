@@ -77,7 +77,8 @@ TEST_P(Collectives, BroadcastAllGatherReduceScatterBarrier) {
     Tensor big = rank_tensor(r, 3 * size, kFloat64);
     Tensor mine = zeros({3}, kFloat64);
     pg.reduce_scatter(mine, big, ReduceOp::kSum)->wait();
-    for (int64_t i = 0; i < 3; ++i) EXPECT_DOUBLE_EQ(mine.to_vector<double>()[i], expected(ReduceOp::kSum, size, r * 3 + i, false));
+    for (int64_t i = 0; i < 3; ++i)
+      EXPECT_DOUBLE_EQ(mine.to_vector<double>()[i], expected(ReduceOp::kSum, size, r * 3 + i, false));
     pg.barrier()->wait();
   });
 }

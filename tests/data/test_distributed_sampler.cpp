@@ -63,7 +63,8 @@ TEST(DistributedSampler, RanksTogetherTakeTheSingleProcessSteps) {
   std::vector<std::unique_ptr<DataLoader>> ranks;
   for (int r = 0; r < world; ++r) {
     auto s = std::make_shared<DistributedSampler>(n, r, world, DistributedSamplerOptions{.seed = 3});
-    ranks.push_back(std::make_unique<DataLoader>(ds, DataLoaderOptions{.batch_size = B / world, .prefetch = 0, .sampler = s}));
+    ranks.push_back(
+        std::make_unique<DataLoader>(ds, DataLoaderOptions{.batch_size = B / world, .prefetch = 0, .sampler = s}));
     ranks.back()->start_epoch(2);
     EXPECT_EQ(ranks.back()->batches_per_epoch(), n / B);
   }
