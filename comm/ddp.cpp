@@ -324,7 +324,8 @@ Tensor DistributedDataParallel::forward(const Tensor& x) {
   Tensor out = module_->forward(x);
   if (im.opt.find_unused_parameters && im.sync && grad_enabled() && out.requires_grad()) {
     // The accumulators the graph reaches; the parameters whose accumulator it does not
-    // reach get no gradient in this backward: ready now, with zeros.
+    // reach get no gradient in this backward: ready now, with the gradient they hold
+    // (accumulated under no_sync) or zeros.
     std::unordered_set<const autograd::Node*> seen;
     std::vector<autograd::Node*> stack;
     if (auto& meta = out.impl().autograd; meta && meta->grad_fn) stack.push_back(meta->grad_fn.get());
@@ -340,9 +341,7 @@ Tensor DistributedDataParallel::forward(const Tensor& x) {
       const auto& meta = im.params[i].impl().autograd;
       auto acc = meta ? meta->grad_accumulator.lock() : nullptr;
       if (acc && seen.count(acc.get())) continue;
-      NoGradGuard no_grad;
-      im.view_of(i).zero_();
-      im.params[i].set_grad(im.view_of(i));
+      im.move_into_slot(i, true);  // what no_sync() passes accumulated, else zeros
       im.mark_ready(i);
     }
     if (im.next_launch == im.buckets.size()) im.finish();  // nothing at all is used

@@ -19,8 +19,9 @@
 // calls per step), run it inside no_sync() and call sync_gradients() after it.
 // A parameter that gets no gradient in an iteration is an error naming it at the next
 // forward() or synchronize(), unless find_unused_parameters: then forward() walks the
-// graph from its output, and the parameters it does not reach count as ready with a zero
-// gradient (the bucket holding them still takes part, so all ranks issue the same collectives).
+// graph from its output, and the parameters it does not reach count as ready at once,
+// with the gradient they hold from no_sync() passes or zeros (the bucket holding them
+// still takes part, so all ranks issue the same collectives).
 #pragma once
 
 #include <cstdint>
