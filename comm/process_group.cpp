@@ -3,6 +3,8 @@
 
 #include <unistd.h>
 
+#include <thread>
+
 #include "base/error.h"
 #include "comm/gloo_backend.h"
 
@@ -20,6 +22,10 @@ const char* reduce_op_name(ReduceOp op) {
 
 // ----- Work -----
 
+namespace {
+constexpr std::chrono::microseconds kSpin(500);
+}  // namespace
+
 void Work::wait(Duration timeout) {
   if (inner_) {
     inner_->wait(timeout);
@@ -30,6 +36,12 @@ void Work::wait(Duration timeout) {
     }
     return;
   }
+  // Note [Spin before blocking]: a thread that blocks is woken a scheduler tick (4 ms)
+  // late on the 2-vCPU VMs this was measured on, longer than a small all-reduce takes
+  // (0.2 ms); yielding for up to kSpin first catches most completions without that
+  // wake-up. Yielding, not busy-waiting: the other threads keep the core.
+  const auto spin_end = std::chrono::steady_clock::now() + std::min<std::chrono::microseconds>(timeout, kSpin);
+  while (!completed() && std::chrono::steady_clock::now() < spin_end) std::this_thread::yield();
   std::unique_lock lock(mu_);
   if (!cv_.wait_for(lock, timeout, [&] { return done_; }))
     EMBER_FAIL(description_, ": timed out after ", timeout.count(),
