@@ -3,6 +3,7 @@
 // meeting through rank 0's TcpStore.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 
@@ -117,6 +118,22 @@ TEST(RendezvousProcesses, ThreeRanksOverTcpStore) {
                                        {"RANK=" + std::to_string(r), "WORLD_SIZE=3", "MASTER_ADDR=127.0.0.1",
                                         "MASTER_PORT=" + std::to_string(port), "EMBER_COMM_TIMEOUT_S=20"}));
   EXPECT_EQ(testing::wait_all(pids), (std::vector<int>{0, 0, 0}));
+}
+
+// The same worker, three ranks started by ember-run (its variables, its rank 0 serving
+// the TcpStore on the port it is given).
+TEST(RendezvousProcesses, ThreeRanksUnderEmberRun) {
+  const std::string cmd = "EMBER_TEST_WORKER=1 EMBER_COMM_TIMEOUT_S=20 " + std::string(EMBER_RUN_BIN) +
+                          " --nproc-per-node 3 --master-port " + std::to_string(testing::free_port()) +
+                          " /proc/" + std::to_string(::getpid()) + "/exe --gtest_filter=RendezvousProcesses.Worker";
+  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  const int status = ::pclose(p);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
+  for (int r = 0; r < 3; ++r) EXPECT_NE(out.find("[rank " + std::to_string(r) + "] [       OK ]"), std::string::npos) << out;
 }
 
 }  // namespace
