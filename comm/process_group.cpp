@@ -91,7 +91,10 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size, Pro
   EMBER_CHECK(rank >= 0 && rank < size, "ProcessGroup: rank ", rank, " is outside [0, ", size, ")");
   EMBER_CHECK(options_.timeout.count() > 0, "ProcessGroup: timeout must be positive, got ", options_.timeout.count(),
               " ms");
-  auto s = std::make_shared<PrefixStore>("pg", store_);
+  // Each group on a store gets its own keys: the n-th group this rank makes on it is
+  // "pg<n>", the same n on every rank as long as ranks make their groups in the same order.
+  const int64_t n = store_->add("pg_count/" + std::to_string(rank), 1);
+  auto s = std::make_shared<PrefixStore>("pg" + std::to_string(n), store_);
   // Join: every rank says where it runs, then waits for all others, so that a missing
   // rank is named here rather than deep inside Gloo's connection setup.
   const std::string host = this_host();

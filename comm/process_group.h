@@ -87,7 +87,8 @@ struct ProcessGroupOptions {
 class ProcessGroup {
  public:
   // Joins the group of `size` ranks as `rank`, meeting the others through `store` (the
-  // caller gives each job, and each restart, its own prefix: PrefixStore). Returns when
+  // caller gives each job, and each restart, its own prefix: PrefixStore; several groups
+  // on one store are fine when every rank makes them in the same order). Returns when
   // every rank has joined; a rank missing after options.timeout is an ember::Error naming it.
   ProcessGroup(std::shared_ptr<Store> store, int rank, int size, ProcessGroupOptions options = {});
   ~ProcessGroup();

@@ -110,6 +110,26 @@ TEST(Collectives, OrderIsIssueOrder) {
   });
 }
 
+TEST(Collectives, TwoGroupsOnOneStore) {
+  auto store = std::make_shared<InProcessStore>();
+  std::vector<std::thread> threads;
+  std::vector<double> got(4);
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      ProcessGroup a(store, r, 2, {.timeout = std::chrono::seconds(10)});
+      ProcessGroup b(store, r, 2, {.timeout = std::chrono::seconds(10)});
+      Tensor x = full({3}, r + 1.0), y = full({3}, 10.0 * (r + 1));
+      auto wa = a.all_reduce(x);
+      auto wb = b.all_reduce(y);
+      wb->wait();
+      wa->wait();
+      got[r * 2] = x.to_vector<double>()[0];
+      got[r * 2 + 1] = y.to_vector<double>()[0];
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(got, (std::vector<double>{3, 30, 3, 30}));
+}
+
 TEST(Collectives, BadArgumentsAreErrors) {
   run_ranks(2, [](ProcessGroup& pg) {
     EXPECT_THROW(pg.all_gather(zeros({3}), zeros({2})), Error);
