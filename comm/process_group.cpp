@@ -36,6 +36,13 @@ void Work::wait(Duration timeout) {
     }
     return;
   }
+  {
+    std::lock_guard h(helper_mu_);
+    if (helper_) {
+      helper_();
+      helper_ = nullptr;
+    }
+  }
   // Note [Spin before blocking]: a thread that blocks is woken a scheduler tick (4 ms)
   // late on the 2-vCPU VMs this was measured on, longer than a small all-reduce takes
   // (0.2 ms); yielding for up to kSpin first catches most completions without that
@@ -47,6 +54,11 @@ void Work::wait(Duration timeout) {
     EMBER_FAIL(description_, ": timed out after ", timeout.count(),
                " ms (a peer rank died, or did not issue the same collectives in the same order)");
   if (error_) std::rethrow_exception(error_);
+}
+
+void Work::set_helper(std::function<bool()> helper) {
+  std::lock_guard h(helper_mu_);
+  helper_ = std::move(helper);
 }
 
 bool Work::completed() const {

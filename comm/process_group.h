@@ -43,6 +43,9 @@ class Work {
   // Backend side: the collective finished, with `error` when it failed.
   void finish(std::exception_ptr error = nullptr);
   void set_default_timeout(Duration t) { default_timeout_ = t; }
+  // Backend side: called by wait() before waiting; it may run the collective on the
+  // waiting thread and return true. Cleared (waiting for a call in progress) with nullptr.
+  void set_helper(std::function<bool()> helper);
 
   // A Work that waits for `inner`, then runs `then` once, on the first thread that waits
   // for it (a compression hook's decompression, for example).
@@ -58,6 +61,8 @@ class Work {
   std::shared_ptr<Work> inner_;
   std::function<void()> then_;
   bool then_ran_ = false;
+  std::mutex helper_mu_;  // apart from mu_: the helper finishes this Work, which takes mu_
+  std::function<bool()> helper_;
 };
 
 // What a backend implements. The ProcessGroup has checked the arguments: tensors are
