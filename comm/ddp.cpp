@@ -165,7 +165,7 @@ struct DistributedDataParallel::Impl {
     if (next_launch == buckets.size()) finish();
   }
 
-  // Parameters not yet ready: zeros (find_unused_parameters) or an error naming them.
+  // Parameters not yet ready: ready as they are (find_unused_parameters) or an error naming them.
   void complete_missing(const char* where) {
     if (!opt.find_unused_parameters) {
       const std::string missing = unready();
@@ -181,8 +181,7 @@ struct DistributedDataParallel::Impl {
     }
     for (size_t i = 0; i < params.size(); ++i)
       if (!ready[i]) {
-        NoGradGuard no_grad;
-        view_of(i).zero_();
+        move_into_slot(i, true);  // what no_sync() passes accumulated, else zeros
         mark_ready(i);
       }
   }

@@ -3,16 +3,18 @@
 //
 // Note [DDP step]. Construction checks that every rank has the same parameters and
 // buffers (names, shapes, dtypes; an error names the first difference and the rank),
-// then copies rank 0's values to every rank. Parameters are grouped into buckets in
-// reverse registration order (roughly the order backward produces their gradients): one
-// dtype and device per bucket, the first bucket closed at first_bucket_bytes (1 MiB, so
-// the first all-reduce starts early), the others at bucket_cap_bytes (25 MiB). Each
-// bucket is one flat buffer. During backward a post-accumulate hook copies a parameter's
-// gradient into its slot in the buffer (the one copy) and makes grad() a view of that
-// slot; when a bucket and every bucket before it are complete, its all-reduce (average)
-// is issued at once, so the exchange of late layers' gradients overlaps the backward of
-// early layers. The last gradient waits for every bucket: when backward() returns, every
-// grad() holds the average over ranks and the optimizer step can run as is.
+// then copies rank 0's values to every rank (buffers only then: batch norm's running
+// statistics evolve on each rank from its own shards; rank 0's are the ones saved).
+// Parameters are grouped into buckets in reverse registration order (roughly the order
+// backward produces their gradients): one dtype and device per bucket, the first bucket
+// closed at first_bucket_bytes (1 MiB, so the first all-reduce starts early), the
+// others at bucket_cap_bytes (25 MiB). Each bucket is one flat buffer. During backward
+// a post-accumulate hook copies a parameter's gradient into its slot in the buffer (the
+// one copy) and makes grad() a view of that slot; when a bucket and every bucket before
+// it are complete, its all-reduce (average) is issued at once, so the exchange of late
+// layers' gradients overlaps the backward of early layers. The last gradient waits for
+// every bucket: when backward() returns, every grad() holds the average over ranks and
+// the optimizer step can run as is.
 //
 // Gradient accumulation: inside no_sync() backward passes only accumulate locally; the
 // next backward outside it exchanges the sum. For the MicroBatcher (several backward
