@@ -126,7 +126,9 @@ std::shared_ptr<ProcessGroup> init_process_group(const LaunchInfo& info) {
   }
   base->set_timeout(info.timeout);
   auto store = std::make_shared<PrefixStore>(info.job_id + "/" + std::to_string(info.restart), base);
-  return std::make_shared<ProcessGroup>(store, info.rank, info.world_size, ProcessGroupOptions{.timeout = info.timeout});
+  ProcessGroupOptions options;
+  options.timeout = info.timeout;
+  return std::make_shared<ProcessGroup>(store, info.rank, info.world_size, options);
 }
 
 }  // namespace ember::comm
