@@ -8,8 +8,9 @@ install(TARGETS ember EXPORT emberTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(TARGETS ember-run RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})  # the launcher
 install(FILES ember.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ember)
-foreach(dir base core memory kernels layers optim data)
+foreach(dir base core memory kernels layers optim data comm)
   install(DIRECTORY ${dir}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ember/${dir}
           FILES_MATCHING PATTERN "*.h")
 endforeach()

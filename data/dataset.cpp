@@ -115,20 +115,18 @@ DataLoader::DataLoader(TensorDataset dataset, DataLoaderOptions options)
 DataLoader::~DataLoader() { stop_worker(); }
 
 int64_t DataLoader::batches_per_epoch() const {
-  const int64_t n = dataset_.size(), b = opt_.batch_size;
+  const int64_t n = opt_.sampler ? opt_.sampler->size() : dataset_.size(), b = opt_.batch_size;
   return opt_.drop_last ? n / b : (n + b - 1) / b;
 }
 
 std::vector<int64_t> DataLoader::order(int64_t epoch) const {
-  std::vector<int64_t> idx(static_cast<size_t>(dataset_.size()));
-  std::iota(idx.begin(), idx.end(), 0);
-  if (!opt_.shuffle) return idx;
-  // Sorting by one Philox key per sample gives a uniform permutation (ties are broken by
-  // index; with 64-bit-range keys they are rare).
-  Generator gen(opt_.seed * 1000003u + static_cast<uint64_t>(epoch));
-  const std::vector<int64_t> keys = randint(0, int64_t(1) << 53, {dataset_.size()}, kInt64, &gen).to_vector<int64_t>();
-  std::stable_sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) { return keys[a] < keys[b]; });
-  return idx;
+  if (opt_.sampler) return opt_.sampler->indices(epoch);
+  if (!opt_.shuffle) {
+    std::vector<int64_t> idx(static_cast<size_t>(dataset_.size()));
+    std::iota(idx.begin(), idx.end(), 0);
+    return idx;
+  }
+  return shuffled_order(dataset_.size(), opt_.seed, epoch);
 }
 
 // Transforms draw from a generator of (seed, epoch, batch) alone, so prefetching, or

@@ -19,6 +19,7 @@
 
 #include "core/random.h"
 #include "core/tensor.h"
+#include "data/sampler.h"
 
 namespace ember::data {
 
@@ -68,6 +69,9 @@ struct DataLoaderOptions {
   // Batches in page-locked host memory, so copies to a CUDA device are asynchronous
   // (DevicePrefetcher, data/prefetch.h). Needs a build with CUDA.
   bool pin_memory = false;
+  // The sample order of each epoch instead of the loader's own (shuffle and seed are
+  // then unused): a DistributedSampler for this rank's share.
+  std::shared_ptr<const Sampler> sampler;
 };
 
 class DataLoader {

@@ -9,6 +9,7 @@ packages=(
   libeigen3-dev libopenblas-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   zlib1g-dev nlohmann-json3-dev libcli11-dev libfmt-dev libboost-context-dev
+  libgloo-dev  # comm/: collectives on CPU tensors
   dataset-fashion-mnist
   clang libclang-rt-14-dev  # scripts/fuzz.sh: clang++ and libFuzzer's runtime
 )

@@ -2,7 +2,7 @@
 # Keeps the folders' include graph pointing down, so no two folders lean on each other:
 #
 #   programs (examples, bench, tools, tests)       may include anything
-#   layers/  optim/  comm/  data/  kernels/        core and below (optim also layers/;
+#   layers/  optim/  comm/  data/  kernels/        core and below (optim and comm also layers/;
 #                                                   kernels/ is the backends, plugged
 #                                                   into core's op table)
 #   core/                                          memory/ and base/
@@ -27,7 +27,8 @@ allowed_for() {
     kernels) echo "base memory core kernels" ;;
     layers) echo "base memory core layers" ;;
     optim) echo "base memory core layers optim" ;;
-    comm) echo "base memory core comm" ;;
+    # comm/ wraps nn::Module (DistributedDataParallel), so it may include layers/ too.
+    comm) echo "base memory core layers comm" ;;
     data) echo "base memory core data" ;;
   esac
 }

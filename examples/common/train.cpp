@@ -8,9 +8,12 @@
 #include <optional>
 #include <vector>
 
+#include "comm/ddp.h"
+#include "comm/rendezvous.h"
 #include "core/atomic_file.h"
 #include "data/dataset.h"
 #include "data/prefetch.h"
+#include "data/sampler.h"
 #include "optim/checkpoint.h"
 #include "optim/microbatch.h"
 
@@ -38,21 +41,30 @@ void progress(int64_t epoch, int64_t epochs, int64_t done, int64_t total, double
   std::fflush(stdout);
 }
 
-// The share of `test` the model classifies right, in batches of B.
-double evaluate(nn::Module& model, const data::TensorDataset& test, int64_t B, bool bf16) {
+// The share of `test` the model classifies right, in batches of B. With a process group,
+// each rank classifies its slice of the test set and the counts are summed.
+double evaluate(nn::Module& model, const data::TensorDataset& test, int64_t B, bool bf16, comm::ProcessGroup* pg) {
   NoGradGuard no_grad;
   std::optional<AutocastScope> autocast;
   if (bf16) autocast.emplace(kBFloat16);
   model.eval();
+  const int64_t world = pg ? pg->size() : 1, rank = pg ? pg->rank() : 0;
+  const int64_t begin = test.size() * rank / world, end = test.size() * (rank + 1) / world;
   // Counted on the device and read once: a read per batch would wait for each batch.
   Tensor correct = zeros({}, {kInt64, test.data().device()});
-  for (int64_t s = 0; s < test.size(); s += B) {
-    const int64_t n = std::min(B, test.size() - s);
+  for (int64_t s = begin; s < end; s += B) {
+    const int64_t n = std::min(B, end - s);
     Tensor logits = model(test.data().narrow(0, s, n));
     correct = add(correct, sum(eq(argmax(logits, 1), test.targets().narrow(0, s, n))));
   }
   model.train();
-  return static_cast<double>(correct.item<int64_t>()) / static_cast<double>(std::max<int64_t>(test.size(), 1));
+  int64_t right = correct.item<int64_t>();
+  if (pg) {
+    Tensor t = tensor({static_cast<double>(right)}, {kInt64, Device::cpu()});
+    pg->all_reduce(t)->wait();
+    right = t.item<int64_t>();
+  }
+  return static_cast<double>(right) / static_cast<double>(std::max<int64_t>(test.size(), 1));
 }
 
 }  // namespace
@@ -99,10 +111,24 @@ int train_main(const std::string& model_name, const TrainConfig& c,
     // The checkpoint is written after the first epoch: an unwritable path fails now, not then.
     if (!c.save.empty()) check_can_write(c.save, "--save");
     if (c.threads > 0) set_num_threads(c.threads);
+    // Under ember-run (or torchrun, srun, mpirun) with several processes: data-parallel
+    // training. --batch-size stays the global batch; each rank takes its share of every
+    // step (DistributedSampler), DDP averages the gradients, rank 0 alone prints and saves.
+    const comm::LaunchInfo launch = comm::launch_info_from_env();
+    const int world = launch.world_size;
+    std::shared_ptr<comm::ProcessGroup> pg;
+    if (world > 1) {
+      EMBER_CHECK(c.batch_size % world == 0, "--batch-size ", c.batch_size, " must divide evenly among the ", world,
+                  " processes (each takes batch-size / ", world, " samples of every step)");
+      pg = comm::init_process_group(launch);
+    }
+    const bool lead = launch.rank == 0;
+    const int64_t rank_batch = c.batch_size / world;
+
     std::string dev = c.device;
     if (dev == "auto") {
       dev = default_device_name();
-      if (dev == "cpu") std::printf("no CUDA device found: training on the cpu\n");
+      if (dev == "cpu" && lead) std::printf("no CUDA device found: training on the cpu\n");
     }
     const Device device = Device::parse(dev);
     if (device.is_cuda()) {
@@ -136,17 +162,24 @@ int train_main(const std::string& model_name, const TrainConfig& c,
       EMBER_CHECK(meta.count("model") && meta["model"] == model_name, "--resume: '", c.resume, "' holds a ",
                   meta.count("model") ? meta["model"] : std::string("?"), " model, not ", model_name);
       first_epoch = std::stoll(meta.at("epoch"));
-      std::printf("resumed from %s after epoch %lld\n", c.resume.c_str(), static_cast<long long>(first_epoch));
+      if (lead)
+        std::printf("resumed from %s after epoch %lld\n", c.resume.c_str(), static_cast<long long>(first_epoch));
     }
+    std::unique_ptr<comm::DistributedDataParallel> ddp;
+    if (pg) ddp = std::make_unique<comm::DistributedDataParallel>(model, pg);
 
-    data::DataLoader loader(train, {.batch_size = c.batch_size,
-                                    .shuffle = true,
-                                    .seed = c.seed,
-                                    .pin_memory = device.is_cuda() && train.data().device().is_cpu()});
+    data::DataLoaderOptions loader_options{.batch_size = rank_batch,
+                                           .shuffle = true,
+                                           .seed = c.seed,
+                                           .pin_memory = device.is_cuda() && train.data().device().is_cpu()};
+    if (pg)
+      loader_options.sampler = std::make_shared<data::DistributedSampler>(
+          train.size(), pg->rank(), world, data::DistributedSamplerOptions{.seed = c.seed});
+    data::DataLoader loader(train, loader_options);
     data::DevicePrefetcher batches(loader, device);
     nn::CrossEntropyLoss criterion;
     memory::CachingAllocator& mem = device_allocator(device);
-    const bool tty = isatty(STDOUT_FILENO) && !c.json;
+    const bool tty = isatty(STDOUT_FILENO) && !c.json && lead;
     if (!c.max_memory.empty()) {
       const std::size_t budget = parse_memory_size(c.max_memory, device);
       mem.empty_cache();
@@ -156,26 +189,30 @@ int train_main(const std::string& model_name, const TrainConfig& c,
     auto write_snapshot = [&](const std::string& what, bool after_progress_bar) {
       save_memory_snapshot(c.memory_snapshot, device);
       mem.record_history(0);
-      std::printf("%swrote the memory of %s to %s\n", after_progress_bar ? "\n" : "", what.c_str(),
+      if (lead) std::printf("%swrote the memory of %s to %s\n", after_progress_bar ? "\n" : "", what.c_str(),
                   c.memory_snapshot.c_str());
     };
     reset_peak_memory_stats(device);
     // Samples the current attempt classified right, counted on the device: reading
     // results back every step would make the host wait for each step.
     Tensor correct_in_step;
-    optim::MicroBatcher batcher(model->parameters(), device, {.on_attempt = [&] { correct_in_step = {}; }});
+    optim::MicroBatchOptions mb_options{.on_attempt = [&] { correct_in_step = {}; }};
+    if (pg) mb_options.agree = comm::min_over_ranks(pg);  // every rank splits its batch alike
+    optim::MicroBatcher batcher(model->parameters(), device, mb_options);
     const bool bf16 = c.precision == "bf16";
     auto piece_loss = [&](const Tensor& x, const Tensor& y) {
       std::optional<AutocastScope> autocast;  // the forward only; backward follows its dtypes
       if (bf16) autocast.emplace(kBFloat16);
-      Tensor logits = (*model)(x);
+      Tensor logits = ddp ? ddp->forward(x) : (*model)(x);
       Tensor right = sum(eq(argmax(logits.detach(), 1), y));
       correct_in_step = correct_in_step.defined() ? add(correct_in_step, right) : right;
       return criterion(logits, y);
     };
     int64_t micro_batch = 0, retries = 0;
     // Evaluation goes in batches of the step's pieces: it then needs less memory than a step.
-    auto test_accuracy = [&] { return evaluate(*model, test, micro_batch > 0 ? micro_batch : c.batch_size, bf16); };
+    auto test_accuracy = [&] {
+      return evaluate(*model, test, micro_batch > 0 ? micro_batch : c.batch_size, bf16, pg.get());
+    };
     // Raw allocations (new segments) during training steps after the first: in steady
     // state the cache serves every step, and this stays 0.
     int64_t raw_allocs_after_first = 0, first_step_done = 0;
@@ -194,10 +231,17 @@ int train_main(const std::string& model_name, const TrainConfig& c,
         const int64_t n = batch->data.size(0);
         Tensor loss;  // the step's mean loss, on the device
         if (c.auto_microbatch) {
-          const optim::MicroBatchResult r = batcher.backward(batch->data, batch->target, piece_loss);
+          optim::MicroBatchResult r;
+          if (ddp) {  // accumulate locally, exchange once per step
+            auto no_sync = ddp->no_sync();
+            r = batcher.backward(batch->data, batch->target, piece_loss);
+          } else {
+            r = batcher.backward(batch->data, batch->target, piece_loss);
+          }
+          if (ddp) ddp->sync_gradients();
           loss = scalar_tensor(r.loss, {kFloat64, device});
           retries += r.retries;
-          if (r.micro_batch != micro_batch && r.micro_batch < batch->data.size(0))
+          if (lead && r.micro_batch != micro_batch && r.micro_batch < batch->data.size(0))
             std::printf("%sout of memory: continuing with micro-batches of %lld samples (batch %lld)\n", tty ? "\n" : "",
                         static_cast<long long>(r.micro_batch), static_cast<long long>(batch->data.size(0)));
           micro_batch = r.micro_batch;
@@ -208,6 +252,7 @@ int train_main(const std::string& model_name, const TrainConfig& c,
           l.backward();
           loss = l.detach();
         }
+        if (ddp) ddp->synchronize();  // at once: backward's last gradient completed the exchange
         opt->step();
         loss_sum = add(loss_sum, mul(loss.to(kFloat64), Scalar(static_cast<double>(n))));
         correct = add(correct, correct_in_step);
@@ -220,8 +265,17 @@ int train_main(const std::string& model_name, const TrainConfig& c,
           progress(e, c.epochs, step, loader.batches_per_epoch(), loss_sum.item<double>() / static_cast<double>(seen));
       }
       // The epoch's last results arrive when the device has done its work: read them first.
-      const double epoch_loss_sum = loss_sum.item<double>();
-      const int64_t epoch_correct = correct.item<int64_t>();
+      double epoch_loss_sum = loss_sum.item<double>();
+      int64_t epoch_correct = correct.item<int64_t>();
+      if (pg) {  // the epoch's figures over all ranks
+        Tensor t = tensor({epoch_loss_sum, static_cast<double>(seen), static_cast<double>(epoch_correct)},
+                          {kFloat64, Device::cpu()});
+        pg->all_reduce(t)->wait();
+        const auto v = t.to_vector<double>();
+        epoch_loss_sum = v[0];
+        seen = static_cast<int64_t>(v[1]);
+        epoch_correct = static_cast<int64_t>(v[2]);
+      }
       const double secs = seconds_since(t0);
       if (tty) std::printf("\n");
       epoch_seconds.push_back(secs);
@@ -233,18 +287,20 @@ int train_main(const std::string& model_name, const TrainConfig& c,
       if (c.profile) stop_op_profiler();
       epoch_accuracy.push_back(test_accuracy());
       if (c.profile) start_op_profiler(/*resume=*/true);
-      std::printf("epoch %lld/%lld: loss %.4f, train accuracy %.2f%%, test accuracy %.2f%%, %.0f samples/s, %.2f s\n",
+      if (lead)
+        std::printf("epoch %lld/%lld: loss %.4f, train accuracy %.2f%%, test accuracy %.2f%%, %.0f samples/s, %.2f s\n",
                   static_cast<long long>(e + 1), static_cast<long long>(c.epochs), last_loss,
                   100.0 * static_cast<double>(epoch_correct) / static_cast<double>(std::max<int64_t>(seen, 1)),
                   100.0 * epoch_accuracy.back(), static_cast<double>(seen) / secs, secs);
-      if (!c.save.empty())
+      if (!c.save.empty() && lead)
         optim::save_checkpoint(c.save, *model, opt.get(), {{"model", model_name}, {"epoch", std::to_string(e + 1)}});
     }
-    if (c.profile) std::printf("%s", format_op_profile(stop_op_profiler(), train_time).c_str());
+    if (c.profile && lead) std::printf("%s", format_op_profile(stop_op_profiler(), train_time).c_str());
     if (!c.memory_snapshot.empty() && c.memory_snapshot_steps == 0) write_snapshot("the whole run", false);
     const double accuracy = epoch_accuracy.empty() ? test_accuracy() : epoch_accuracy.back();
-    std::printf("test accuracy %.2f%%\n", 100.0 * accuracy);
-    if (c.json) {
+    if (pg) pg->barrier()->wait();  // rank 0 serves the store: it leaves last
+    if (lead) std::printf("test accuracy %.2f%%\n", 100.0 * accuracy);
+    if (c.json && lead) {
       nlohmann::json j = {{"model", model_name},
                           {"test_accuracy", accuracy},
                           {"train_loss", last_loss},
@@ -261,7 +317,8 @@ int train_main(const std::string& model_name, const TrainConfig& c,
                           {"device", device.str()},
                           {"threads", get_num_threads()},
                           {"cpu_isa", cpu_vector_isa()},
-                          {"seed", c.seed}};
+                          {"seed", c.seed},
+                          {"world_size", world}};
       std::printf("%s\n", j.dump().c_str());
     }
   } catch (const Error& e) {

@@ -1,0 +1,57 @@
+// Rendezvous from the environment: which rank this process is, how many there are and
+// where rank 0's store listens, from the variables a launcher sets.
+//
+// Read in this order (the first family present wins, so ember-run or torchrun inside an
+// srun allocation is not overruled by Slurm's own variables):
+//   torchrun / ember-run  RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE
+//   OpenMPI (mpirun)      OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE
+//   Slurm (srun)          SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_TASKS_PER_NODE
+//   none                  one process: rank 0 of 1
+// MASTER_ADDR (default under Slurm: the first host of SLURM_JOB_NODELIST; on one node:
+// 127.0.0.1) and MASTER_PORT (default 29500) locate rank 0's TcpStore. Keys are prefixed
+// by the job (EMBER_RUN_ID, TORCHELASTIC_RUN_ID or SLURM_JOB_ID) and the restart
+// (EMBER_RESTART_COUNT or TORCHELASTIC_RESTART_COUNT), so a restarted group never reads
+// a previous attempt's keys. EMBER_COMM_TIMEOUT_S sets the timeout. A missing, malformed
+// or contradictory variable is an ember::Error naming it.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "comm/process_group.h"
+
+namespace ember::comm {
+
+struct LaunchInfo {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  int local_world_size = 1;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  std::string launcher = "none";  // "torchrun", "openmpi", "slurm" or "none"
+  std::string job_id = "ember";
+  int restart = 0;
+  Duration timeout = kDefaultTimeout;
+};
+
+// Looks a variable up; the default reads the process environment.
+using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
+std::optional<std::string> process_env(const std::string& name);
+
+LaunchInfo launch_info_from_env(const EnvLookup& env = process_env);
+
+// The first host of a Slurm node list: "gpu[03-05,9],cpu1" -> "gpu03".
+std::string first_slurm_host(const std::string& nodelist);
+
+// Joins the job `info` describes: rank 0 serves a TcpStore on master_port, the others
+// connect to master_addr:master_port; keys under job_id/restart. World size 1 needs no
+// network (an in-process store).
+std::shared_ptr<ProcessGroup> init_process_group(const LaunchInfo& info);
+inline std::shared_ptr<ProcessGroup> init_process_group_from_env() {
+  return init_process_group(launch_info_from_env());
+}
+
+}  // namespace ember::comm

@@ -1,0 +1,61 @@
+// Helpers for tests that run ranks as real processes: this test binary started again
+// with one test selected and RANK / WORLD_SIZE / MASTER_PORT set; the worker test skips
+// itself unless EMBER_TEST_WORKER is set.
+#pragma once
+
+#include <netinet/in.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+extern char** environ;
+
+namespace ember::comm::testing {
+
+// A port that was free a moment ago: bind port 0 and read it back.
+inline int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+// Starts this binary running only `test` with the extra variables; returns its pid.
+inline pid_t spawn_self(const std::string& test, const std::vector<std::string>& extra_env) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) env.emplace_back(*e);
+  for (const auto& e : extra_env) env.push_back(e);
+  env.push_back("EMBER_TEST_WORKER=1");
+  std::vector<char*> envp;
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::string exe = "/proc/self/exe", filter = "--gtest_filter=" + test;
+  char* argv[] = {exe.data(), filter.data(), nullptr};
+  pid_t pid = -1;
+  if (::posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv, envp.data()) != 0) return -1;
+  return pid;
+}
+
+// The exit status of each pid (-1: killed by a signal).
+inline std::vector<int> wait_all(const std::vector<pid_t>& pids) {
+  std::vector<int> codes;
+  for (pid_t p : pids) {
+    int status = 0;
+    ::waitpid(p, &status, 0);
+    codes.push_back(WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+  }
+  return codes;
+}
+
+inline bool is_worker() { return std::getenv("EMBER_TEST_WORKER") != nullptr; }
+
+}  // namespace ember::comm::testing
