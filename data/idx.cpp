@@ -110,7 +110,7 @@ void write_idx(const std::string& path, const Tensor& t, bool gzip) {
   std::vector<unsigned char> bytes = {0, 0, kUByte, static_cast<unsigned char>(t.dim())};
   for (int64_t n : t.shape())
     for (int s = 24; s >= 0; s -= 8) bytes.push_back(static_cast<unsigned char>(uint32_t(n) >> s));
-  Tensor c = t.contiguous();
+  const Tensor c = t.contiguous().to(Device::cpu());  // a device tensor is read through a copy
   const auto* p = static_cast<const unsigned char*>(c.data_ptr());
   bytes.insert(bytes.end(), p, p + c.numel());
 
