@@ -82,6 +82,7 @@ void add_train_flags(CLI::App& app, TrainConfig& c) {
   app.add_option("--seed", c.seed, "seed of the initialisation and the shuffle")->capture_default_str();
   app.add_option("--threads", c.threads, "CPU threads (default: EMBER_NUM_THREADS or all cores)");
   app.add_option("--limit-train", c.limit_train, "use only the first N training images");
+  app.add_option("--limit-test", c.limit_test, "evaluate on the first N test images only");
   app.add_option("--save", c.save, "write a checkpoint here after every epoch");
   app.add_option("--resume", c.resume, "continue from this checkpoint");
   app.add_flag("--json", c.json, "end with one JSON line of results");
@@ -146,6 +147,7 @@ int train_main(const std::string& model_name, const TrainConfig& c,
     empty_cache(device);
     if (c.limit_train > 0) train = train.head(c.limit_train);
     data::TensorDataset test = data::load_fashion_mnist(c.data, false);
+    if (c.limit_test > 0) test = test.head(c.limit_test);
     empty_cache(device);
     if (device.is_cuda()) {
       // The test set is read whole after every epoch: it lives on the device.

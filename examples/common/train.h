@@ -24,6 +24,7 @@ struct TrainConfig {
   uint64_t seed = 1;
   int threads = 0;
   int64_t limit_train = 0;
+  int64_t limit_test = 0;
   std::string save, resume;
   bool json = false;
   bool profile = false;

@@ -52,7 +52,8 @@ TEST(Distributed, MlpUnderEmberRunMatchesOneProcess) {
   if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist")) GTEST_SKIP() << "no Fashion-MNIST";
   const auto dir = std::filesystem::temp_directory_path() / ("ember_dist_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
-  const std::string flags = " --limit-train 1024 --batch-size 64 --epochs 1 --optimizer sgd --lr 0.05 --json --save ";
+  // On the CPU: Gloo exchanges CPU tensors (an emulated CUDA device would be --device auto's pick).
+  const std::string flags = " --device cpu --limit-train 1024 --batch-size 64 --epochs 1 --optimizer sgd --lr 0.05 --json --save ";
   const int port = free_port();
   auto [two, rc2] = run(std::string(EMBER_RUN_BIN) + " --nproc-per-node 2 --master-port " + std::to_string(port) + " " +
                         EMBER_MLP_BIN + flags + (dir / "two.safetensors").string() + " 2>&1");
