@@ -109,13 +109,16 @@ void bias_relu(const GemmProblem<T, T>& p, const T* bias, bool relu, cudaStream_
 // --- cuBLASLt ---------------------------------------------------------------------------
 #if !defined(EMBER_CUDA_EMULATED)
 
-#define EMBER_CUBLAS_CHECK(call)                                                                                   \
-  do {                                                                                                             \
-    const cublasStatus_t ember_st_ = (call);                                                                       \
-    if (ember_st_ != CUBLAS_STATUS_SUCCESS)                                                                        \
-      EMBER_FAIL("cuBLASLt call ", #call, " failed at ", __FILE__, ":", __LINE__, ": ",                     \
-                 cublasGetStatusString(ember_st_), " (", int(ember_st_), ")");                                     \
-  } while (0)
+}  // namespace
+
+// EMBER_CUDA_CHECK's overload for cuBLASLt's status (outside the unnamed namespace: the
+// macro's qualified name finds overloads of ember::kernels::cuda itself only).
+inline void check_status(cublasStatus_t st, const char* call, const char* file, int line) {
+  if (st != CUBLAS_STATUS_SUCCESS)
+    EMBER_FAIL("cuBLASLt call ", call, " failed at ", file, ":", line, ": ", cublasGetStatusString(st), " (", int(st), ")");
+}
+
+namespace {
 
 // The most workspace an algorithm may ask for: cuBLASLt's recommendation for Hopper
 // (smaller ones rule out some split-K kernels); a call allocates what its pick needs.
@@ -127,7 +130,7 @@ cublasLtHandle_t lt_handle(int device) {
   static std::mutex mu;
   EMBER_CHECK(device >= 0 && device < kMaxDevices, "cublaslt: device ", device, " out of range");
   std::lock_guard lock(mu);
-  if (!handles[device]) EMBER_CUBLAS_CHECK(cublasLtCreate(&handles[device]));  // lives for the process
+  if (!handles[device]) EMBER_CUDA_CHECK(cublasLtCreate(&handles[device]));  // lives for the process
   return handles[device];
 }
 
@@ -147,16 +150,16 @@ struct LtCall {
 
 template <class T>
 void set_attr(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const T& v) {
-  EMBER_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, attr, &v, sizeof(v)));
+  EMBER_CUDA_CHECK(cublasLtMatmulDescSetAttribute(d, attr, &v, sizeof(v)));
 }
 
 cublasLtMatrixLayout_t lt_layout(cudaDataType_t type, int64_t rows, int64_t cols, int64_t ld, int64_t batch,
                                  int64_t stride) {
   cublasLtMatrixLayout_t l;
-  EMBER_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, type, uint64_t(rows), uint64_t(cols), ld));
+  EMBER_CUDA_CHECK(cublasLtMatrixLayoutCreate(&l, type, uint64_t(rows), uint64_t(cols), ld));
   const int32_t count = int32_t(batch);
-  EMBER_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
-  EMBER_CUBLAS_CHECK(
+  EMBER_CUDA_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+  EMBER_CUDA_CHECK(
       cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
   return l;
 }
@@ -172,7 +175,7 @@ uint32_t alignment_of(const void* p, int64_t stride, int64_t batch, std::size_t 
 }
 
 void set_pref(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attr, uint32_t v) {
-  EMBER_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &v, sizeof(v)));
+  EMBER_CUDA_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &v, sizeof(v)));
 }
 
 // Column-major, cuBLASLt computes D (n x m) = op(B') (n x k) op(A') (k x m) with B' our B
@@ -192,7 +195,7 @@ void gemm_cublaslt(const GemmProblem<T, T>& p, const T* bias, bool relu, int dev
   const cudaDataType_t scale_type = kDouble ? CUDA_R_64F : CUDA_R_32F;
   EMBER_CHECK(p.batch <= INT32_MAX, "cublaslt: batch ", p.batch, " exceeds 2^31 - 1");
   LtCall call;
-  EMBER_CUBLAS_CHECK(cublasLtMatmulDescCreate(&call.op, compute, scale_type));
+  EMBER_CUDA_CHECK(cublasLtMatmulDescCreate(&call.op, compute, scale_type));
   const cublasOperation_t op_first = p.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_second = p.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   set_attr(call.op, CUBLASLT_MATMUL_DESC_TRANSA, op_first);
@@ -229,15 +232,15 @@ void gemm_cublaslt(const GemmProblem<T, T>& p, const T* bias, bool relu, int dev
   } else {
     lock.unlock();
     const uint64_t max_ws = kCublasLtWorkspace;
-    EMBER_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&call.pref));
-    EMBER_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(call.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+    EMBER_CUDA_CHECK(cublasLtMatmulPreferenceCreate(&call.pref));
+    EMBER_CUDA_CHECK(cublasLtMatmulPreferenceSetAttribute(call.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                             &max_ws, sizeof(max_ws)));
     set_pref(call.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_b);  // cuBLASLt's A is our B
     set_pref(call.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_a);
     set_pref(call.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_c);
     set_pref(call.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_c);
     int found = 0;
-    EMBER_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle, call.op, call.a, call.b, call.c, call.c, call.pref, 1,
+    EMBER_CUDA_CHECK(cublasLtMatmulAlgoGetHeuristic(handle, call.op, call.a, call.b, call.c, call.c, call.pref, 1,
                                                       &heuristic, &found));
     EMBER_CHECK(found > 0, "cublaslt: no algorithm for m ", p.m, ", n ", p.n, ", k ", p.k, ", batch ", p.batch);
     lock.lock();
@@ -246,7 +249,7 @@ void gemm_cublaslt(const GemmProblem<T, T>& p, const T* bias, bool relu, int dev
   lock.unlock();
   DeviceScratch workspace(device, stream, heuristic.workspaceSize);
   const Scale alpha = 1, beta = Scale(p.beta);
-  EMBER_CUBLAS_CHECK(cublasLtMatmul(handle, call.op, &alpha, p.b, call.a, p.a, call.b, &beta, p.c, call.c, p.c, call.c,
+  EMBER_CUDA_CHECK(cublasLtMatmul(handle, call.op, &alpha, p.b, call.a, p.a, call.b, &beta, p.c, call.c, p.c, call.c,
                                     &heuristic.algo, workspace.get(), heuristic.workspaceSize, stream));
   if (!fused) bias_relu(p, bias, relu, stream);
 }

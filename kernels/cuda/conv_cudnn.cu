@@ -18,14 +18,15 @@
 #include "kernels/cuda/variants.h"
 
 namespace ember::kernels::cuda {
-namespace {
 
-#define EMBER_CUDNN_CHECK(call)                                                                                  \
-  do {                                                                                                           \
-    const cudnnStatus_t ember_st_ = (call);                                                                      \
-    if (ember_st_ != CUDNN_STATUS_SUCCESS)                                                                       \
-      EMBER_FAIL("cuDNN call ", #call, " failed at ", __FILE__, ":", __LINE__, ": ", cudnnGetErrorString(ember_st_)); \
-  } while (0)
+// EMBER_CUDA_CHECK's overload for cuDNN's status (outside the unnamed namespace: the
+// macro's qualified name finds overloads of ember::kernels::cuda itself only).
+inline void check_status(cudnnStatus_t st, const char* call, const char* file, int line) {
+  if (st != CUDNN_STATUS_SUCCESS)
+    EMBER_FAIL("cuDNN call ", call, " failed at ", file, ":", line, ": ", cudnnGetErrorString(st));
+}
+
+namespace {
 
 // The largest workspace an algorithm may ask for; bigger ones are passed over.
 constexpr std::size_t kMaxWorkspace = std::size_t(1) << 30;
@@ -36,8 +37,8 @@ constexpr std::size_t kMaxWorkspace = std::size_t(1) << 30;
 cudnnHandle_t handle_for(int device, cudaStream_t stream) {
   thread_local std::map<int, cudnnHandle_t> handles;
   cudnnHandle_t& h = handles[device];
-  if (!h) EMBER_CUDNN_CHECK(cudnnCreate(&h));
-  EMBER_CUDNN_CHECK(cudnnSetStream(h, stream));
+  if (!h) EMBER_CUDA_CHECK(cudnnCreate(&h));
+  EMBER_CUDA_CHECK(cudnnSetStream(h, stream));
   return h;
 }
 
@@ -72,27 +73,27 @@ struct Descriptors {
     const auto& xs = x_t.shape();
     const auto& ws = w_t.shape();
     const auto& ys = y_t.shape();
-    EMBER_CUDNN_CHECK(cudnnCreateTensorDescriptor(&x));
-    EMBER_CUDNN_CHECK(cudnnCreateTensorDescriptor(&y));
-    EMBER_CUDNN_CHECK(cudnnCreateTensorDescriptor(&bias));
-    EMBER_CUDNN_CHECK(cudnnCreateFilterDescriptor(&w));
-    EMBER_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv));
-    EMBER_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, type, as_int(xs[0], "N"), as_int(xs[1], "C"),
+    EMBER_CUDA_CHECK(cudnnCreateTensorDescriptor(&x));
+    EMBER_CUDA_CHECK(cudnnCreateTensorDescriptor(&y));
+    EMBER_CUDA_CHECK(cudnnCreateTensorDescriptor(&bias));
+    EMBER_CUDA_CHECK(cudnnCreateFilterDescriptor(&w));
+    EMBER_CUDA_CHECK(cudnnCreateConvolutionDescriptor(&conv));
+    EMBER_CUDA_CHECK(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, type, as_int(xs[0], "N"), as_int(xs[1], "C"),
                                                  as_int(xs[2], "H"), as_int(xs[3], "W")));
-    EMBER_CUDNN_CHECK(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NCHW, type, as_int(ys[0], "N"), as_int(ys[1], "O"),
+    EMBER_CUDA_CHECK(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NCHW, type, as_int(ys[0], "N"), as_int(ys[1], "O"),
                                                  as_int(ys[2], "OH"), as_int(ys[3], "OW")));
-    EMBER_CUDNN_CHECK(cudnnSetTensor4dDescriptor(bias, CUDNN_TENSOR_NCHW, type, 1, as_int(ys[1], "O"), 1, 1));
-    EMBER_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w, type, CUDNN_TENSOR_NCHW, as_int(ws[0], "O"), as_int(ws[1], "C/G"),
+    EMBER_CUDA_CHECK(cudnnSetTensor4dDescriptor(bias, CUDNN_TENSOR_NCHW, type, 1, as_int(ys[1], "O"), 1, 1));
+    EMBER_CUDA_CHECK(cudnnSetFilter4dDescriptor(w, type, CUDNN_TENSOR_NCHW, as_int(ws[0], "O"), as_int(ws[1], "C/G"),
                                                  as_int(ws[2], "kh"), as_int(ws[3], "kw")));
-    EMBER_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(
+    EMBER_CUDA_CHECK(cudnnSetConvolution2dDescriptor(
         conv, as_int(p.padding[0], "padding"), as_int(p.padding[1], "padding"), as_int(p.stride[0], "stride"),
         as_int(p.stride[1], "stride"), as_int(p.dilation[0], "dilation"), as_int(p.dilation[1], "dilation"),
         CUDNN_CROSS_CORRELATION, compute));
-    EMBER_CUDNN_CHECK(cudnnSetConvolutionGroupCount(conv, as_int(p.groups, "groups")));
+    EMBER_CUDA_CHECK(cudnnSetConvolutionGroupCount(conv, as_int(p.groups, "groups")));
     // float32 without TF32 must stay off the tensor cores; 16-bit types want them.
     if (dt == DType::Float32) math = allow_tf32() ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
     if (dt == DType::Float16 || dt == DType::BFloat16) math = CUDNN_TENSOR_OP_MATH;
-    EMBER_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, math));
+    EMBER_CUDA_CHECK(cudnnSetConvolutionMathType(conv, math));
     key = {int64_t(dt), xs[0], xs[1], xs[2], xs[3], ws[0], ws[2], ws[3], p.stride[0], p.stride[1], p.padding[0],
            p.padding[1], p.dilation[0], p.dilation[1], p.groups, int64_t(math), conv_deterministic(),
            x_t.device().index, 0};
@@ -163,11 +164,11 @@ void cudnn_conv2d(const Tensor& out, const Tensor& in, const Tensor& weight, con
   const cudnnHandle_t h = handle_for(dev, scope.stream());
   Descriptors d(in, weight, out, p);
   const Choice c = choose<cudnnConvolutionFwdAlgoPerf_t>(d, 0, "conv2d", [&](int n, int* got, auto* perf) {
-    EMBER_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y, n, got, perf));
+    EMBER_CUDA_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y, n, got, perf));
   });
   const DeviceScratch ws(dev, scope.stream(), c.workspace);
   const Scale s(out.dtype());
-  EMBER_CUDNN_CHECK(cudnnConvolutionForward(h, s.one(), d.x, in.data_ptr(), d.w, weight.data_ptr(), d.conv,
+  EMBER_CUDA_CHECK(cudnnConvolutionForward(h, s.one(), d.x, in.data_ptr(), d.w, weight.data_ptr(), d.conv,
                                             cudnnConvolutionFwdAlgo_t(c.algo), ws.get(), c.workspace, s.zero(), d.y,
                                             out.data_ptr()));
 }
@@ -179,11 +180,11 @@ void cudnn_conv2d_backward_input(const Tensor& gin, const Tensor& gout, const Te
   Descriptors d(gin, weight, gout, p);
   const Choice c =
       choose<cudnnConvolutionBwdDataAlgoPerf_t>(d, 1, "conv2d_backward_input", [&](int n, int* got, auto* perf) {
-        EMBER_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w, d.y, d.conv, d.x, n, got, perf));
+        EMBER_CUDA_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w, d.y, d.conv, d.x, n, got, perf));
       });
   const DeviceScratch ws(dev, scope.stream(), c.workspace);
   const Scale s(gin.dtype());
-  EMBER_CUDNN_CHECK(cudnnConvolutionBackwardData(h, s.one(), d.w, weight.data_ptr(), d.y, gout.data_ptr(), d.conv,
+  EMBER_CUDA_CHECK(cudnnConvolutionBackwardData(h, s.one(), d.w, weight.data_ptr(), d.y, gout.data_ptr(), d.conv,
                                                  cudnnConvolutionBwdDataAlgo_t(c.algo), ws.get(), c.workspace,
                                                  s.zero(), d.x, gin.data_ptr()));
 }
@@ -196,15 +197,15 @@ void cudnn_conv2d_backward_weight(const Tensor& gw, const Tensor& gb, const Tens
   Descriptors d(in, gw, gout, p);
   const Choice c =
       choose<cudnnConvolutionBwdFilterAlgoPerf_t>(d, 2, "conv2d_backward_weight", [&](int n, int* got, auto* perf) {
-        EMBER_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x, d.y, d.conv, d.w, n, got, perf));
+        EMBER_CUDA_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x, d.y, d.conv, d.w, n, got, perf));
       });
   const DeviceScratch ws(dev, scope.stream(), c.workspace);
   const Scale s(gw.dtype());
-  EMBER_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, s.one(), d.x, in.data_ptr(), d.y, gout.data_ptr(), d.conv,
+  EMBER_CUDA_CHECK(cudnnConvolutionBackwardFilter(h, s.one(), d.x, in.data_ptr(), d.y, gout.data_ptr(), d.conv,
                                                    cudnnConvolutionBwdFilterAlgo_t(c.algo), ws.get(), c.workspace,
                                                    s.zero(), d.w, gw.data_ptr()));
   if (gb.defined())
-    EMBER_CUDNN_CHECK(cudnnConvolutionBackwardBias(h, s.one(), d.y, gout.data_ptr(), s.zero(), d.bias, gb.data_ptr()));
+    EMBER_CUDA_CHECK(cudnnConvolutionBackwardBias(h, s.one(), d.y, gout.data_ptr(), s.zero(), d.bias, gb.data_ptr()));
 }
 
 }  // namespace ember::kernels::cuda

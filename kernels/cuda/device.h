@@ -14,14 +14,16 @@
 
 namespace ember::kernels::cuda {
 
-// Raises ember::Error naming the call, where it was made and CUDA's own message.
+// The one check for every CUDA runtime, cuBLASLt and cuDNN call: raises ember::Error
+// naming the call, where it was made and the library's own message. Each library's
+// status type has its overload of check_status (cuBLASLt's in blas.cu, cuDNN's in
+// conv_cudnn.cu, beside their headers).
 [[noreturn]] void cuda_failed(cudaError_t err, const char* call, const char* file, int line);
+inline void check_status(cudaError_t err, const char* call, const char* file, int line) {
+  if (err != cudaSuccess) cuda_failed(err, call, file, line);
+}
 
-#define EMBER_CUDA_CHECK(call)                                                                        \
-  do {                                                                                                \
-    const cudaError_t ember_cuda_err_ = (call);                                                       \
-    if (ember_cuda_err_ != cudaSuccess) ::ember::kernels::cuda::cuda_failed(ember_cuda_err_, #call, __FILE__, __LINE__); \
-  } while (0)
+#define EMBER_CUDA_CHECK(call) ::ember::kernels::cuda::check_status((call), #call, __FILE__, __LINE__)
 
 // Makes `device` current for the scope and restores the caller's device after.
 class DeviceGuard {
