@@ -20,8 +20,9 @@ struct Mlp {
   }
 };
 
-// Mean cross-entropy of logits [B, 10] against int64 labels [B].
-ember::Tensor cross_entropy(const ember::Tensor& logits, const ember::Tensor& labels) {
+// Mean cross-entropy of logits [B, 10] against int64 labels [B], written out (ember's
+// own is ember::cross_entropy; a same-named function here would be ambiguous by ADL).
+ember::Tensor mean_cross_entropy(const ember::Tensor& logits, const ember::Tensor& labels) {
   ember::Tensor logp = ember::log_softmax(logits, 1);
   ember::Tensor picked = ember::gather(logp, 1, labels.unsqueeze(1));
   return -ember::mean(picked);
@@ -35,7 +36,7 @@ double run_step(uint64_t seed) {
   ember::Tensor logits = net.forward(x);
   ember::Tensor probs = ember::softmax(logits, -1);
   ember::Tensor accuracy = ember::mean(ember::eq(ember::argmax(probs, 1), labels).to(ember::kFloat32));
-  ember::Tensor loss = cross_entropy(logits, labels);
+  ember::Tensor loss = mean_cross_entropy(logits, labels);
   return loss.item() + 0.0 * accuracy.item() + 0.0 * ember::sum(probs).item();
 }
 
