@@ -137,7 +137,7 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size, Pro
 ProcessGroup::~ProcessGroup() = default;
 
 std::string ProcessGroup::next_key(const std::string& what) {
-  return "k" + std::to_string(keys_.fetch_add(1)) + "/" + what;
+  return detail::str("k", keys_.fetch_add(1), "/", what);
 }
 
 void ProcessGroup::set_backend(DeviceType type, std::unique_ptr<Backend> backend) {

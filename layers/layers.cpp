@@ -10,7 +10,7 @@
 namespace ember::nn {
 namespace {
 
-std::string pair_str(Pair p) { return "(" + std::to_string(p.first) + ", " + std::to_string(p.second) + ")"; }
+std::string pair_str(Pair p) { return detail::str("(", p.first, ", ", p.second, ")"); }
 std::string pool_str(const char* kind, const Pool2dOptions& o) {
   return std::string(kind) + "(kernel_size=" + pair_str(o.kernel_size) + ", stride=" +
          pair_str(o.stride.value_or(o.kernel_size)) + ", padding=" + pair_str(o.padding) + ")";

@@ -185,15 +185,15 @@ cudaError_t fail(cudaError_t e) {
   return e;
 }
 
-[[maybe_unused]] cudaError_t sticky() { return runtime().failed.load() ? fail(cudaErrorLaunchFailure) : cudaSuccess; }
+[[maybe_unused]] [[maybe_unused]] cudaError_t sticky() { return runtime().failed.load() ? fail(cudaErrorLaunchFailure) : cudaSuccess; }
 
-[[maybe_unused]] bool valid_device(int d) {
+[[maybe_unused]] [[maybe_unused]] bool valid_device(int d) {
   Runtime& r = runtime();
   std::lock_guard lock(r.mu);
   return d >= 0 && d < static_cast<int>(r.devices.size());
 }
 
-[[maybe_unused]] void worker_loop(CUstream_st* s) {
+[[maybe_unused]] [[maybe_unused]] void worker_loop(CUstream_st* s) {
   current_device = s->device;
   std::unique_lock lock(s->mu);
   for (;;) {
@@ -258,7 +258,7 @@ bool in_device_memory(const void* p) {
   return static_cast<const char*>(p) < it->first + it->second.bytes;
 }
 
-[[maybe_unused]] bool in_pinned_memory(const void* p) {
+[[maybe_unused]] [[maybe_unused]] bool in_pinned_memory(const void* p) {
   Runtime& r = runtime();
   std::lock_guard lock(r.mu);
   return r.pinned.count(p) != 0;  // copies from pinned buffers start at their allocation (the caching allocator's blocks do not)
