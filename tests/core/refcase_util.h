@@ -32,7 +32,8 @@ struct RefFile {
   int64_t num_cases = 0;
 
   json meta(int64_t i) const { return json::parse(st.metadata.at("case" + std::to_string(i))); }
-  const Tensor& field(int64_t i, const std::string& f) const { return st.at("case" + std::to_string(i) + "." + f); }
+  // On the device the tests run on (EMBER_TEST_DEVICE), where the ops under test run.
+  Tensor field(int64_t i, const std::string& f) const { return st.at("case" + std::to_string(i) + "." + f).to(default_device()); }
   bool has(int64_t i, const std::string& f) const { return st.contains("case" + std::to_string(i) + "." + f); }
 };
 

@@ -32,7 +32,7 @@ Step step(bool bf16) {
   auto model = cnn();
   Generator gen(9);
   const Tensor x = rand({128, 1, 28, 28}, kFloat32, &gen), y = randint(0, 10, {128}, kInt64, &gen);
-  memory::CachingAllocator& host = memory::host_allocator();
+  memory::CachingAllocator& host = device_allocator(default_device());  // the tests' device
   const int64_t start = host.stats().allocated_bytes[memory::kAllPools].current;
   host.reset_peak_stats();
   Step s;

@@ -31,7 +31,7 @@ struct Trace {
 };
 
 Trace run(nn::Module& net, const Tensor& x0, bool input_grad) {
-  memory::CachingAllocator& host = memory::host_allocator();
+  memory::CachingAllocator& host = device_allocator(default_device());  // the tests' device
   Tensor x = input_grad ? x0.detach().set_requires_grad() : x0;
   manual_seed(77);  // the dropout draws
   const int64_t start = host.stats().allocated_bytes[memory::kAllPools].current;

@@ -100,7 +100,7 @@ TEST(Fusion, ReluBeforeAPoolAllocatesNoFullSizeOutput) {
   nn::Sequential s{std::make_shared<nn::Conv2d>(1, 8, nn::Pair{3, 3}, nn::Pair{1, 1}, nn::Pair{1, 1}),
                    std::make_shared<nn::ReLU>(), std::make_shared<nn::MaxPool2d>(Pool2dOptions{.kernel_size = {2, 2}})};
   Tensor x = randn({4, 1, 16, 16});
-  const memory::CachingAllocator& host = memory::host_allocator();
+  const memory::CachingAllocator& host = device_allocator(default_device());  // the tests' device
   auto live_after_forward = [&](bool fuse) {
     s.set_fusion(fuse);
     const int64_t before = host.stats().allocated_bytes[memory::kAllPools].current;

@@ -55,12 +55,12 @@ struct Trained {
 Trained train(std::optional<std::size_t> budget, optim::MicroBatchOptions options = {}) {
   auto model = make_mlp(kFloat64);
   optim::SGD opt(model->parameters(), optim::SGD::Options{.lr = 0.01, .momentum = 0.9});
-  optim::MicroBatcher batcher(model->parameters(), Device::cpu(), std::move(options));
+  optim::MicroBatcher batcher(model->parameters(), default_device(), std::move(options));
   Generator gen(5);
   const Tensor data = randn({kBatch, 256}, kFloat64, &gen), target = randint(0, 10, {kBatch}, kInt64, &gen);
   nn::CrossEntropyLoss ce;
   auto loss = [&](const Tensor& x, const Tensor& y) { return ce((*model)(x), y); };
-  memory::CachingAllocator& host = memory::host_allocator();
+  memory::CachingAllocator& host = device_allocator(default_device());  // the tests' device
   // The optimizer's state first (a step on zero gradients leaves the parameters as they
   // are), so that it is part of what the cap is measured from, and lies packed beside the
   // model and the data rather than among a step's freed activations.
@@ -133,12 +133,12 @@ TEST(MicroBatch, PiecesGiveTheBatchGradient) {
   const Tensor x = randn({kBatch, 256}, kFloat64, &gen), y = randint(0, 10, {kBatch}, kInt64, &gen);
   nn::CrossEntropyLoss ce;
   auto loss = [&](const Tensor& a, const Tensor& b) { return ce((*model)(a), b); };
-  optim::MicroBatcher whole(model->parameters(), Device::cpu());
+  optim::MicroBatcher whole(model->parameters(), default_device());
   whole.backward(x, y, loss);
   std::vector<Tensor> full;
   for (const Tensor& p : model->parameters()) full.push_back(p.grad().clone());
   int calls = 0;
-  optim::MicroBatcher pieces(model->parameters(), Device::cpu(),
+  optim::MicroBatcher pieces(model->parameters(), default_device(),
                              {.agree = [&](int64_t p) { return ++calls == 1 ? std::min<int64_t>(p, 300) : p; }});
   EXPECT_EQ(pieces.backward(x, y, loss).pieces, 4);
   std::vector<Tensor> got;
@@ -151,8 +151,8 @@ TEST(MicroBatch, PiecesGiveTheBatchGradient) {
 
 TEST(MicroBatch, OneSampleThatDoesNotFitIsAnError) {
   auto model = make_mlp();
-  optim::MicroBatcher batcher(model->parameters(), Device::cpu());
-  memory::CachingAllocator& host = memory::host_allocator();
+  optim::MicroBatcher batcher(model->parameters(), default_device());
+  memory::CachingAllocator& host = device_allocator(default_device());  // the tests' device
   host.empty_cache();
   host.set_memory_limit(static_cast<std::size_t>(host.stats().reserved_bytes[memory::kAllPools].current));
   const Tensor x = zeros({8, 256}), y = zeros({8}, kInt64);
@@ -171,13 +171,13 @@ TEST(BatchSize, FindsTheLargestBatchThatFitsAndLeavesNothingBehind) {
   Generator gen(5);
   const Tensor data = randn({kBatch, 256}, kFloat32, &gen), target = randint(0, 10, {kBatch}, kInt64, &gen);
   auto step = [&](int64_t b) { ce((*model)(data.narrow(0, 0, b)), target.narrow(0, 0, b)).backward(); };
-  memory::CachingAllocator& host = memory::host_allocator();
+  memory::CachingAllocator& host = device_allocator(default_device());  // the tests' device
   step(kBatch);  // warm up, so what a step leaves (nothing) is what the search leaves
   for (const Tensor& p : model->parameters()) p.set_grad({});
   host.empty_cache();
   const int64_t allocated = host.stats().allocated_bytes[memory::kAllPools].current;
   host.set_memory_limit(static_cast<std::size_t>(host.stats().reserved_bytes[memory::kAllPools].current) + 6 * MiB);
-  const optim::BatchSizeSearch found = optim::find_max_batch(step, model->parameters(), Device::cpu(), kBatch);
+  const optim::BatchSizeSearch found = optim::find_max_batch(step, model->parameters(), default_device(), kBatch);
   EXPECT_GT(found.batch, 1);
   EXPECT_LT(found.batch, kBatch);
   EXPECT_LE(found.trials, 24);
