@@ -65,11 +65,13 @@ __global__ void __launch_bounds__(256) gemm_plain_kernel(GemmArgs<T, T> g, bool 
     const T* a = g.a + b * g.stride_a;
     const T* bm = g.b + b * g.stride_b;
     T* c = g.c + b * g.stride_c + m * g.ldc + n;
-    T acc = g.beta != 0 ? *c : T(0);
+    // 16-bit operands are summed in float32 and rounded once, as cuBLASLt's 16-bit GEMM does.
+    using C = compute_t<T>;
+    C acc = g.beta != 0 ? widen(*c) : C(0);
     for (int64_t k = 0; k < g.k; ++k)
-      acc += T((ta ? a[k * g.lda + m] : a[m * g.lda + k]) * (tb ? bm[n * g.ldb + k] : bm[k * g.ldb + n]));
-    if (bias) acc += bias[n];
-    *c = relu_if(acc, relu);
+      acc += C(widen(ta ? a[k * g.lda + m] : a[m * g.lda + k]) * widen(tb ? bm[n * g.ldb + k] : bm[k * g.ldb + n]));
+    if (bias) acc += widen(bias[n]);
+    *c = round_to<T>(relu_if(acc, relu));
   }
 }
 
@@ -264,7 +266,7 @@ const float* widened(const T* x, int64_t n, DeviceScratch& buf, cudaStream_t str
   return buf.get<float>();
 }
 
-// 16-bit operands where no 16-bit GEMM runs (emulation, the SGEMM variants): A, B and the
+// 16-bit operands under the hand-written SGEMM variants (which take float32): A, B and the
 // bias widened to float32 scratch, the float32 GEMM, C rounded once. C must be contiguous.
 template <class T>
 void gemm_through_float(const GemmProblem<T, T>& p, const T* bias, bool relu, int device, cudaStream_t stream) {
@@ -298,6 +300,10 @@ void gemm(const GemmProblem<T, T>& p, const T* bias, bool relu, int device, cuda
   if constexpr (is_16bit_float_v<T>) {
 #if !defined(EMBER_CUDA_EMULATED)
     if (variant <= 0 && p.k > 0) return gemm_cublaslt(p, bias, relu, device, stream);
+#else
+    // The emulated device's stand-in for cuBLASLt's 16-bit GEMM: it reads the 16-bit
+    // operands as they are, so memory behaves as on a GPU (no float32 copies).
+    if (variant <= 0) return gemm_plain(p, bias, relu, stream);
 #endif
     return gemm_through_float(p, bias, relu, device, stream);
   }
