@@ -45,7 +45,11 @@ class Training : public ::testing::Test {
     data::write_idx((dir_ / "train-images-idx3-ubyte.gz").string(), bytes, true);
     data::write_idx((dir_ / "train-labels-idx1-ubyte.gz").string(), labels.to(kUInt8), true);
   }
-  TensorDataset dataset() const { return data::load_fashion_mnist(dir_.string(), true); }
+  // Loaded on the host, then kept on the tests' device, where the model trains.
+  TensorDataset dataset() const {
+    const TensorDataset host = data::load_fashion_mnist(dir_.string(), true);
+    return {host.data().to(default_device()), host.targets().to(default_device())};
+  }
   std::string path(const std::string& n) const { return (dir_ / n).string(); }
   fs::path dir_;
 };
