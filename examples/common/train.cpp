@@ -127,11 +127,18 @@ int train_main(const std::string& model_name, const TrainConfig& c,
     const int64_t rank_batch = c.batch_size / world;
 
     std::string dev = c.device;
-    if (dev == "auto") {
+    if (dev == "auto" && pg) {
+      // Several processes exchange gradients through Gloo, which takes CPU tensors; the
+      // NCCL backend for CUDA tensors is not built yet.
+      dev = "cpu";
+    } else if (dev == "auto") {
       dev = default_device_name();
       if (dev == "cpu" && lead) std::printf("no CUDA device found: training on the cpu\n");
     }
     const Device device = Device::parse(dev);
+    EMBER_CHECK(!(pg && device.is_cuda()), "--device ", dev,
+                ": data-parallel training on CUDA devices needs the NCCL backend, which this version lacks; "
+                "use --device cpu (or auto) with several processes");
     if (device.is_cuda()) {
       const int count = cuda_device_count();
       EMBER_CHECK(device.index < count, "--device ", dev, ": ",
