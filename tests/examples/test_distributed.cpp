@@ -14,20 +14,13 @@
 
 #include "core/ops.h"
 #include "core/safetensors.h"
+#include "tests/examples/run_util.h"
 
 namespace ember {
 namespace {
 
-// stdout of `cmd` and its exit status.
-std::pair<std::string, int> run(const std::string& cmd) {
-  std::string out;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int status = ::pclose(p);
-  return {out, WIFEXITED(status) ? WEXITSTATUS(status) : -1};
-}
+using test::last_line;
+using test::run;
 
 // A port that was free a moment ago (bind port 0, read it back), for rank 0's store.
 int free_port() {
@@ -42,11 +35,6 @@ int free_port() {
   return ntohs(a.sin_port);
 }
 
-std::string last_line(const std::string& s) {
-  size_t end = s.find_last_not_of('\n');
-  size_t start = s.rfind('\n', end);
-  return s.substr(start == std::string::npos ? 0 : start + 1, end - (start == std::string::npos ? 0 : start + 1) + 1);
-}
 
 TEST(Distributed, MlpUnderEmberRunMatchesOneProcess) {
   if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist")) GTEST_SKIP() << "no Fashion-MNIST";

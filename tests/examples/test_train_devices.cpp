@@ -20,28 +20,17 @@
 #include <string>
 
 #include "core/device.h"
+#include "tests/examples/run_util.h"
 
 namespace ember {
 namespace {
 
+using test::run;
+
 constexpr double kSameLoss = 1e-4;  // Note [Comparing the CPU's and the CUDA device's training]
 const char* const kData = "/usr/share/datasets/fashion-mnist";
 
-std::pair<std::string, int> run(const std::string& cmd) {
-  std::string out;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int status = ::pclose(p);
-  return {out, WIFEXITED(status) ? WEXITSTATUS(status) : -1};
-}
-
-nlohmann::json last_json(const std::string& out) {
-  const size_t end = out.find_last_not_of('\n');
-  const size_t start = out.rfind('\n', end);
-  return nlohmann::json::parse(out.substr(start == std::string::npos ? 0 : start + 1));
-}
+nlohmann::json last_json(const std::string& out) { return nlohmann::json::parse(test::last_line(out)); }
 
 #define NEED_CUDA_AND_DATA()                                                                   \
   do {                                                                                         \
