@@ -5,9 +5,9 @@
 // empty_cache gives the memory back.
 #include <gtest/gtest.h>
 
-#if __has_include(<cuda_runtime_api.h>)
+// EMBER_TEST_HAS_CUDART: the build links a CUDA runtime, real or emulated (tests/CMakeLists.txt).
+#if defined(EMBER_TEST_HAS_CUDART)
 #include <cuda_runtime_api.h>  // to hold device memory outside ember, as another library would
-#define EMBER_TEST_HAS_CUDART 1
 #endif
 
 #include "core/device_runtime.h"
