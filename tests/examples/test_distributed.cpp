@@ -2,8 +2,6 @@
 // line says world_size 2, and the saved parameters equal the single-process run's
 // (same global batch, same samples per step) to float32 rounding.
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +12,7 @@
 
 #include "core/ops.h"
 #include "core/safetensors.h"
+#include "tests/comm/process_util.h"
 #include "tests/examples/run_util.h"
 
 namespace ember {
@@ -21,19 +20,8 @@ namespace {
 
 using test::last_line;
 using test::run;
+using comm::testing::free_port;
 
-// A port that was free a moment ago (bind port 0, read it back), for rank 0's store.
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
 
 
 TEST(Distributed, MlpUnderEmberRunMatchesOneProcess) {
