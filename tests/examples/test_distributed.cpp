@@ -1,6 +1,7 @@
-// The MLP example under ember-run with two processes: only rank 0 reports, the --json
-// line says world_size 2, and the saved parameters equal the single-process run's
-// (same global batch, same samples per step) to float32 rounding.
+// The MLP example under ember-run with two processes, on the CPU (Gloo) and on two CUDA
+// devices (NCCL; in the emulated build, two emulated devices and the emulated NCCL): only
+// rank 0 reports, the --json line says world_size 2, and the saved parameters equal the
+// single-process run's (same global batch, same samples per step) to float32 rounding.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -24,17 +25,29 @@ using comm::testing::free_port;
 
 
 
-TEST(Distributed, MlpUnderEmberRunMatchesOneProcess) {
+class Distributed : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Distributed, MlpUnderEmberRunMatchesOneProcess) {
   if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist")) GTEST_SKIP() << "no Fashion-MNIST";
-  const auto dir = std::filesystem::temp_directory_path() / ("ember_dist_" + std::to_string(::getpid()));
+  const std::string device = GetParam();
+  std::string env;  // for the commands
+  if (device == "cuda") {
+#if EMBER_CUDA_EMULATED
+    env = "EMBER_EMU_DEVICES=2 ";
+#else
+    if (cuda_device_count() < 2) GTEST_SKIP() << "needs 2 CUDA devices";
+#endif
+  }
+  const auto dir = std::filesystem::temp_directory_path() / ("ember_dist_" + device + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
-  // On the CPU: Gloo exchanges CPU tensors (an emulated CUDA device would be --device auto's pick).
-  const std::string flags = " --device cpu --limit-train 1024 --batch-size 64 --epochs 1 --optimizer sgd --lr 0.05 --json --save ";
+  const std::string flags = " --device " + device +
+                            " --limit-train 1024 --limit-test 512 --batch-size 64 --epochs 1 --optimizer sgd --lr 0.05 "
+                            "--json --save ";
   const int port = free_port();
-  auto [two, rc2] = run(std::string(EMBER_RUN_BIN) + " --nproc-per-node 2 --master-port " + std::to_string(port) + " " +
+  auto [two, rc2] = run(env + EMBER_RUN_BIN + " --nproc-per-node 2 --master-port " + std::to_string(port) + " " +
                         EMBER_MLP_BIN + flags + (dir / "two.safetensors").string() + " 2>&1");
   ASSERT_EQ(rc2, 0) << two;
-  auto [one, rc1] = run(std::string(EMBER_MLP_BIN) + flags + (dir / "one.safetensors").string() + " 2>&1");
+  auto [one, rc1] = run(env + EMBER_MLP_BIN + flags + (dir / "one.safetensors").string() + " 2>&1");
   ASSERT_EQ(rc1, 0) << one;
 
   EXPECT_EQ(two.find("[rank 1]"), std::string::npos) << "rank 1 printed:\n" << two;
@@ -61,16 +74,20 @@ TEST(Distributed, MlpUnderEmberRunMatchesOneProcess) {
   std::filesystem::remove_all(dir);
 }
 
+INSTANTIATE_TEST_SUITE_P(Device, Distributed, ::testing::Values("cpu", "cuda"),
+                         [](const auto& info) { return info.param; });
+
 // Multi-node on one machine: two ember-run invocations (--nnodes 2, --node-rank 0 and 1,
 // 127.0.0.1) form one job of two ranks.
-TEST(Distributed, TwoEmberRunNodesFormOneJob) {
+TEST(DistributedNodes, TwoEmberRunNodesFormOneJob) {
   if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist")) GTEST_SKIP() << "no Fashion-MNIST";
   const std::string port = std::to_string(free_port());
   // A short timeout: if one side fails, the other gives up soon instead of after 300 s.
   const std::string node = std::string("EMBER_COMM_TIMEOUT_S=30 ") + EMBER_RUN_BIN +
                            " --nproc-per-node 1 --nnodes 2 --master-addr 127.0.0.1 " +
                            "--master-port " + port + " --node-rank ";
-  const std::string prog = std::string(" ") + EMBER_MLP_BIN + " --limit-train 512 --batch-size 64 --json";
+  // The CPU: both "nodes" are this machine, which has (at most) one emulated GPU for both.
+  const std::string prog = std::string(" ") + EMBER_MLP_BIN + " --device cpu --limit-train 512 --batch-size 64 --json";
   auto [out, rc] = run("(" + node + "1" + prog + " > /dev/null 2>&1 &) ; " + node + "0" + prog + " 2>&1");
   ASSERT_EQ(rc, 0) << out;
   auto j = nlohmann::json::parse(last_line(out).substr(9));
