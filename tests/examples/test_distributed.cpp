@@ -25,11 +25,14 @@ using comm::testing::free_port;
 
 
 
-class Distributed : public ::testing::TestWithParam<std::string> {};
+// (example binary, device)
+class Distributed : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
 
-TEST_P(Distributed, MlpUnderEmberRunMatchesOneProcess) {
+TEST_P(Distributed, UnderEmberRunMatchesOneProcess) {
   if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist")) GTEST_SKIP() << "no Fashion-MNIST";
-  const std::string device = GetParam();
+  const auto& [example, device] = GetParam();
+  const bool cnn = example == "cnn";
+  const std::string bin = cnn ? EMBER_CNN_BIN : EMBER_MLP_BIN;
   std::string env;  // for the commands
   if (device == "cuda") {
 #if EMBER_CUDA_EMULATED
@@ -38,16 +41,19 @@ TEST_P(Distributed, MlpUnderEmberRunMatchesOneProcess) {
     if (cuda_device_count() < 2) GTEST_SKIP() << "needs 2 CUDA devices";
 #endif
   }
-  const auto dir = std::filesystem::temp_directory_path() / ("ember_dist_" + device + std::to_string(::getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("ember_dist_" + example + device + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
+  // The CNN's steps cost 10x the MLP's: fewer of them.
   const std::string flags = " --device " + device +
-                            " --limit-train 1024 --limit-test 512 --batch-size 64 --epochs 1 --optimizer sgd --lr 0.05 "
-                            "--json --save ";
+                            (cnn ? " --limit-train 256 --limit-test 128 --batch-size 32"
+                                 : " --limit-train 1024 --limit-test 512 --batch-size 64") +
+                            " --epochs 1 --optimizer sgd --lr 0.05 --json --save ";
   const int port = free_port();
-  auto [two, rc2] = run(env + EMBER_RUN_BIN + " --nproc-per-node 2 --master-port " + std::to_string(port) + " " +
-                        EMBER_MLP_BIN + flags + (dir / "two.safetensors").string() + " 2>&1");
+  auto [two, rc2] = run(env + EMBER_RUN_BIN + " --nproc-per-node 2 --master-port " + std::to_string(port) + " " + bin +
+                        flags + (dir / "two.safetensors").string() + " 2>&1");
   ASSERT_EQ(rc2, 0) << two;
-  auto [one, rc1] = run(env + EMBER_MLP_BIN + flags + (dir / "one.safetensors").string() + " 2>&1");
+  auto [one, rc1] = run(env + bin + flags + (dir / "one.safetensors").string() + " 2>&1");
   ASSERT_EQ(rc1, 0) << one;
 
   EXPECT_EQ(two.find("[rank 1]"), std::string::npos) << "rank 1 printed:\n" << two;
@@ -58,9 +64,9 @@ TEST_P(Distributed, MlpUnderEmberRunMatchesOneProcess) {
   EXPECT_NEAR(j["train_loss"].get<double>(), nlohmann::json::parse(last_line(one))["train_loss"].get<double>(), 1e-4);
 
   // Same steps on the same samples: the parameters differ only by the order of float32
-  // sums (each rank sums 32 samples, then the two halves are averaged): float32's 6e-8
-  // relative rounding per gradient, over 16 SGD steps of lr 0.05. Measured: 4.5e-8 at
-  // most. 1e-5 leaves room for other CPUs' summation orders and is far below what a
+  // sums (each rank sums its half of the batch, then the two halves are averaged):
+  // float32's 6e-8 relative rounding per gradient, over 8 or 16 SGD steps of lr 0.05.
+  // Measured for the MLP on the CPU: 4.5e-8 at most. 1e-5 leaves room for other CPUs' summation orders and is far below what a
   // wrong shard or a missing average gives (weights move by 1e-3 and more).
   auto a = load_safetensors((dir / "two.safetensors").string()), b = load_safetensors((dir / "one.safetensors").string());
   ASSERT_EQ(a.tensors.size(), b.tensors.size());
@@ -74,8 +80,9 @@ TEST_P(Distributed, MlpUnderEmberRunMatchesOneProcess) {
   std::filesystem::remove_all(dir);
 }
 
-INSTANTIATE_TEST_SUITE_P(Device, Distributed, ::testing::Values("cpu", "cuda"),
-                         [](const auto& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(Examples, Distributed,
+                         ::testing::Combine(::testing::Values("mlp", "cnn"), ::testing::Values("cpu", "cuda")),
+                         [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
 
 // Multi-node on one machine: two ember-run invocations (--nnodes 2, --node-rank 0 and 1,
 // 127.0.0.1) form one job of two ranks.
