@@ -98,7 +98,9 @@ figure() {  # figure MODEL LOG: "epoch s, accuracy" from the --json line
 figures=()
 if [ -d "$data" ]; then
   for model in mlp cnn; do
-    step "example_$model" 180 "$build/examples/ember_$model" --device cuda --data "$data" --data-on-device --epochs 2 --json
+    # cuDNN's algorithms timed, as the PyTorch peer's cudnn.benchmark=True
+    step "example_$model" 180 env EMBER_CUDNN_BENCHMARK=1 "$build/examples/ember_$model" --device cuda --data "$data" \
+      --data-on-device --epochs 2 --json
     figures+=("| ember $model, epoch 2 | $(figure "$model" "$build/example_$model.log") |")
   done
 else
