@@ -73,10 +73,8 @@ struct Config {
   Link link;
 };
 const Config kConfigs[] = {
-    {"8 H200, NVLink", 8, {470e9, 20e-6}},
-    {"64 H200, IB 1 NIC", 64, {48e9, 50e-6}},
-    {"64 H200, IB 8 rails", 64, {350e9, 50e-6}},
-    {"512 H200, IB 1 NIC", 512, {48e9, 100e-6}},
+    {"8 H200, NVLink", 8, {470e9, 20e-6}},          {"64 H200, IB 1 NIC", 64, {48e9, 50e-6}},
+    {"64 H200, IB 8 rails", 64, {350e9, 50e-6}},    {"512 H200, IB 1 NIC", 512, {48e9, 100e-6}},
     {"512 H200, IB 8 rails", 512, {350e9, 100e-6}},
 };
 
@@ -104,11 +102,12 @@ ModelSpec make_spec(const std::string& name) {
   auto relu = [] { return other(std::make_shared<ReLU>()); };
   auto pool = [] { return other(std::make_shared<MaxPool2d>(Pool2dOptions{.kernel_size = {2, 2}})); };
   if (name == "mlp")
-    return {name, {other(std::make_shared<Flatten>()), linear(784, 512), relu(), linear(512, 256), relu(),
-                   linear(256, 10)}};
+    return {name,
+            {other(std::make_shared<Flatten>()), linear(784, 512), relu(), linear(512, 256), relu(), linear(256, 10)}};
   if (name == "cnn")
-    return {name, {conv3x3(1, 32, 28), relu(), pool(), conv3x3(32, 64, 14), relu(), pool(),
-                   other(std::make_shared<Flatten>()), linear(3136, 128), relu(), linear(128, 10)}};
+    return {name,
+            {conv3x3(1, 32, 28), relu(), pool(), conv3x3(32, 64, 14), relu(), pool(),
+             other(std::make_shared<Flatten>()), linear(3136, 128), relu(), linear(128, 10)}};
   ModelSpec s{name, {other(std::make_shared<Flatten>()), linear(784, 4096), relu()}};
   for (int i = 0; i < 3; ++i) s.layers.insert(s.layers.end(), {linear(4096, 4096), relu()});
   s.layers.push_back(linear(4096, 10));
@@ -155,7 +154,8 @@ Measured measure(const std::string& model_name, Device device, int64_t batch, in
   double cum = 0;
   for (size_t l = spec.layers.size(); l-- > 0;) {
     const Layer& layer = spec.layers[l];
-    const bool first = std::none_of(spec.layers.begin(), spec.layers.begin() + l, [](const Layer& x) { return x.fwd_flops > 0; });
+    const bool first =
+        std::none_of(spec.layers.begin(), spec.layers.begin() + l, [](const Layer& x) { return x.fwd_flops > 0; });
     cum += layer.fwd_flops * batch * (first ? 1 : 2);
     m.fwd_flops += layer.fwd_flops * batch;
     for (const Tensor& p : layer.module->parameters()) cum_of_param[p.impl_ptr().get()] = cum;
@@ -255,7 +255,9 @@ void print_timeline(const std::string& model, const Measured& m, const std::stri
               m.buckets.size(), where.c_str());
   std::printf("forward %.3f ms, backward %.3f ms, optimizer (Adam) %.3f ms, one rank's step %.3f ms\n",
               tl.forward_s * 1e3, tl.backward_s * 1e3, tl.optimizer_s * 1e3, tl.single_rank_s() * 1e3);
-  std::printf("| bucket | parameters | bytes | ready at (ms into backward) | its share of backward (ms) | est. backward GFLOP |\n");
+  std::printf(
+      "| bucket | parameters | bytes | ready at (ms into backward) | its share of backward (ms) | est. backward GFLOP "
+      "|\n");
   std::printf("|---:|---|---:|---:|---:|---:|\n");
   double prev = 0, prev_flops = 0;
   for (size_t k = 0; k < tl.buckets.size(); ++k) {
@@ -271,8 +273,9 @@ void print_timeline(const std::string& model, const Measured& m, const std::stri
 
 void print_prediction(const StepTimeline& tl, const char* label) {
   std::printf("\nprediction from %s (T(1) = %.3f ms):\n", label, tl.single_rank_s() * 1e3);
-  std::printf("| configuration | N | busbw GB/s | alpha us | all-reduce total ms | exchange ends (ms into backward) "
-              "| T(N) ms | efficiency | T(N) no overlap ms | efficiency no overlap |\n");
+  std::printf(
+      "| configuration | N | busbw GB/s | alpha us | all-reduce total ms | exchange ends (ms into backward) "
+      "| T(N) ms | efficiency | T(N) no overlap ms | efficiency no overlap |\n");
   std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const Config& c : kConfigs) {
     const auto a = bench::predict_step(tl, c.ranks, c.link, true), n = bench::predict_step(tl, c.ranks, c.link, false);
@@ -334,30 +337,38 @@ int main(int argc, char** argv) {
   double gpu_eff = 0.5;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
-    if (a == "--device") device_name = v;
-    else if (a == "--batch") batch = std::max<int64_t>(1, std::atoll(v.c_str()));
-    else if (a == "--steps") steps = std::max(1, std::atoi(v.c_str()));
-    else if (a == "--scaling-steps") scaling_steps = std::max(0, std::atoi(v.c_str()));
-    else if (a == "--ranks") ranks = std::max(2, std::atoi(v.c_str()));
-    else if (a == "--gpu-efficiency") gpu_eff = std::atof(v.c_str());
+    if (a == "--device")
+      device_name = v;
+    else if (a == "--batch")
+      batch = std::max<int64_t>(1, std::atoll(v.c_str()));
+    else if (a == "--steps")
+      steps = std::max(1, std::atoi(v.c_str()));
+    else if (a == "--scaling-steps")
+      scaling_steps = std::max(0, std::atoi(v.c_str()));
+    else if (a == "--ranks")
+      ranks = std::max(2, std::atoi(v.c_str()));
+    else if (a == "--gpu-efficiency")
+      gpu_eff = std::atof(v.c_str());
     else {
       std::fprintf(stderr, "ember_bench_ddp: unknown flag %s\n", a.c_str());
       return 2;
     }
   }
   const Device device = Device::parse(device_name);
-  std::printf("# DDP step timeline and scaling: device %s, batch %lld per rank, median of %d steps after 2 warm-ups; "
-              "%u cores, %d threads\n",
-              device.str().c_str(), static_cast<long long>(batch), steps, std::thread::hardware_concurrency(),
-              get_num_threads());
+  std::printf(
+      "# DDP step timeline and scaling: device %s, batch %lld per rank, median of %d steps after 2 warm-ups; "
+      "%u cores, %d threads\n",
+      device.str().c_str(), static_cast<long long>(batch), steps, std::thread::hardware_concurrency(),
+      get_num_threads());
   for (const std::string name : {"mlp", "cnn", "mlp-large"}) {
     const Measured m = measure(name, device, batch, name == "mlp-large" ? std::max(3, steps / 2) : steps);
     print_timeline(name, m, "measured on " + device.str());
     print_prediction(m.tl, ("the times measured on " + device.str()).c_str());
     const StepTimeline est = h200_estimate(m, gpu_eff);
-    std::printf("\nH200 ESTIMATE (not measured): FLOPs at %.0f%% of 67 TFLOP/s FP32, Adam at %.0f%% of 4.8 TB/s: "
-                "forward %.4f ms, backward %.4f ms, optimizer %.4f ms; bucket ready at",
-                100 * gpu_eff, 100 * gpu_eff, est.forward_s * 1e3, est.backward_s * 1e3, est.optimizer_s * 1e3);
+    std::printf(
+        "\nH200 ESTIMATE (not measured): FLOPs at %.0f%% of 67 TFLOP/s FP32, Adam at %.0f%% of 4.8 TB/s: "
+        "forward %.4f ms, backward %.4f ms, optimizer %.4f ms; bucket ready at",
+        100 * gpu_eff, 100 * gpu_eff, est.forward_s * 1e3, est.backward_s * 1e3, est.optimizer_s * 1e3);
     for (const auto& b : est.buckets) std::printf(" %.4f", b.ready_s * 1e3);
     std::printf(" ms\n");
     print_prediction(est, "the H200 ESTIMATE");
@@ -366,8 +377,10 @@ int main(int argc, char** argv) {
   if (scaling_steps > 0 && device.is_cpu()) {
     std::printf("\n# Measured with Gloo here: ranks as threads, one core each, batch %lld per rank, %d steps\n",
                 static_cast<long long>(batch), scaling_steps);
-    std::printf("| model | 1 rank samples/s | %d ranks samples/s | efficiency (N ranks / (N x 1 rank)) |\n|---|---:|---:|---:|\n",
-                ranks);
+    std::printf(
+        "| model | 1 rank samples/s | %d ranks samples/s | efficiency (N ranks / (N x 1 rank)) "
+        "|\n|---|---:|---:|---:|\n",
+        ranks);
     for (const std::string name : {"mlp", "cnn"}) {
       const double one = samples_per_second(name, 1, batch, scaling_steps);
       const double n = samples_per_second(name, ranks, batch, scaling_steps);

@@ -48,10 +48,10 @@ inline double allreduce_seconds(double bytes, int ranks, const Link& link) {
 }
 
 struct Prediction {
-  double comm_s = 0;             // sum of the buckets' all-reduce times
-  double exchange_end_s = 0;     // after backward began
-  double step_s = 0;             // T(N)
-  double efficiency = 0;         // T(1) / T(N)
+  double comm_s = 0;          // sum of the buckets' all-reduce times
+  double exchange_end_s = 0;  // after backward began
+  double step_s = 0;          // T(N)
+  double efficiency = 0;      // T(1) / T(N)
 };
 
 // overlap = false: every bucket's all-reduce waits for the end of backward.
@@ -79,8 +79,8 @@ inline void check_timeline_model() {
   const Link link{1e9, 0.5e-3};
   const Prediction a = predict_step(tl, 2, link, true), b = predict_step(tl, 2, link, false);
   auto near = [](double x, double y) { return std::fabs(x - y) < 1e-12; };
-  if (!near(a.exchange_end_s, 5.5e-3) || !near(a.step_s, 8.5e-3) || !near(b.step_s, 11e-3) ||
-      !near(a.comm_s, 4e-3) || !near(a.efficiency, 7.0 / 8.5) || predict_step(tl, 1, link, true).efficiency != 1.0) {
+  if (!near(a.exchange_end_s, 5.5e-3) || !near(a.step_s, 8.5e-3) || !near(b.step_s, 11e-3) || !near(a.comm_s, 4e-3) ||
+      !near(a.efficiency, 7.0 / 8.5) || predict_step(tl, 1, link, true).efficiency != 1.0) {
     std::fprintf(stderr, "bench_ddp: the timeline model's worked example fails (ddp_timeline.h)\n");
     std::abort();
   }
