@@ -8,6 +8,7 @@
 
 #include "base/error.h"
 #include "core/device_runtime.h"
+#include "core/dispatch.h"
 #include "kernels/cuda/indexing.cuh"
 
 namespace ember::kernels::cuda {
@@ -101,7 +102,7 @@ void raise_index_errors() {
     std::atomic_ref<unsigned int>(r->claimed).store(0);  // reported once
     const char* when = " (found on the device; raised at the first synchronization after the op)";
     if (e.op >= int(IndexOp::kFusedCheck))
-      throw Error(index_check_message(IndexCheck(e.op - int(IndexOp::kFusedCheck)), e.value, e.position, e.size) +
+      throw Error(kernels::index_check_message(kernels::IndexCheck(e.op - int(IndexOp::kFusedCheck)), e.value, e.position, e.size) +
                   when);
     EMBER_FAIL(kOps[e.op], ": index ", e.value, " is out of range for dim ", e.dim, " of size ", e.size, when);
   }
