@@ -20,6 +20,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <span>
 #include <vector>
 
@@ -97,6 +99,15 @@ using AdamUpdateFn = void(const Tensor& param, const Tensor& grad, const Tensor&
 // nothing when undefined (Note [Max-pool indices] in kernels/cpu/pool.cpp).
 using MaxPool2dFn = void(const Tensor& out, const Tensor& indices, const Tensor& in, const Pool2dParams& p);
 using AvgPool2dFn = void(const Tensor& out, const Tensor& in, const Pool2dParams& p);
+
+// The index checks of the fused ops: every element of `index` (int64, contiguous) that is
+// not `skip` lies in [0, size). A bad one is an ember::Error with
+// index_check_message(kind, value, position, size). The CPU raises it at once; the CUDA
+// backend checks on the device and raises it at the next synchronization with the host
+// (kernels/cuda/indexing.cuh), so a training step pays no synchronization for the check.
+enum class IndexCheck : int { kCrossEntropyTarget, kEmbeddingIndex, kEmbeddingBackwardIndex };
+std::string index_check_message(IndexCheck kind, int64_t value, int64_t position, int64_t size);
+using CheckIndexRangeFn = void(const Tensor& index, int64_t size, std::optional<int64_t> skip, IndexCheck kind);
 
 // Fused ops: one kernel where core once composed primitives (the CUDA backend has a
 // hand-written kernel for each; the CPU kernel computes the same formula). Floating
@@ -213,7 +224,8 @@ class OpStub : public OpStubBase {
   X(linspace, RangeFn) X(uniform, RandomFn) X(normal, RandomFn) X(randint, RandomFn)        \
   X(sum, ReduceFn) X(amax, ReduceFn) X(amin, ReduceFn) X(max_dim, ReduceIndexFn)            \
   X(min_dim, ReduceIndexFn) X(matmul, MatmulFn) X(linear, LinearFn) X(softmax, SoftmaxFn) X(log_softmax, SoftmaxFn) \
-  X(index_select, IndexFn) X(gather, IndexFn) X(scatter_add, ScatterFn) X(conv2d, Conv2dFn) \
+  X(index_select, IndexFn) X(gather, IndexFn) X(scatter_add, ScatterFn) X(check_index_range, CheckIndexRangeFn) \
+  X(conv2d, Conv2dFn) \
   X(conv2d_backward_input, Conv2dBackwardInputFn) X(conv2d_backward_weight, Conv2dBackwardWeightFn)    \
   X(max_pool2d, MaxPool2dFn) X(avg_pool2d, AvgPool2dFn) X(avg_pool2d_backward, AvgPool2dBackwardFn)   \
   X(max_pool2d_backward, MaxPool2dBackwardFn) \

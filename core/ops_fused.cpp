@@ -11,19 +11,18 @@
 namespace ember {
 namespace {
 
-// The indices of `t` (any integer dtype) as int64, checked to lie in [0, n) unless equal
-// to `skip`. The check reads a host copy: on a GPU that synchronizes, which is the price
-// of an ember::Error instead of garbage (the kernels never read out of range either way).
-Tensor checked_indices(const char* op, const char* what, const Tensor& t, int64_t n,
-                       std::optional<int64_t> skip = std::nullopt) {
-  EMBER_CHECK(t.dtype() == kInt64 || t.dtype() == kInt32, op, ": ", what, " must be int64 or int32, got ",
+// The indices of `t` (any integer dtype) as int64, checked by the backend to lie in
+// [0, n) unless equal to `skip` (on the CPU at once; on a GPU at the next synchronization:
+// kernels::CheckIndexRangeFn). The kernels never read out of range either way.
+Tensor checked_indices(const Tensor& t, int64_t n, kernels::IndexCheck kind, std::optional<int64_t> skip = std::nullopt) {
+  const char* op = kind == kernels::IndexCheck::kCrossEntropyTarget ? "cross_entropy"
+                   : kind == kernels::IndexCheck::kEmbeddingIndex   ? "embedding"
+                                                                    : "embedding_backward";
+  EMBER_CHECK(t.dtype() == kInt64 || t.dtype() == kInt32, op, ": ",
+              kind == kernels::IndexCheck::kCrossEntropyTarget ? "target" : "index", " must be int64 or int32, got ",
               dtype_name(t.dtype()));
   Tensor idx = t.to(kInt64).contiguous();
-  const Tensor host = idx.to(Device::cpu());
-  const int64_t* p = host.data<int64_t>();
-  for (int64_t i = 0; i < host.numel(); ++i)
-    EMBER_CHECK((skip && p[i] == *skip) || (p[i] >= 0 && p[i] < n), op, ": ", what, " ", p[i], " at position ", i,
-                " is out of range for ", n, skip ? " classes" : " rows");
+  if (idx.numel() > 0) kernels::check_index_range_stub(idx.device(), idx, n, skip, kind);
   return idx;
 }
 
@@ -59,7 +58,7 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, int64_t igno
   x = x.contiguous().reshape({-1, C});
   const int64_t n = x.size(0);
   EMBER_CHECK(n == 0 || C > 0, "cross_entropy: ", n, " rows of 0 classes");
-  const Tensor t = checked_indices("cross_entropy", "target", target, C, ignore_index).reshape({-1});
+  const Tensor t = checked_indices(target, C, kernels::IndexCheck::kCrossEntropyTarget, ignore_index).reshape({-1});
   const kernels::LossReduction r = to_kernel(reduction);
   const TensorOptions opts{dtype, x.device()};
   Tensor loss = reduction == Reduction::None ? empty({n}, opts) : empty({}, opts);
@@ -213,7 +212,7 @@ Tensor embedding_backward(const Tensor& grad_output, const Tensor& indices, int6
   EMBER_CHECK(num_weights >= 0, "embedding_backward: num_weights must be >= 0, got ", num_weights);
   EMBER_CHECK(!padding_idx || (*padding_idx >= 0 && *padding_idx < num_weights), "embedding_backward: padding_idx ",
               padding_idx.value_or(0), " is out of range for ", num_weights, " rows");
-  const Tensor idx = checked_indices("embedding_backward", "index", indices, num_weights).reshape({-1});
+  const Tensor idx = checked_indices(indices, num_weights, kernels::IndexCheck::kEmbeddingBackwardIndex).reshape({-1});
   return dense_embedding_grad(grad_output, idx, num_weights, padding_idx);
 }
 
@@ -228,7 +227,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int6
                 " is out of range for ", rows, " rows");
     if (*padding_idx < 0) *padding_idx += rows;
   }
-  const Tensor idx = checked_indices("embedding", "index", indices, rows);
+  const Tensor idx = checked_indices(indices, rows, kernels::IndexCheck::kEmbeddingIndex);
   Shape out_shape = indices.shape();
   out_shape.push_back(weight.size(1));
   Tensor out = index_select(weight.detach(), 0, idx.reshape({-1})).view(out_shape);

@@ -8,7 +8,8 @@
 #   4. the MLP and the CNN example, one epoch each on the GPU, data on the device;
 #   5. the PyTorch peer of the same two models (bench/peers/gpu_peer.py), eager and with
 #      a CUDA graph, when python3 has torch;
-#   6. the kernel and allocator benchmarks.
+#   6. the kernel and allocator benchmarks, and bench_ddp's per-bucket backward timeline on
+#      the GPU (it replaces the H200 estimate in docs/ddp-scaling.md with measurements).
 # Each step reports and the next still runs; the table at the end gives every result and
 # the examples' figures beside PyTorch's. Logs stay in BUILD_DIR.
 #
@@ -71,7 +72,7 @@ export CCACHE_BASEDIR=$root
 gen=()
 command -v ninja >/dev/null 2>&1 && gen=(-G Ninja)
 targets=(ember_tests_gpu ember_tests_cuda_gpu ember_tests_core ember_tests_layers ember_tests_optim ember_mlp ember_cnn
-         ember_bench_cuda_kernels ember_bench_allocator)
+         ember_bench_cuda_kernels ember_bench_allocator ember_bench_ddp)
 step build 420 bash -c "cmake -S '$root' -B '$build' ${gen[*]} -DCMAKE_BUILD_TYPE=Release -DEMBER_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES=native && cmake --build '$build' --parallel $(nproc) --target ${targets[*]}"
 
@@ -121,6 +122,9 @@ fi
 if [ -z "${EMBER_GPU_CHECK_QUICK:-}" ]; then
   step bench_allocator 120 "$build/bench/ember_bench_allocator"
   step bench_cuda_kernels 240 "$build/bench/ember_bench_cuda_kernels"
+  # Per-bucket ready times measured with CUDA events and the 8/64/512-GPU prediction from
+  # them (docs/ddp-scaling.md); the Gloo scaling part runs on the CPU only.
+  step bench_ddp 120 "$build/bench/ember_bench_ddp" --device cuda
 fi
 
 echo

@@ -1,4 +1,4 @@
-// CPU index_select, gather and scatter_add. Core passes int64 contiguous indices, and
+// CPU index_select, gather and scatter_add, and the fused ops' index checks. Core passes int64 contiguous indices, and
 // (for index_select) a contiguous input. Indices are checked here, as they are read:
 // an out-of-range index is an ember::Error naming it, never a wild read or write.
 #include <cstring>
@@ -86,9 +86,17 @@ void scatter_add_kernel(const Tensor& self, int64_t dim, const Tensor& index, co
   });
 }
 
+void check_index_range_kernel(const Tensor& index, int64_t size, std::optional<int64_t> skip, IndexCheck kind) {
+  const int64_t* idx = index.data<int64_t>();
+  for (int64_t i = 0; i < index.numel(); ++i)
+    if (!(skip && idx[i] == *skip) && (idx[i] < 0 || idx[i] >= size))
+      throw Error(index_check_message(kind, idx[i], i, size));
+}
+
 }  // namespace
 
 void register_indexing() {
+  check_index_range_stub.set(DeviceType::CPU, check_index_range_kernel);
   index_select_stub.set(DeviceType::CPU, index_select_kernel);
   gather_stub.set(DeviceType::CPU, gather_kernel);
   scatter_add_stub.set(DeviceType::CPU, scatter_add_kernel);

@@ -11,8 +11,9 @@
 // A target outside [0, C) that is not ignore_index is a caller error that the kernels do
 // not trap (a device-side trap would poison the context): the kernel never reads outside
 // the row; it writes NaN as that row's loss (so the mean and sum are NaN too, and the row
-// counts) and NaN throughout that row's gradient. Core checks targets on the host before
-// calling, as the CPU's nll_loss does, so a user sees an ember::Error naming the target.
+// counts) and NaN throughout that row's gradient. Core has the targets checked on the
+// device first (check_index_range, kernels/cuda/indexing.cuh), so a user sees an
+// ember::Error naming the target at the next synchronization.
 //
 // Precision: rows are read in their dtype and computed in float (double for float64).
 // Both passes take x - max first, which is exact near the max, so logits of magnitude 1e4

@@ -8,6 +8,7 @@
 
 #include "base/error.h"
 #include "core/device_runtime.h"
+#include "core/dispatch.h"
 #include "kernels/cuda/indexing.cuh"
 
 namespace ember::kernels::cuda {
@@ -99,8 +100,11 @@ void raise_index_errors() {
     if (r == nullptr || std::atomic_ref<unsigned int>(r->claimed).load() == 0) continue;
     const IndexError e = *r;
     std::atomic_ref<unsigned int>(r->claimed).store(0);  // reported once
-    EMBER_FAIL(kOps[e.op], ": index ", e.value, " is out of range for dim ", e.dim, " of size ", e.size,
-               " (found on the device; raised at the first synchronization after the op)");
+    const char* when = " (found on the device; raised at the first synchronization after the op)";
+    if (e.op >= int(IndexOp::kFusedCheck))
+      throw Error(kernels::index_check_message(kernels::IndexCheck(e.op - int(IndexOp::kFusedCheck)), e.value, e.position, e.size) +
+                  when);
+    EMBER_FAIL(kOps[e.op], ": index ", e.value, " is out of range for dim ", e.dim, " of size ", e.size, when);
   }
 }
 

@@ -18,37 +18,40 @@
 
 namespace ember::kernels::cuda {
 
-enum class IndexOp : int { kIndexSelect, kGather, kScatterAdd };
+// The index ops, then the fused ops' checks (kFusedCheck + int(kernels::IndexCheck)).
+enum class IndexOp : int { kIndexSelect, kGather, kScatterAdd, kFusedCheck };
 
 struct IndexError {
   unsigned int claimed;  // 0: no error; set once, by the first thread to find one
-  int op;                // an IndexOp
-  int64_t value, dim, size;
+  int op;                // an IndexOp, or kFusedCheck + an IndexCheck
+  int64_t value, dim, size, position;
 };
 
 // Memory-bound: reads 8 bytes per index; writes only on an error. (A template, as every
 // kernel in a header, so that every translation unit may include it.)
 template <class I>
 __global__ void __launch_bounds__(kBlockThreads)
-    check_indices_kernel(const I* __restrict__ index, int64_t n, int64_t size, int64_t dim, int op,
-                         IndexError* error) {
+    check_indices_kernel(const I* __restrict__ index, int64_t n, int64_t size, int64_t dim, int op, bool has_skip,
+                         int64_t skip, IndexError* error) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t v = index[i];
-    if ((v < 0 || v >= size) && atomicCAS(&error->claimed, 0u, 1u) == 0u) {
+    if ((v < 0 || v >= size) && !(has_skip && v == skip) && atomicCAS(&error->claimed, 0u, 1u) == 0u) {
       error->op = op;
       error->value = v;
       error->dim = dim;
       error->size = size;
+      error->position = i;
     }
   }
 }
 inline LaunchConfig index_config(int64_t n) {
   return LaunchConfig{dim3(grid_stride_blocks(n, kBlockThreads)), dim3(kBlockThreads), 0};
 }
-inline void check_indices(const int64_t* index, int64_t n, int64_t size, int64_t dim, IndexOp op, IndexError* error,
-                          cudaStream_t stream) {
+// Values equal to `skip` (when has_skip) pass: cross entropy's ignore_index.
+inline void check_indices(const int64_t* index, int64_t n, int64_t size, int64_t dim, int op, IndexError* error,
+                          cudaStream_t stream, bool has_skip = false, int64_t skip = 0) {
   constexpr auto kernel = &check_indices_kernel<int64_t>;  // the address instantiates it (GCC bug 53164)
-  if (n > 0) launch<kernel>(index_config(n), stream, index, n, size, dim, int(op), error);
+  if (n > 0) launch<kernel>(index_config(n), stream, index, n, size, dim, op, has_skip, skip, error);
 }
 
 // out[i] = in at position i of the index's shape with coordinate `dim` replaced by

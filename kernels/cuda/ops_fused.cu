@@ -126,7 +126,7 @@ void embedding_backward_kernel(const Tensor& grad_weight, const Tensor& grad_out
     const int64_t n = indices.numel();
     const size_t bytes = embedding_backward_workspace_bytes(n);
     const Tensor ws = workspace(grad_weight, bytes);
-    // Core checked the indices on the host: no bad-index report to read back.
+    // A bad index is skipped here and reported by core's check_index_range, queued before.
     embedding_backward<T, int64_t>(ptr<const T>(grad_output), ptr<const int64_t>(indices), ptr<T>(grad_weight), n,
                                    grad_weight.size(0), grad_weight.size(1), ws.data_ptr(), bytes, nullptr,
                                    scope.stream());

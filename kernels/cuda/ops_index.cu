@@ -26,8 +26,16 @@ void visit_element_size(const Tensor& t, F&& f) {
 }
 
 void check(const Tensor& index, int64_t size, int64_t dim, IndexOp op, cudaStream_t stream) {
-  check_indices(static_cast<const int64_t*>(index.data_ptr()), index.numel(), size, dim, op,
+  check_indices(static_cast<const int64_t*>(index.data_ptr()), index.numel(), size, dim, int(op),
                 index_error_record(index.device().index), stream);
+}
+
+// The fused ops' checks: on the device, raised at the next synchronization.
+void check_index_range_kernel(const Tensor& index, int64_t size, std::optional<int64_t> skip, IndexCheck kind) {
+  const OpScope scope(index);
+  check_indices(static_cast<const int64_t*>(index.data_ptr()), index.numel(), size, 0,
+                int(IndexOp::kFusedCheck) + int(kind), index_error_record(index.device().index), scope.stream(),
+                skip.has_value(), skip.value_or(0));
 }
 
 // out [outer, L, inner] = in [outer, n, inner] rows picked by index [L].
@@ -76,6 +84,7 @@ void scatter_add_kernel(const Tensor& self, int64_t dim, const Tensor& index, co
 
 void register_index() {
   index_select_stub.set(DeviceType::CUDA, index_select_kernel);
+  check_index_range_stub.set(DeviceType::CUDA, check_index_range_kernel);
   gather_stub.set(DeviceType::CUDA, gather_kernel);
   scatter_add_stub.set(DeviceType::CUDA, scatter_add_kernel);
 }
