@@ -1,5 +1,7 @@
 // The emulated CUDA runtime (runtime.h): devices with a memory capacity, asynchronous
 // streams run by worker threads, events, copies, and sticky errors.
+// emu.h first: the toolkit's headers keep the qualifiers it defines.
+#include "kernels/emu/emu.h"
 #include "kernels/emu/runtime.h"
 
 #include <signal.h>
@@ -23,7 +25,6 @@
 #include <vector>
 
 #include "base/error.h"
-#include "kernels/emu/emu.h"
 
 // The handles' types, which driver_types.h leaves opaque.
 struct CUstream_st {
@@ -104,6 +105,7 @@ void on_segv(int, siginfo_t* info, void*) {
 struct Runtime {
   std::mutex mu;
   std::vector<DeviceState> devices;
+  std::vector<int> physical;  // of each visible device, its index among EMBER_EMU_DEVICES
   std::map<const char*, Allocation> allocations;  // by start address
   std::set<const void*> pinned;
   std::atomic<bool> failed{false};
@@ -125,32 +127,32 @@ struct Runtime {
       sa.sa_flags = SA_SIGINFO;
       sigaction(SIGSEGV, &sa, nullptr);
     }
-    int physical = 1;
+    int count = 1;
     if (const char* env = std::getenv("EMBER_EMU_DEVICES")) {
       char* end = nullptr;
       const long n = std::strtol(env, &end, 10);
       EMBER_CHECK(end != env && *end == '\0' && n >= 0 && n <= 64,
                   "EMBER_EMU_DEVICES must be a number of devices in [0, 64], not '", env, "'");
-      physical = static_cast<int>(n);
+      count = static_cast<int>(n);
     }
     size_t capacity = size_t(4) << 30;
     if (const char* env = std::getenv("EMBER_EMU_DEVICE_MEMORY")) capacity = parse_capacity(env);
-    int visible = physical;
+    for (int i = 0; i < count; ++i) physical.push_back(i);
     if (const char* env = std::getenv("CUDA_VISIBLE_DEVICES")) {
       // As the driver reads it: a comma-separated list of ordinals, up to the first one
       // that is not a device; an empty list hides every device.
-      visible = 0;
+      physical.clear();
       std::set<long> seen;
       for (const char* p = env; *p;) {
         char* end = nullptr;
         const long i = std::strtol(p, &end, 10);
-        if (end == p || i < 0 || i >= physical || !seen.insert(i).second) break;
-        ++visible;
+        if (end == p || i < 0 || i >= count || !seen.insert(i).second) break;
+        physical.push_back(static_cast<int>(i));
         p = *end == ',' ? end + 1 : end;
         if (*end != ',' && *end != '\0') break;
       }
     }
-    devices.resize(static_cast<size_t>(visible));
+    devices.resize(physical.size());
     for (DeviceState& d : devices) d.capacity = capacity;
   }
 };
@@ -278,6 +280,23 @@ void enqueue(cudaStream_t stream, std::function<void()> work) {
 }
 
 bool is_device_pointer(const void* ptr) { return in_device_memory(ptr); }
+
+int pointer_device(const void* ptr, size_t bytes) {
+  Runtime& r = runtime();
+  std::lock_guard lock(r.mu);
+  const char* p = static_cast<const char*>(ptr);
+  auto it = r.allocations.upper_bound(p);
+  if (it == r.allocations.begin()) return -1;
+  --it;
+  const size_t offset = static_cast<size_t>(p - it->first);
+  return offset < it->second.bytes && bytes <= it->second.bytes - offset ? it->second.device : -1;
+}
+
+int physical_device(int device) {
+  Runtime& r = runtime();
+  std::lock_guard lock(r.mu);
+  return device >= 0 && device < static_cast<int>(r.physical.size()) ? r.physical[static_cast<size_t>(device)] : -1;
+}
 
 }  // namespace ember::emu
 
