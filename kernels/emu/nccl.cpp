@@ -445,15 +445,17 @@ ncclResult_t submit(ncclComm* comm, const Call& c, size_t send_count, size_t rec
     if (const ncclResult_t e = check_buffer(comm, c.send, send_count * t.size, c.fn, "sendbuff")) return e;
   if (recv_count)
     if (const ncclResult_t e = check_buffer(comm, c.recv, recv_count * t.size, c.fn, "recvbuff")) return e;
-  std::shared_ptr<State> state = comm->state;
-  ++state->pending;
+  // Counts as pending until the queued work is destroyed: after it ran, or unrun, when
+  // the device has failed (a failed device's worker drops its queue).
+  struct Pending {
+    std::shared_ptr<State> state;
+    explicit Pending(std::shared_ptr<State> s) : state(std::move(s)) { ++state->pending; }
+    ~Pending() { --state->pending; }
+  };
+  auto pending = std::make_shared<Pending>(comm->state);
   try {
-    ember::emu::enqueue(stream, [state, c, t, body] {
-      State& s = *state;
-      struct Done {
-        State& s;
-        ~Done() { --s.pending; }
-      } done{s};
+    ember::emu::enqueue(stream, [pending, c, t, body] {
+      State& s = *pending->state;
       bool ok = !s.broken();  // an aborted or failed comm runs nothing more
       if (ok) {
         ++s.running;
@@ -463,7 +465,6 @@ ncclResult_t submit(ncclComm* comm, const Call& c, size_t send_count, size_t rec
       if (!ok) s.note_abort(c.fn);
     });
   } catch (const std::exception& e) {  // the device has failed (a sticky CUDA error)
-    --state->pending;
     return fail(ncclUnhandledCudaError, "%s: %s", c.fn, e.what());
   }
   return ncclSuccess;

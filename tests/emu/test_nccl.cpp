@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -579,6 +580,35 @@ void run_processes(const std::vector<std::string>& visible, const std::vector<in
   const std::vector<int> codes = ember::comm::testing::wait_all(pids);
   for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r << " (its output is above)";
   EXPECT_FALSE(segment_exists(id)) << "the shared-memory segment was left in /dev/shm";
+}
+
+void throwing_host_fn(void*) { throw std::runtime_error("a fault staged by the test"); }
+
+// A device that fails (a sticky error) drops its queued work: a collective queued behind
+// the fault never runs, and ncclCommDestroy, which waits for the comm's work, still returns.
+TEST(EmuNcclProcess, FailedDeviceWorker) {
+  if (!ember::comm::testing::is_worker()) GTEST_SKIP() << "started by EmuNcclProcess.DestroyAfterADeviceFault";
+  alarm(20);  // a hang ends the process, and the parent reports it
+  ncclUniqueId id;
+  NCCL_OK(ncclGetUniqueId(&id));
+  ncclComm_t comm = nullptr;
+  NCCL_OK(ncclCommInitRank(&comm, 1, id, 0));
+  cudaStream_t stream;
+  CUDA_OK(cudaStreamCreate(&stream));
+  float* buf = nullptr;
+  CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&buf), 64 * sizeof(float)));
+  CUDA_OK(cudaLaunchHostFunc(stream, slow_host_fn, nullptr));
+  CUDA_OK(cudaLaunchHostFunc(stream, throwing_host_fn, nullptr));
+  NCCL_OK(ncclAllReduce(buf, buf, 64, ncclFloat32, ncclSum, comm, stream));
+  EXPECT_EQ(cudaStreamSynchronize(stream), cudaErrorLaunchFailure);
+  EXPECT_EQ(ncclAllReduce(buf, buf, 64, ncclFloat32, ncclSum, comm, stream), ncclUnhandledCudaError);
+  NCCL_OK(ncclCommDestroy(comm));
+}
+
+TEST(EmuNcclProcess, DestroyAfterADeviceFault) {
+  const pid_t pid = ember::comm::testing::spawn_self("EmuNcclProcess.FailedDeviceWorker", {});
+  ASSERT_GT(pid, 0);
+  EXPECT_EQ(ember::comm::testing::wait_all({pid})[0], 0) << "(its output is above)";
 }
 
 // Both processes call their device cuda:0, but they are different emulated devices.
