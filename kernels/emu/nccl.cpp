@@ -183,12 +183,13 @@ struct State {
 
 }  // namespace
 
-// The handle nccl.h leaves opaque. After ncclCommAbort it stays behind, without its
-// state, so that ncclCommGetAsyncError can still say that the comm was aborted.
+// The handle nccl.h leaves opaque. ncclCommAbort frees the state but leaves the handle
+// (a few bytes), so that ncclCommGetAsyncError can still say that the comm was aborted;
+// the state is atomic because a watchdog thread may abort while another thread calls.
 struct ncclComm {
-  std::shared_ptr<State> state;  // null until init completes (a grouped init: at ncclGroupEnd)
+  std::atomic<std::shared_ptr<State>> state;  // null until init completes (a grouped init: at ncclGroupEnd)
   int nranks = 0, rank = 0, device = 0;
-  bool aborted = false;
+  std::atomic<bool> aborted{false};
 };
 
 namespace {
@@ -328,15 +329,20 @@ ncclResult_t init_rank(ncclComm* comm, const IdLayout& id) {
       return fail(ncclInvalidUsage,
                   "Duplicate GPU detected : rank %d and rank %d both on CUDA device %d (emulated device %d)",
                   rank, r, comm->device, physical);
-  comm->state = std::move(s);
+  comm->state.store(std::move(s));
   return ncclSuccess;
 }
 
-ncclResult_t check_comm(const ncclComm* comm, const char* fn) {
-  if (!comm) return fail(ncclInvalidArgument, "%s: comm is NULL", fn);
-  if (comm->aborted) return fail(ncclInvalidUsage, "%s: the communicator was aborted", fn);
-  if (!comm->state) return fail(ncclInvalidUsage, "%s: the communicator is not initialized (a grouped init completes at ncclGroupEnd)", fn);
-  return ncclSuccess;
+// The comm's state, or null after an error saying why there is none.
+std::shared_ptr<State> comm_state(const ncclComm* comm, const char* fn) {
+  std::shared_ptr<State> s;
+  if (!comm)
+    fail(ncclInvalidArgument, "%s: comm is NULL", fn);
+  else if (comm->aborted.load())
+    fail(ncclInvalidUsage, "%s: the communicator was aborted (ncclCommAbort)", fn);
+  else if (!(s = comm->state.load()))
+    fail(ncclInvalidUsage, "%s: the communicator is not initialized (a grouped init completes at ncclGroupEnd)", fn);
+  return s;
 }
 
 // Waits for the comm's queued collectives to finish (or be skipped).
@@ -433,7 +439,8 @@ bool run_reduce_scatter(State& s, const Call& c, const TypeInfo& t) {
 // the elements of sendbuff and recvbuff (0: that buffer is not used by this rank).
 ncclResult_t submit(ncclComm* comm, const Call& c, size_t send_count, size_t recv_count, bool reduces, bool rooted,
                     cudaStream_t stream, Body body) {
-  if (const ncclResult_t e = check_comm(comm, c.fn)) return e;
+  std::shared_ptr<State> state = comm_state(comm, c.fn);
+  if (!state) return comm ? ncclInvalidUsage : ncclInvalidArgument;
   const TypeInfo t = type_info(c.type);
   if (!t.size) return fail(ncclInvalidArgument, "%s: data type %d is not supported", c.fn, static_cast<int>(c.type));
   if (reduces && (c.op < ncclSum || c.op > ncclAvg))
@@ -452,7 +459,7 @@ ncclResult_t submit(ncclComm* comm, const Call& c, size_t send_count, size_t rec
     explicit Pending(std::shared_ptr<State> s) : state(std::move(s)) { ++state->pending; }
     ~Pending() { --state->pending; }
   };
-  auto pending = std::make_shared<Pending>(comm->state);
+  auto pending = std::make_shared<Pending>(std::move(state));
   try {
     ember::emu::enqueue(stream, [pending, c, t, body] {
       State& s = *pending->state;
@@ -547,40 +554,42 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId comm_id
 }
 
 ncclResult_t ncclCommFinalize(ncclComm_t comm) {
-  if (const ncclResult_t e = check_comm(comm, "ncclCommFinalize")) return e;
-  wait_pending(*comm->state);
+  std::shared_ptr<State> s = comm_state(comm, "ncclCommFinalize");
+  if (!s) return comm ? ncclInvalidUsage : ncclInvalidArgument;
+  wait_pending(*s);
   return ncclSuccess;
 }
 
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   if (!comm) return ncclSuccess;
-  if (comm->state) wait_pending(*comm->state);  // its work still runs on the streams
+  if (comm->aborted.load())  // a real NCCL has freed it: this would be a double free
+    return fail(ncclInvalidUsage, "ncclCommDestroy: the communicator was aborted, which freed it (ncclCommAbort)");
+  if (std::shared_ptr<State> s = comm->state.load()) wait_pending(*s);  // its work still runs on the streams
   delete comm;
   return ncclSuccess;
 }
 
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
-  if (!comm || comm->aborted) return ncclSuccess;
-  if (std::shared_ptr<State> s = comm->state) {
+  if (!comm || comm->aborted.exchange(true)) return ncclSuccess;
+  if (std::shared_ptr<State> s = comm->state.load()) {
     s->aborted = true;
     s->header->aborted.store(1);
     s->arrive();
     while (s->running.load() > 0) std::this_thread::sleep_for(std::chrono::microseconds(100));
     // Queued work not yet started holds the state and skips itself when its turn comes.
   }
-  comm->state.reset();
-  comm->aborted = true;
+  comm->state.store(nullptr);
   return ncclSuccess;
 }
 
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* async_error) {
   if (!comm || !async_error) return fail(ncclInvalidArgument, "ncclCommGetAsyncError: comm or asyncError is NULL");
-  if (comm->aborted) {
+  if (comm->aborted.load()) {
     *async_error = ncclSystemError;
     return ncclSuccess;
   }
   *async_error = ncclSuccess;
-  if (State* s = comm->state.get()) {
+  if (std::shared_ptr<State> s = comm->state.load()) {
     if (s->header->aborted.load() && s->error.load() == ncclSuccess) s->note_abort("ncclCommGetAsyncError");
     *async_error = static_cast<ncclResult_t>(s->error.load());
   }
@@ -621,9 +630,9 @@ const char* ncclGetErrorString(ncclResult_t result) {
 
 // The calling thread's last failed call; for a comm whose queued work failed, that.
 const char* ncclGetLastError(ncclComm_t comm) {
-  if (comm && comm->state && comm->state->error.load() != ncclSuccess) {
-    std::lock_guard lock(comm->state->message_mu);
-    last_error = comm->state->message;
+  if (std::shared_ptr<State> s = comm ? comm->state.load() : nullptr; s && s->error.load() != ncclSuccess) {
+    std::lock_guard lock(s->message_mu);
+    last_error = s->message;
   }
   return last_error.c_str();
 }
