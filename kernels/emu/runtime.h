@@ -1,7 +1,8 @@
 // The emulated CUDA runtime: the part of the CUDA runtime API that ember's CUDA backend
-// calls, defined in runtime.cpp for the emulated device (-DEMBER_CUDA=EMULATED;
-// kernels/emu/README.md) under the toolkit's own declarations (cuda_runtime_api.h), so the
-// backend's sources compile unchanged against either.
+// calls, defined in runtime.cpp (over the device model, device_model.cpp) for the emulated
+// device (-DEMBER_CUDA=EMULATED; kernels/emu/README.md) under the toolkit's own
+// declarations (cuda_runtime_api.h), so the backend's sources compile unchanged against
+// either.
 //
 // What the emulated devices are:
 // - EMBER_EMU_DEVICES devices (default 1), of which CUDA_VISIBLE_DEVICES selects and
