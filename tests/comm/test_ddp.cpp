@@ -92,7 +92,9 @@ class DdpEquivalence : public ::testing::TestWithParam<std::tuple<ModelKind, int
   ModelKind kind() const { return std::get<0>(GetParam()); }
   int world() const { return std::get<1>(GetParam()); }
   std::vector<Tensor> single(int steps = 10) const { return train_single(kShard * world(), kFloat64, steps, kind()); }
-  double worst(Mode mode) const { return worst_ratio(train_ddp(world(), mode, kFloat64, kind()), single(), kAtol, kRtol); }
+  double worst(Mode mode) const {
+    return worst_ratio(train_ddp(world(), mode, kFloat64, kind()), single(), kAtol, kRtol);
+  }
 };
 
 TEST_P(DdpEquivalence, SameParametersAsOneProcessOnTheWholeBatch) {
@@ -106,7 +108,8 @@ TEST_P(DdpEquivalence, NoSyncAccumulation) { EXPECT_LE(worst(Mode::kNoSync), 1.0
 TEST_P(DdpEquivalence, WithTheMicroBatcher) { EXPECT_LE(worst(Mode::kMicroBatcher), 1.0); }
 
 INSTANTIATE_TEST_SUITE_P(ModelAndWorldSize, DdpEquivalence,
-                         ::testing::Combine(::testing::Values(ModelKind::kMlp, ModelKind::kCnn), ::testing::Values(2, 3)),
+                         ::testing::Combine(::testing::Values(ModelKind::kMlp, ModelKind::kCnn),
+                                            ::testing::Values(2, 3)),
                          [](const auto& info) {
                            return to_string(std::get<0>(info.param)) + "_" + std::to_string(std::get<1>(info.param));
                          });
