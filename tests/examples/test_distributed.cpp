@@ -20,7 +20,7 @@ namespace {
 
 using test::last_line;
 using test::run;
-using comm::testing::free_port;
+using comm::free_port;
 
 
 
