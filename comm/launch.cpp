@@ -328,4 +328,23 @@ LaunchResult launch_workers(int nproc, const LaunchOptions& options, const Worke
   return supervise(workers, o);
 }
 
+void spawn(int nprocs, const std::function<void(int local_rank)>& fn, const LaunchOptions& options) {
+  EMBER_CHECK(nprocs >= 1, "spawn: nprocs must be at least 1, got ", nprocs);
+  LaunchOptions o = options;
+  if (o.name == "ember") o.name = "comm::spawn";
+  const LaunchResult r = launch_workers(nprocs, o, [&](int local_rank) {
+    try {
+      fn(local_rank);
+      return 0;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "comm::spawn: local rank %d failed: %s\n", local_rank, e.what());
+    } catch (...) {
+      std::fprintf(stderr, "comm::spawn: local rank %d failed: an exception that is not a std::exception\n",
+                   local_rank);
+    }
+    return 1;
+  });
+  EMBER_CHECK(r.ok(), "spawn: ", r.failure, r.interrupted ? "" : "; the other ranks were stopped");
+}
+
 }  // namespace ember::comm

@@ -52,6 +52,18 @@ using WorkerMain = std::function<int(int local_rank)>;
 // Throws ember::Error only when a worker cannot be started.
 LaunchResult launch_workers(int nproc, const LaunchOptions& options, const WorkerMain& worker);
 
+// Forks `nprocs` processes, as PyTorch's mp.spawn does with the fork start method: each
+// runs fn(local_rank) with the environment above (so fn typically begins with
+// comm::init_process_group_from_env()) and exits 0, or 1 with the exception's message
+// printed when fn throws. Returns when all have exited 0; otherwise throws an
+// ember::Error naming the rank that failed and how, after stopping the others.
+//
+// Requirement (Note [Forking with threads] in comm/launch.cpp): call spawn before this
+// process starts threads of its own (a ProcessGroup, a prefetching DataLoader, or the
+// CPU thread pool of the first tensor op), as the fork start method requires: a child
+// has only the thread that forked, and a mutex another thread held stays locked there.
+void spawn(int nprocs, const std::function<void(int local_rank)>& fn, const LaunchOptions& options = {});
+
 // A TCP port that was free a moment ago (bind port 0 on loopback and read it back).
 int free_port();
 
