@@ -21,7 +21,7 @@ namespace {
 
 using test::last_line;
 using test::run;
-using comm::testing::free_port;
+using comm::free_port;
 
 
 
