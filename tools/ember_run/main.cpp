@@ -28,6 +28,8 @@
 
 #include "base/error.h"
 #include "comm/launch.h"
+#include "core/device.h"
+#include "core/runtime.h"
 
 namespace {
 
@@ -76,16 +78,20 @@ int main(int argc, char** argv) {
     return 2;
   }
   int nproc = 0;
-  if (o.nproc == "gpu") {
-    std::fprintf(stderr, "ember-run: --nproc-per-node gpu: this build has no CUDA backend to count GPUs; "
-                         "give a number\n");
-    return 2;
-  }
-  try {
-    size_t used = 0;
-    nproc = std::stoi(o.nproc, &used);
-    if (used != o.nproc.size()) nproc = 0;
-  } catch (const std::exception&) {
+  if (o.nproc == "gpu") {  // one per GPU this process sees (CUDA_VISIBLE_DEVICES applies); rank r takes cuda:r
+    nproc = ember::cuda_device_count();
+    if (nproc == 0) {
+      std::fprintf(stderr, "ember-run: --nproc-per-node gpu: %s; give a number\n",
+                   ember::cuda_backend_built() ? "no CUDA device is visible" : "this build has no CUDA backend");
+      return 2;
+    }
+  } else {
+    try {
+      size_t used = 0;
+      nproc = std::stoi(o.nproc, &used);
+      if (used != o.nproc.size()) nproc = 0;
+    } catch (const std::exception&) {
+    }
   }
   if (nproc < 1) {
     std::fprintf(stderr, "ember-run: --nproc-per-node must be a positive number or 'gpu', got '%s'\n", o.nproc.c_str());
