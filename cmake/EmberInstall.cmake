@@ -9,6 +9,8 @@ install(TARGETS ember EXPORT emberTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS ember-run RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})  # the launcher
+# ember-run links the library (comm/launch.h): the installed one finds it beside its bin/.
+set_target_properties(ember-run PROPERTIES INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}")
 install(FILES ember.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ember)
 foreach(dir base core memory kernels layers optim data comm)
   install(DIRECTORY ${dir}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ember/${dir}

@@ -7,6 +7,9 @@
 
 #include "base/error.h"
 #include "comm/gloo_backend.h"
+#if EMBER_COMM_NCCL
+#include "comm/nccl_backend.h"
+#endif
 
 namespace ember::comm {
 
@@ -27,6 +30,14 @@ constexpr std::chrono::microseconds kSpin(500);
 }  // namespace
 
 void Work::wait(Duration timeout) {
+  if (stream_wait_) {
+    {
+      std::lock_guard lock(mu_);
+      if (error_) std::rethrow_exception(error_);
+    }
+    stream_wait_();
+    return;
+  }
   if (inner_) {
     inner_->wait(timeout);
     std::lock_guard lock(mu_);
@@ -60,6 +71,8 @@ void Work::set_helper(std::function<bool()> helper) {
   std::lock_guard h(helper_mu_);
   helper_ = std::move(helper);
 }
+
+void Work::set_stream_wait(std::function<void()> order) { stream_wait_ = std::move(order); }
 
 bool Work::completed() const {
   if (inner_) return inner_->completed();
@@ -132,6 +145,9 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size, Pro
     hostname = one_host ? "127.0.0.1" : host;
   }
   cpu_ = make_gloo_backend(std::make_shared<PrefixStore>("gloo", s), rank, size, hostname, options_.timeout);
+#if EMBER_COMM_NCCL
+  cuda_ = make_nccl_backend(std::make_shared<PrefixStore>("nccl", s), rank, size, options_.timeout);
+#endif
 }
 
 ProcessGroup::~ProcessGroup() = default;
@@ -150,7 +166,7 @@ Backend& ProcessGroup::backend_for(const Tensor& t, const char* op) {
   const DeviceType type = t.device().type;
   Backend* b = type == DeviceType::CPU ? cpu_.get() : cuda_.get();
   EMBER_CHECK(b != nullptr, op, ": no communication backend for ", device_type_name(type),
-              " tensors in this process group (the NCCL backend for CUDA tensors is not built yet)");
+              " tensors in this process group (ember was built without NCCL)");
   return *b;
 }
 

@@ -2,15 +2,21 @@
 //
 // A ProcessGroup checks each call's tensors once (contiguous, same dtype, sizes that
 // fit) and hands it to the backend for the tensors' device: Gloo for CPU tensors
-// (comm/gloo_backend.h). Backend is the whole contract a backend fills, so an NCCL
-// backend for CUDA tensors plugs in beside Gloo without touching the callers; a device
-// without a backend is an ember::Error naming the collective and the device.
+// (comm/gloo_backend.h), NCCL for CUDA tensors (comm/nccl_backend.h). Backend is the
+// whole contract a backend fills; a device without a backend is an ember::Error naming
+// the collective and the device.
 //
 // Every collective is asynchronous: it returns a Work at once, the backend runs the
 // collectives in the order they were issued (the same order on every rank), and
-// Work::wait() blocks under a timeout. A collective or a wait that exceeds its timeout
+// Work::wait() waits under a timeout. A collective or a wait that exceeds its timeout
 // raises an ember::Error naming the collective, its size and the ranks: a rank that died
 // or never called shows as an error, never as a hang.
+//
+// Note [Waiting for a collective on CUDA tensors]: as in PyTorch, wait() on a CUDA
+// collective does not block the host. It makes the calling thread's current stream wait
+// for the collective, so later ops on that stream see its result, and returns. The
+// backend's watchdog enforces the timeout: it aborts the collective and fails its Work;
+// the next collective or wait then raises the error.
 #pragma once
 
 #include <atomic>
@@ -46,6 +52,10 @@ class Work {
   // Backend side: called by wait() before waiting; it may run the collective on the
   // waiting thread and return true. Cleared (waiting for a call in progress) with nullptr.
   void set_helper(std::function<bool()> helper);
+  // Backend side, for a collective on a device stream: wait() calls `order` (which makes
+  // the caller's current stream wait for the collective) instead of blocking, and raises
+  // only an error the backend already reported (Note [Waiting for a collective on CUDA tensors]).
+  void set_stream_wait(std::function<void()> order);
 
   // A Work that waits for `inner`, then runs `then` once, on the first thread that waits
   // for it (a compression hook's decompression, for example).
@@ -63,6 +73,7 @@ class Work {
   bool then_ran_ = false;
   std::mutex helper_mu_;  // apart from mu_: the helper finishes this Work, which takes mu_
   std::function<bool()> helper_;
+  std::function<void()> stream_wait_;
 };
 
 // What a backend implements. The ProcessGroup has checked the arguments: tensors are
@@ -117,7 +128,8 @@ class ProcessGroup {
   std::shared_ptr<Work> reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op = ReduceOp::kSum);
   std::shared_ptr<Work> barrier();
 
-  // Backends by device type; Gloo serves the CPU. An NCCL backend registers for CUDA.
+  // Backends by device type: Gloo serves the CPU, NCCL (comm/nccl_backend.h) CUDA devices,
+  // real or emulated, in builds that have it.
   void set_backend(DeviceType type, std::unique_ptr<Backend> backend);
 
  private:

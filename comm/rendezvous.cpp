@@ -131,4 +131,8 @@ std::shared_ptr<ProcessGroup> init_process_group(const LaunchInfo& info) {
   return std::make_shared<ProcessGroup>(store, info.rank, info.world_size, options);
 }
 
+Device local_device(const LaunchInfo& info) {
+  return cuda_device_count() >= info.local_world_size ? Device::cuda(info.local_rank) : Device::cpu();
+}
+
 }  // namespace ember::comm

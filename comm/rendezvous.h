@@ -54,4 +54,10 @@ inline std::shared_ptr<ProcessGroup> init_process_group_from_env() {
   return init_process_group(launch_info_from_env());
 }
 
+// The device a process of a data-parallel job trains on when none is named, as torchrun's
+// convention has it: cuda:local_rank when this node has a CUDA device for each of its
+// processes (local_world_size <= the devices this process sees); else the CPU, for every
+// process of the node alike.
+Device local_device(const LaunchInfo& info);
+
 }  // namespace ember::comm

@@ -71,8 +71,8 @@ echo "GPU: $gpu"
 export CCACHE_BASEDIR=$root
 gen=()
 command -v ninja >/dev/null 2>&1 && gen=(-G Ninja)
-targets=(ember_tests_gpu ember_tests_cuda_gpu ember_tests_core ember_tests_layers ember_tests_optim ember_mlp ember_cnn
-         ember_bench_cuda_kernels ember_bench_allocator ember_bench_ddp)
+targets=(ember_tests_gpu ember_tests_cuda_gpu ember_tests_core ember_tests_layers ember_tests_optim ember_tests_comm
+         ember_mlp ember_cnn ember-run ember_bench_cuda_kernels ember_bench_allocator ember_bench_ddp)
 step build 420 bash -c "cmake -S '$root' -B '$build' ${gen[*]} -DCMAKE_BUILD_TYPE=Release -DEMBER_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES=native && cmake --build '$build' --parallel $(nproc) --target ${targets[*]}"
 
@@ -82,6 +82,9 @@ for suite in core layers optim; do
   step "tests_${suite}_on_cuda" 180 env EMBER_TEST_DEVICE=cuda "$build/tests/ember_tests_$suite" --gtest_brief=1
 done
 step tests_cuda_kernels 180 "$build/tests/ember_tests_cuda_gpu" --gtest_brief=1
+# NCCL on real GPUs: the collectives at every world size the GPUs allow (one H200: world
+# size 1), the watchdog and DDP where there are two.
+step tests_comm_nccl 120 "$build/tests/ember_tests_comm" --gtest_brief=1 --gtest_filter='*cuda*:*Nccl*'
 
 # 3. The kernel tests under compute-sanitizer: a memory error, a race on shared memory or
 # a misused barrier fails the check.
@@ -99,7 +102,9 @@ figure() {  # figure MODEL LOG: "epoch s, accuracy" from the --json line
 figures=()
 if [ -d "$data" ]; then
   for model in mlp cnn; do
-    step "example_$model" 180 "$build/examples/ember_$model" --device cuda --data "$data" --data-on-device --epochs 2 --json
+    # cuDNN's algorithms timed, as the PyTorch peer's cudnn.benchmark=True
+    step "example_$model" 180 env EMBER_CUDNN_BENCHMARK=1 "$build/examples/ember_$model" --device cuda --data "$data" \
+      --data-on-device --epochs 2 --json
     figures+=("| ember $model, epoch 2 | $(figure "$model" "$build/example_$model.log") |")
   done
 else

@@ -126,19 +126,21 @@ int train_main(const std::string& model_name, const TrainConfig& c,
     const bool lead = launch.rank == 0;
     const int64_t rank_batch = c.batch_size / world;
 
+    // With several processes each takes its own device, cuda:LOCAL_RANK (torchrun's
+    // convention): --device cuda means that, and auto means it when this node has a CUDA
+    // device for each of its processes (comm::local_device), else the CPU.
     std::string dev = c.device;
-    if (dev == "auto" && pg) {
-      // Several processes exchange gradients through Gloo, which takes CPU tensors; the
-      // NCCL backend for CUDA tensors is not built yet.
-      dev = "cpu";
-    } else if (dev == "auto") {
-      dev = default_device_name();
-      if (dev == "cpu" && lead) std::printf("no CUDA device found: training on the cpu\n");
+    Device device;
+    if (pg && (dev == "auto" || dev == "cuda")) {
+      device = dev == "auto" ? comm::local_device(launch) : Device::cuda(launch.local_rank);
+    } else {
+      if (dev == "auto") {
+        dev = default_device_name();
+        if (dev == "cpu" && lead) std::printf("no CUDA device found: training on the cpu\n");
+      }
+      device = Device::parse(dev);
     }
-    const Device device = Device::parse(dev);
-    EMBER_CHECK(!(pg && device.is_cuda()), "--device ", dev,
-                ": data-parallel training on CUDA devices needs the NCCL backend, which this version lacks; "
-                "use --device cpu (or auto) with several processes");
+    dev = device.str();
     if (device.is_cuda()) {
       const int count = cuda_device_count();
       EMBER_CHECK(device.index < count, "--device ", dev, ": ",

@@ -1,6 +1,9 @@
 // cuDNN's legacy convolution API (cudnn_cnn.h; deprecated in cuDNN 9, still shipped):
-// descriptors per call, the algorithm per shape from cudnnGet*Algorithm_v7 (heuristics,
-// no trial runs or allocations outside ember's allocator), cached for the process.
+// descriptors per call, the algorithm per shape cached for the process. By default it is
+// cuDNN's heuristic pick (cudnnGet*Algorithm_v7: no trial runs); in benchmark mode
+// (set_conv_benchmark) the first call of a shape times every algorithm on its own
+// tensors (cudnnFind*AlgorithmEx, with a workspace from ember's caching allocator) and
+// keeps the fastest. Either way the workspace comes from the caching allocator.
 // Deterministic mode (set_conv_deterministic) skips algorithms cuDNN marks as not
 // deterministic (the atomics-based backward ones). float32 runs on the FMA units (no
 // TF32) unless set_allow_tf32(true).
@@ -9,10 +12,12 @@
 #include <array>
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include <cudnn.h>
 
 #include "core/runtime.h"
+#include "memory/oom.h"
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/scratch.h"
 #include "kernels/cuda/variants.h"
@@ -64,7 +69,7 @@ struct Descriptors {
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
   cudnnMathType_t math = CUDNN_DEFAULT_MATH;
-  std::array<int64_t, 19> key{};  // the algorithm cache's key
+  std::array<int64_t, 20> key{};  // the algorithm cache's key
 
   Descriptors(const Tensor& x_t, const Tensor& w_t, const Tensor& y_t, const Conv2dParams& p) {
     const DType dt = x_t.dtype();
@@ -96,7 +101,7 @@ struct Descriptors {
     EMBER_CUDA_CHECK(cudnnSetConvolutionMathType(conv, math));
     key = {int64_t(dt), xs[0], xs[1], xs[2], xs[3], ws[0], ws[2], ws[3], p.stride[0], p.stride[1], p.padding[0],
            p.padding[1], p.dilation[0], p.dilation[1], p.groups, int64_t(math), conv_deterministic(),
-           x_t.device().index, 0};
+           conv_benchmark(), x_t.device().index, 0};
   }
   ~Descriptors() {
     cudnnDestroyConvolutionDescriptor(conv);
@@ -114,12 +119,13 @@ struct Choice {
   std::size_t workspace;
 };
 
-// The first of cuDNN's ranked algorithms that works, fits kMaxWorkspace, keeps the math
-// type asked for and, in deterministic mode, is deterministic; cached per key and kind.
+// The first of cuDNN's ranked algorithms (by heuristics, or by measured time in benchmark
+// mode) that works, fits kMaxWorkspace, keeps the math type asked for and, in
+// deterministic mode, is deterministic; cached per key and kind.
 template <class Perf, class Get>
 Choice choose(Descriptors& d, int kind, const char* op, Get&& get) {
   static std::mutex mu;
-  static std::map<std::array<int64_t, 19>, Choice> cache;
+  static std::map<std::array<int64_t, 20>, Choice> cache;
   auto key = d.key;
   key.back() = kind;
   {
@@ -146,6 +152,30 @@ Choice choose(Descriptors& d, int kind, const char* op, Get&& get) {
              d.key[7], "]", deterministic ? " in deterministic mode" : "");
 }
 
+// The workspace of benchmark mode's trials: kMaxWorkspace, or (when the device cannot
+// spare that much) the largest power of two down to 1 MiB it can; the trials skip the
+// algorithms that need more. From the caching allocator, returned after the trials.
+class TrialWorkspace {
+ public:
+  TrialWorkspace(int device, cudaStream_t stream) {
+    for (std::size_t b = kMaxWorkspace; b >= (std::size_t(1) << 20); b /= 2) {
+      try {
+        scratch_.emplace(device, stream, b);
+        bytes_ = b;
+        return;
+      } catch (const OutOfMemoryError&) {
+      }
+    }
+    scratch_.emplace(device, stream, 0);
+  }
+  void* get() const { return scratch_->get(); }
+  std::size_t bytes() const { return bytes_; }
+
+ private:
+  std::optional<DeviceScratch> scratch_;
+  std::size_t bytes_ = 0;
+};
+
 // alpha = 1, beta = 0, in the type cuDNN scales by: double for float64, float otherwise.
 struct Scale {
   double d1 = 1, d0 = 0;
@@ -164,7 +194,13 @@ void cudnn_conv2d(const Tensor& out, const Tensor& in, const Tensor& weight, con
   const cudnnHandle_t h = handle_for(dev, scope.stream());
   Descriptors d(in, weight, out, p);
   const Choice c = choose<cudnnConvolutionFwdAlgoPerf_t>(d, 0, "conv2d", [&](int n, int* got, auto* perf) {
-    EMBER_CUDA_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y, n, got, perf));
+    if (!conv_benchmark()) {
+      EMBER_CUDA_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y, n, got, perf));
+      return;
+    }
+    const TrialWorkspace ws(dev, scope.stream());
+    EMBER_CUDA_CHECK(cudnnFindConvolutionForwardAlgorithmEx(h, d.x, in.data_ptr(), d.w, weight.data_ptr(), d.conv, d.y,
+                                                            out.data_ptr(), n, got, perf, ws.get(), ws.bytes()));
   });
   const DeviceScratch ws(dev, scope.stream(), c.workspace);
   const Scale s(out.dtype());
@@ -180,7 +216,14 @@ void cudnn_conv2d_backward_input(const Tensor& gin, const Tensor& gout, const Te
   Descriptors d(gin, weight, gout, p);
   const Choice c =
       choose<cudnnConvolutionBwdDataAlgoPerf_t>(d, 1, "conv2d_backward_input", [&](int n, int* got, auto* perf) {
-        EMBER_CUDA_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w, d.y, d.conv, d.x, n, got, perf));
+        if (!conv_benchmark()) {
+          EMBER_CUDA_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w, d.y, d.conv, d.x, n, got, perf));
+          return;
+        }
+        const TrialWorkspace ws(dev, scope.stream());
+        EMBER_CUDA_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(h, d.w, weight.data_ptr(), d.y, gout.data_ptr(),
+                                                                     d.conv, d.x, gin.data_ptr(), n, got, perf,
+                                                                     ws.get(), ws.bytes()));
       });
   const DeviceScratch ws(dev, scope.stream(), c.workspace);
   const Scale s(gin.dtype());
@@ -197,7 +240,14 @@ void cudnn_conv2d_backward_weight(const Tensor& gw, const Tensor& gb, const Tens
   Descriptors d(in, gw, gout, p);
   const Choice c =
       choose<cudnnConvolutionBwdFilterAlgoPerf_t>(d, 2, "conv2d_backward_weight", [&](int n, int* got, auto* perf) {
-        EMBER_CUDA_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x, d.y, d.conv, d.w, n, got, perf));
+        if (!conv_benchmark()) {
+          EMBER_CUDA_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x, d.y, d.conv, d.w, n, got, perf));
+          return;
+        }
+        const TrialWorkspace ws(dev, scope.stream());
+        EMBER_CUDA_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(h, d.x, in.data_ptr(), d.y, gout.data_ptr(),
+                                                                       d.conv, d.w, gw.data_ptr(), n, got, perf,
+                                                                       ws.get(), ws.bytes()));
       });
   const DeviceScratch ws(dev, scope.stream(), c.workspace);
   const Scale s(gw.dtype());

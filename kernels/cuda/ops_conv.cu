@@ -7,6 +7,7 @@
 // rounded once, when written (the CPU's rule). The im2col path is deterministic: no
 // atomics; grad_weight sums the samples in order.
 #include <atomic>
+#include <cstdlib>
 #include <memory>
 
 #include "kernels/cuda/blas.h"
@@ -43,6 +44,10 @@ int parse_conv(std::string_view name) {
 
 std::atomic<int> g_conv{cpu::variant_from_env("EMBER_CONV", kAuto, +[](std::string_view s) { return parse_conv(s); })};
 std::atomic<bool> g_deterministic{false};
+std::atomic<bool> g_benchmark{[] {
+  const char* v = std::getenv("EMBER_CUDNN_BENCHMARK");
+  return v != nullptr && std::string_view(v) == "1";
+}()};
 
 // A tensor's values in compute type C: the tensor itself, or a converted copy.
 template <class C>
@@ -300,6 +305,8 @@ std::string conv_variant() {
 
 void set_conv_deterministic(bool on) { g_deterministic = on; }
 bool conv_deterministic() { return g_deterministic.load(); }
+void set_conv_benchmark(bool on) { g_benchmark = on; }
+bool conv_benchmark() { return g_benchmark.load(); }
 
 void register_conv() {
   conv2d_stub.set(DeviceType::CUDA, conv2d_kernel);

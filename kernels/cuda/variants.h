@@ -29,4 +29,10 @@ std::string conv_variant();
 void set_conv_deterministic(bool on);
 bool conv_deterministic();
 
+// Benchmark mode for cuDNN convolutions (as torch.backends.cudnn.benchmark): the first call
+// of each shape times every algorithm on its own tensors and keeps the fastest; off, cuDNN's
+// heuristics pick without trial runs. Off by default; EMBER_CUDNN_BENCHMARK=1 turns it on.
+void set_conv_benchmark(bool on);
+bool conv_benchmark();
+
 }  // namespace ember::kernels::cuda

@@ -115,7 +115,7 @@ void launch(void (*kernel)(Params...), const char* name, dim3 grid, dim3 block, 
 }
 
 // Queues `work` on `stream` to run after the stream's earlier work, on the stream's own
-// worker thread (runtime.cpp); the legacy default stream (nullptr) drains the current
+// worker thread (device_model.cpp); the legacy default stream (nullptr) drains the current
 // device's streams and runs it at once.
 void enqueue(cudaStream_t stream, std::function<void()> work);
 

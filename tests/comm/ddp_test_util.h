@@ -1,8 +1,10 @@
-// The model, data and training loops the DDP tests compare: one process on the whole
-// batch against N ranks on its shards.
+// The models, data and training loops the DDP tests compare: one process on the whole
+// batch against N ranks on its shards. Two models: an MLP, and a CNN without batch norm
+// (conv -> relu -> max pool -> linear on 6x6 single-channel images).
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "comm/ddp.h"
@@ -14,19 +16,34 @@
 
 namespace ember::comm::testing {
 
-inline std::shared_ptr<nn::Module> make_model(uint64_t seed, DType dt) {
+enum class ModelKind { kMlp, kCnn };
+
+inline std::string to_string(ModelKind k) { return k == ModelKind::kMlp ? "Mlp" : "Cnn"; }
+
+inline std::shared_ptr<nn::Module> make_model(uint64_t seed, DType dt, ModelKind kind = ModelKind::kMlp) {
   manual_seed(seed);
-  auto m = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
-      std::make_shared<nn::Linear>(8, 32), std::make_shared<nn::Tanh>(), std::make_shared<nn::Linear>(32, 16),
-      std::make_shared<nn::Tanh>(), std::make_shared<nn::Linear>(16, 4)});
+  using Modules = std::initializer_list<std::shared_ptr<nn::Module>>;
+  std::shared_ptr<nn::Module> m;
+  if (kind == ModelKind::kMlp) {
+    m = std::make_shared<nn::Sequential>(Modules{std::make_shared<nn::Linear>(8, 32), std::make_shared<nn::Tanh>(),
+                                                 std::make_shared<nn::Linear>(32, 16), std::make_shared<nn::Tanh>(),
+                                                 std::make_shared<nn::Linear>(16, 4)});
+  } else {  // [B, 1, 6, 6] -> conv 3x3 pad 1 -> [B, 3, 6, 6] -> relu, pool 2 -> [B, 3, 3, 3] -> [B, 27] -> [B, 4]
+    m = std::make_shared<nn::Sequential>(Modules{
+        std::make_shared<nn::Conv2d>(1, 3, nn::Pair{3, 3}, nn::Pair{1, 1}, nn::Pair{1, 1}),
+        std::make_shared<nn::ReLU>(), std::make_shared<nn::MaxPool2d>(Pool2dOptions{.kernel_size = {2, 2}}),
+        std::make_shared<nn::Flatten>(), std::make_shared<nn::Linear>(27, 4)});
+  }
   m->to(dt);
   return m;
 }
 
-// Step s's global batch: [global, 8] inputs and [global, 4] targets, the same for every caller.
-inline std::pair<Tensor, Tensor> batch(int step, int64_t global, DType dt) {
+// Step s's global batch: inputs ([global, 8] for the MLP, [global, 1, 6, 6] for the CNN)
+// and [global, 4] targets, the same for every caller.
+inline std::pair<Tensor, Tensor> batch(int step, int64_t global, DType dt, ModelKind kind = ModelKind::kMlp) {
   Generator gen(1000 + step);
-  return {randn({global, 8}, dt, &gen), randn({global, 4}, dt, &gen)};
+  Tensor x = kind == ModelKind::kMlp ? randn({global, 8}, dt, &gen) : randn({global, 1, 6, 6}, dt, &gen);
+  return {x, randn({global, 4}, dt, &gen)};
 }
 
 inline Tensor loss_of(nn::Module& m, const Tensor& x, const Tensor& y) {
@@ -34,11 +51,11 @@ inline Tensor loss_of(nn::Module& m, const Tensor& x, const Tensor& y) {
 }
 
 // Ten SGD steps of one process on the global batch; returns the final parameters.
-inline std::vector<Tensor> train_single(int64_t global, DType dt, int steps = 10) {
-  auto m = make_model(1, dt);
+inline std::vector<Tensor> train_single(int64_t global, DType dt, int steps = 10, ModelKind kind = ModelKind::kMlp) {
+  auto m = make_model(1, dt, kind);
   optim::SGD opt(m->parameters(), {.lr = 0.1, .momentum = 0.9});
   for (int s = 0; s < steps; ++s) {
-    auto [x, y] = batch(s, global, dt);
+    auto [x, y] = batch(s, global, dt, kind);
     opt.zero_grad();
     loss_of(*m, x, y).backward();
     opt.step();

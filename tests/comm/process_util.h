@@ -1,33 +1,21 @@
 // Helpers for tests that run ranks as real processes: this test binary started again
 // with one test selected and RANK / WORLD_SIZE / MASTER_PORT set; the worker test skips
-// itself unless EMBER_TEST_WORKER is set.
+// itself unless EMBER_TEST_WORKER is set. A port for them: comm::free_port()
+// (comm/launch.h, included here).
 #pragma once
 
-#include <netinet/in.h>
 #include <spawn.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <string>
 #include <vector>
 
+#include "comm/launch.h"
+
 extern char** environ;
 
 namespace ember::comm::testing {
-
-// A port that was free a moment ago: bind port 0 and read it back.
-inline int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
 
 // Starts this binary running only `test` with the extra variables; returns its pid.
 inline pid_t spawn_self(const std::string& test, const std::vector<std::string>& extra_env) {

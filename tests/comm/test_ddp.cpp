@@ -1,20 +1,26 @@
 // DistributedDataParallel: N ranks (threads) with batch b end 10 SGD steps with the
-// parameters of one process with batch N·b, also with no_sync accumulation, with the
-// MicroBatcher and with bf16 compression; bucket assignment and overlap; the errors.
+// parameters of one process with batch N·b, for the MLP and the CNN without batch norm
+// (tests/comm/ddp_test_util.h), also with no_sync accumulation and with the MicroBatcher;
+// bf16 compression; bucket assignment and overlap; the errors.
 //
 // Tolerance: in float64 the only difference is the order of the sums (each rank sums its
 // shard's gradient, the all-reduce adds the ranks' partial sums, then divides by N; one
 // process sums the whole batch, then divides by the batch). Each gradient element is a
-// sum of at most a few hundred terms, so the reordering changes it by about
-// n · 2^-53 · sum|terms| ~ 1e-14 relative; ten momentum-SGD steps of lr 0.1 add up a few
-// such errors per parameter. 1e-10 relative (plus 1e-12 absolute) leaves four orders of
-// magnitude of room, and any real mistake (a missing division by N, a bucket reduced
-// twice or not at all, a wrong shard) moves parameters by 1e-3 or more.
+// sum of at most a few hundred terms (the MLP's: one per sample, at most 12; the CNN's
+// convolution weights: one per sample and output position, at most 12 · 36 = 432), so
+// the reordering changes it by about n · 2^-53 · sum|terms| ~ 1e-13 relative at worst;
+// ten momentum-SGD steps of lr 0.1 add up a few such errors per parameter. 1e-10
+// relative (plus 1e-12 absolute) leaves three orders of magnitude of room (measured: the
+// worst parameter uses 1.2e-4 of the bound, the CNN at world size 2; the MLP 3e-5), and
+// any real mistake (a missing division by N, a bucket reduced twice or not at all, a
+// wrong shard) moves parameters by 1e-3 or more.
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
+#include <tuple>
 
 #include "base/error.h"
 #include "comm/ddp.h"
@@ -35,7 +41,8 @@ enum class Mode { kPlain, kNoSync, kMicroBatcher, kBf16 };
 
 // Ten steps of rank pg.rank() with `model` (any initial values: DDP broadcasts rank 0's).
 // die_at >= 0: rank 1 exits abruptly at that step (a crashed rank).
-void train_rank(ProcessGroup& pg, const std::shared_ptr<nn::Module>& model, Mode mode, DType dt, int die_at = -1) {
+void train_rank(ProcessGroup& pg, const std::shared_ptr<nn::Module>& model, Mode mode, DType dt, int die_at = -1,
+                ModelKind kind = ModelKind::kMlp) {
   const int r = pg.rank(), world = pg.size();
   auto pgp = std::shared_ptr<ProcessGroup>(&pg, [](ProcessGroup*) {});
   DdpOptions o{.bucket_cap_bytes = 1024, .first_bucket_bytes = 256};  // several buckets for this small model
@@ -44,7 +51,7 @@ void train_rank(ProcessGroup& pg, const std::shared_ptr<nn::Module>& model, Mode
   optim::SGD opt(model->parameters(), {.lr = 0.1, .momentum = 0.9});
   for (int s = 0; s < 10; ++s) {
     if (r == 1 && s == die_at) std::_Exit(9);
-    auto [x, y] = batch(s, kShard * world, dt);
+    auto [x, y] = batch(s, kShard * world, dt, kind);
     Tensor xs = x.narrow(0, r * kShard, kShard), ys = y.narrow(0, r * kShard, kShard);
     opt.zero_grad();
     if (mode == Mode::kNoSync) {  // two halves: the first accumulates locally
@@ -69,38 +76,43 @@ void train_rank(ProcessGroup& pg, const std::shared_ptr<nn::Module>& model, Mode
 }
 
 // Ten steps on `world` ranks (threads); returns rank 0's final parameters.
-std::vector<Tensor> train_ddp(int world, Mode mode, DType dt = kFloat64) {
+std::vector<Tensor> train_ddp(int world, Mode mode, DType dt = kFloat64, ModelKind kind = ModelKind::kMlp) {
   std::vector<std::shared_ptr<nn::Module>> models;
-  for (int r = 0; r < world; ++r) models.push_back(make_model(r == 0 ? 1 : 100 + r, dt));  // broadcast fixes ranks > 0
-  run_ranks(world, [&](ProcessGroup& pg) { train_rank(pg, models[pg.rank()], mode, dt); });
+  for (int r = 0; r < world; ++r)
+    models.push_back(make_model(r == 0 ? 1 : 100 + r, dt, kind));  // broadcast fixes ranks > 0
+  run_ranks(world, [&](ProcessGroup& pg) { train_rank(pg, models[pg.rank()], mode, dt, -1, kind); });
   std::vector<Tensor> result;
   for (const Tensor& p : models[0]->parameters()) result.push_back(p.detach().clone());
   return result;
 }
 
-class DdpEquivalence : public ::testing::TestWithParam<int> {};
+// (model, world size)
+class DdpEquivalence : public ::testing::TestWithParam<std::tuple<ModelKind, int>> {
+ protected:
+  ModelKind kind() const { return std::get<0>(GetParam()); }
+  int world() const { return std::get<1>(GetParam()); }
+  std::vector<Tensor> single(int steps = 10) const { return train_single(kShard * world(), kFloat64, steps, kind()); }
+  double worst(Mode mode) const {
+    return worst_ratio(train_ddp(world(), mode, kFloat64, kind()), single(), kAtol, kRtol);
+  }
+};
 
 TEST_P(DdpEquivalence, SameParametersAsOneProcessOnTheWholeBatch) {
-  const int world = GetParam();
-  const auto single = train_single(kShard * world, kFloat64);
-  const double worst = worst_ratio(train_ddp(world, Mode::kPlain), single, kAtol, kRtol);
-  EXPECT_LE(worst, 1.0) << "worst |ddp - single| / (atol + rtol |single|)";
+  EXPECT_LE(worst(Mode::kPlain), 1.0) << "worst |ddp - single| / (atol + rtol |single|)";
   // A distinct run changes them: the comparison has teeth.
-  EXPECT_GT(worst_ratio(train_single(kShard * world, kFloat64, 9), single, kAtol, kRtol), 1e3);
+  EXPECT_GT(worst_ratio(single(9), single(), kAtol, kRtol), 1e3);
 }
 
-TEST_P(DdpEquivalence, NoSyncAccumulation) {
-  const int world = GetParam();
-  EXPECT_LE(worst_ratio(train_ddp(world, Mode::kNoSync), train_single(kShard * world, kFloat64), kAtol, kRtol), 1.0);
-}
+TEST_P(DdpEquivalence, NoSyncAccumulation) { EXPECT_LE(worst(Mode::kNoSync), 1.0); }
 
-TEST_P(DdpEquivalence, WithTheMicroBatcher) {
-  const int world = GetParam();
-  EXPECT_LE(worst_ratio(train_ddp(world, Mode::kMicroBatcher), train_single(kShard * world, kFloat64), kAtol, kRtol),
-            1.0);
-}
+TEST_P(DdpEquivalence, WithTheMicroBatcher) { EXPECT_LE(worst(Mode::kMicroBatcher), 1.0); }
 
-INSTANTIATE_TEST_SUITE_P(WorldSize, DdpEquivalence, ::testing::Values(2, 3));
+INSTANTIATE_TEST_SUITE_P(ModelAndWorldSize, DdpEquivalence,
+                         ::testing::Combine(::testing::Values(ModelKind::kMlp, ModelKind::kCnn),
+                                            ::testing::Values(2, 3)),
+                         [](const auto& info) {
+                           return to_string(std::get<0>(info.param)) + "_" + std::to_string(std::get<1>(info.param));
+                         });
 
 // bf16 keeps 8 bits of mantissa: each averaged gradient is off by up to 2^-8 relative,
 // so after ten steps the parameters agree to about 1e-2, not to 1e-10.

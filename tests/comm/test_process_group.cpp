@@ -1,6 +1,7 @@
 // Collectives at world sizes 1-4 (ranks as threads over an InProcessStore) for several
-// sizes, reduce ops and dtypes, and the timeouts: a rank that never joins, a rank that
-// never calls the collective.
+// sizes, reduce ops and dtypes, on CPU tensors (Gloo) and on CUDA tensors (NCCL; rank r
+// on cuda:r, skipped without that many devices), and the timeouts: a rank that never
+// joins, a rank that never calls the collective.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -22,10 +23,22 @@ using testing::run_ranks;
 // Rank r's value at element i: small integers, exact in every dtype tested.
 double value(int r, int64_t i) { return static_cast<double>((r + 1) * 3 + (i % 7)); }
 
-Tensor rank_tensor(int r, int64_t n, DType dt) {
+Tensor rank_tensor(int r, int64_t n, DType dt, Device d = Device::cpu()) {
   std::vector<double> v(n);
   for (int64_t i = 0; i < n; ++i) v[i] = value(r, i);
-  return tensor(v, {n}, dt);
+  return tensor(v, {n}, dt).to(d);
+}
+
+// Rank r's device: the CPU, or cuda:r (NCCL takes one rank per device).
+Device device_of(DeviceType type, int rank) { return type == DeviceType::CPU ? Device::cpu() : Device::cuda(rank); }
+
+// Whether `size` ranks can run on `type` here.
+bool runnable(DeviceType type, int size) {
+#if EMBER_COMM_NCCL
+  return type == DeviceType::CPU || cuda_device_count() >= size;
+#else
+  return type == DeviceType::CPU;
+#endif
 }
 
 double expected(ReduceOp op, int size, int64_t i, bool integer) {
@@ -38,15 +51,23 @@ double expected(ReduceOp op, int size, int64_t i, bool integer) {
   return acc;
 }
 
-class Collectives : public ::testing::TestWithParam<int> {};
+class Collectives : public ::testing::TestWithParam<std::tuple<int, DeviceType>> {
+ protected:
+  void SetUp() override {
+    if (!runnable(type(), size())) GTEST_SKIP() << "needs " << size() << " CUDA devices and NCCL";
+  }
+  int size() const { return std::get<0>(GetParam()); }
+  DeviceType type() const { return std::get<1>(GetParam()); }
+  Device device(const ProcessGroup& pg) const { return device_of(type(), pg.rank()); }
+};
 
 TEST_P(Collectives, AllReduceEveryOpAndDtype) {
-  const int size = GetParam();
+  const int size = this->size();
   run_ranks(size, [&](ProcessGroup& pg) {
     for (DType dt : {kFloat32, kFloat64, kInt64, kInt32, kBFloat16})
       for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax, ReduceOp::kMin})
         for (int64_t n : {0, 1, 1023}) {
-          Tensor t = rank_tensor(pg.rank(), n, dt);
+          Tensor t = rank_tensor(pg.rank(), n, dt, device(pg));
           pg.all_reduce(t, op)->wait();
           const bool integer = dt == kInt64 || dt == kInt32;
           std::vector<double> got = t.to_vector<double>();
@@ -61,21 +82,23 @@ TEST_P(Collectives, AllReduceEveryOpAndDtype) {
 }
 
 TEST_P(Collectives, BroadcastAllGatherReduceScatterBarrier) {
-  const int size = GetParam();
+  const int size = this->size();
   run_ranks(size, [&](ProcessGroup& pg) {
     const int r = pg.rank();
+    const Device d = device(pg);
     for (int root = 0; root < size; ++root) {
-      Tensor t = rank_tensor(r, 1023, kFloat32);
+      Tensor t = rank_tensor(r, 1023, kFloat32, d);
       pg.broadcast(t, root)->wait();
-      EXPECT_TRUE(allclose(t, rank_tensor(root, 1023, kFloat32))) << "root " << root;
+      EXPECT_TRUE(allclose(t.to(Device::cpu()), rank_tensor(root, 1023, kFloat32))) << "root " << root;
     }
-    Tensor in = rank_tensor(r, 5, kInt64);
-    Tensor out = zeros({size, 5}, kInt64);
+    Tensor in = rank_tensor(r, 5, kInt64, d);
+    Tensor out = full({size, 5}, -1, TensorOptions(kInt64, d));  // poisoned: every element must be written
     pg.all_gather(out, in)->wait();
-    for (int q = 0; q < size; ++q) EXPECT_TRUE(allclose(out.select(0, q), rank_tensor(q, 5, kInt64)));
+    for (int q = 0; q < size; ++q)
+      EXPECT_TRUE(allclose(out.select(0, q).to(Device::cpu()), rank_tensor(q, 5, kInt64)));
 
-    Tensor big = rank_tensor(r, 3 * size, kFloat64);
-    Tensor mine = zeros({3}, kFloat64);
+    Tensor big = rank_tensor(r, 3 * size, kFloat64, d);
+    Tensor mine = full({3}, std::nan(""), TensorOptions(kFloat64, d));
     pg.reduce_scatter(mine, big, ReduceOp::kSum)->wait();
     for (int64_t i = 0; i < 3; ++i)
       EXPECT_DOUBLE_EQ(mine.to_vector<double>()[i], expected(ReduceOp::kSum, size, r * 3 + i, false));
@@ -83,19 +106,34 @@ TEST_P(Collectives, BroadcastAllGatherReduceScatterBarrier) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(WorldSize, Collectives, ::testing::Values(1, 2, 3, 4));
+std::string case_name(const ::testing::TestParamInfo<std::tuple<int, DeviceType>>& info) {
+  return std::string(device_type_name(std::get<1>(info.param))) + "_" + std::to_string(std::get<0>(info.param));
+}
 
-// 16 Mi float32 elements (64 MiB per rank): Gloo's ring with many segments.
-TEST(Collectives, LargeAllReduceTwoRanks) {
-  run_ranks(2, [](ProcessGroup& pg) {
+INSTANTIATE_TEST_SUITE_P(WorldSize, Collectives,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4),
+                                            ::testing::Values(DeviceType::CPU, DeviceType::CUDA)),
+                         case_name);
+
+class LargeAllReduce : public ::testing::TestWithParam<DeviceType> {};
+
+// 16 Mi float32 elements (64 MiB per rank): Gloo's ring with many segments; NCCL's
+// chunks (on the emulated device, many rounds through its shared slots).
+TEST_P(LargeAllReduce, TwoRanks) {
+  const DeviceType type = GetParam();
+  if (!runnable(type, 2)) GTEST_SKIP() << "needs 2 CUDA devices and NCCL";
+  run_ranks(2, [&](ProcessGroup& pg) {
     const int64_t n = 16 << 20;
-    Tensor t = full({n}, pg.rank() + 1.0, kFloat32);
+    Tensor t = full({n}, pg.rank() + 1.0, TensorOptions(kFloat32, device_of(type, pg.rank())));
     pg.all_reduce(t, ReduceOp::kSum)->wait();
     EXPECT_EQ(t.to_vector<float>()[0], 3.0f);
     EXPECT_EQ(t.to_vector<float>()[n - 1], 3.0f);
     EXPECT_EQ(sum(t).item<double>(), 3.0 * n);
   });
 }
+
+INSTANTIATE_TEST_SUITE_P(Device, LargeAllReduce, ::testing::Values(DeviceType::CPU, DeviceType::CUDA),
+                         [](const auto& info) { return std::string(device_type_name(info.param)); });
 
 TEST(Collectives, OrderIsIssueOrder) {
   run_ranks(3, [](ProcessGroup& pg) {

@@ -111,7 +111,7 @@ TEST(RendezvousProcesses, Worker) {
 }
 
 TEST(RendezvousProcesses, ThreeRanksOverTcpStore) {
-  const int port = testing::free_port();
+  const int port = free_port();
   std::vector<pid_t> pids;
   for (int r = 0; r < 3; ++r)
     pids.push_back(testing::spawn_self("RendezvousProcesses.Worker",
@@ -124,7 +124,7 @@ TEST(RendezvousProcesses, ThreeRanksOverTcpStore) {
 // the TcpStore on the port it is given).
 TEST(RendezvousProcesses, ThreeRanksUnderEmberRun) {
   const std::string cmd = "EMBER_TEST_WORKER=1 EMBER_COMM_TIMEOUT_S=20 " + std::string(EMBER_RUN_BIN) +
-                          " --nproc-per-node 3 --master-port " + std::to_string(testing::free_port()) +
+                          " --nproc-per-node 3 --master-port " + std::to_string(free_port()) +
                           " /proc/" + std::to_string(::getpid()) + "/exe --gtest_filter=RendezvousProcesses.Worker";
   FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
   std::string out;

@@ -31,24 +31,34 @@ std::vector<std::string> gemm_variants() {
 }
 
 // Sets a GEMM (and conv2d) variant on cuda for the scope; "default" changes nothing.
+// conv "cudnn-benchmark": cuDNN with its algorithms timed (set_conv_benchmark).
 struct VariantScope {
   explicit VariantScope(const std::string& gemm, const std::string& conv = "default") {
     if (gemm != "default") kernels::cuda::set_gemm_variant(gemm);
-    if (conv != "default") kernels::cuda::set_conv_variant(conv);
+    if (conv == "cudnn-benchmark") {
+      kernels::cuda::set_conv_variant("cudnn");
+      kernels::cuda::set_conv_benchmark(true);
+    } else if (conv != "default") {
+      kernels::cuda::set_conv_variant(conv);
+    }
   }
   ~VariantScope() {
     if (!on_cuda()) return;
     kernels::cuda::set_gemm_variant("auto");
     kernels::cuda::set_conv_variant("auto");
+    kernels::cuda::set_conv_benchmark(false);
   }
 };
 
-// conv2d's (GEMM, conv) variant pairs: im2col under every GEMM, and the default (cuDNN
-// where the build has it).
+// conv2d's (GEMM, conv) variant pairs: im2col under every GEMM, the default (cuDNN where
+// the build has it), and on a GPU cuDNN in benchmark mode.
 std::vector<std::pair<std::string, std::string>> conv_variants() {
   std::vector<std::pair<std::string, std::string>> v;
   for (const std::string& g : gemm_variants()) v.emplace_back(g, on_cuda() ? "im2col" : "default");
   if (on_cuda()) v.emplace_back("auto", "auto");
+#if !EMBER_CUDA_EMULATED
+  if (on_cuda()) v.emplace_back("auto", "cudnn-benchmark");
+#endif
   return v;
 }
 

@@ -30,18 +30,37 @@ TEST(CudaIndexing, CheckRecordsABadIndexAndOnlyThen) {
     for (int64_t i = 0; i < n; ++i) idx[i] = i % 5;
     DeviceArray<int64_t> good(idx, 1);
     DeviceArray<IndexError> err(std::vector<IndexError>{IndexError{}});
-    check_indices(good.data(), n, 5, 1, IndexOp::kGather, err.data(), {});
+    check_indices(good.data(), n, 5, 1, int(IndexOp::kGather), err.data(), {});
     EXPECT_EQ(err.host()[0].claimed, 0u) << n;
     if (n == 0) continue;
     idx[n / 2] = n % 2 ? -1 : 5;
     DeviceArray<int64_t> bad(idx);
-    check_indices(bad.data(), n, 5, 1, IndexOp::kScatterAdd, err.data(), {});
+    check_indices(bad.data(), n, 5, 1, int(IndexOp::kScatterAdd), err.data(), {});
     const IndexError e = err.host()[0];
     EXPECT_EQ(e.claimed, 1u);
     EXPECT_EQ(e.op, int(IndexOp::kScatterAdd));
     EXPECT_EQ(e.value, idx[n / 2]);
     EXPECT_EQ(e.dim, 1);
     EXPECT_EQ(e.size, 5);
+    EXPECT_EQ(e.position, n / 2);
+  }
+}
+
+// The fused ops' check lets `skip` through (cross entropy's ignore_index) and records
+// the position of a bad index.
+TEST(CudaIndexing, CheckSkipsTheIgnoredValue) {
+  EMBER_NEED_DEVICE();
+  for (int64_t n : kAwkwardSizes) {
+    if (n == 0) continue;
+    std::vector<int64_t> idx(n);
+    for (int64_t i = 0; i < n; ++i) idx[i] = i % 3 == 0 ? -100 : i % 5;
+    DeviceArray<int64_t> ok(idx, 1);
+    DeviceArray<IndexError> err(std::vector<IndexError>{IndexError{}});
+    check_indices(ok.data(), n, 5, 0, int(IndexOp::kFusedCheck), err.data(), {}, true, -100);
+    EXPECT_EQ(err.host()[0].claimed, 0u) << n;
+    check_indices(ok.data(), n, 5, 0, int(IndexOp::kFusedCheck), err.data(), {});  // without skip: -100 is bad
+    EXPECT_EQ(err.host()[0].claimed, 1u) << n;
+    EXPECT_EQ(err.host()[0].value, -100) << n;
   }
 }
 

@@ -15,10 +15,11 @@ struct Result {
   double seconds;
 };
 
-Result ember_run(const std::string& args) {
+// env: variables for ember-run, "NAME=value ..." (empty: none).
+Result ember_run(const std::string& args, const std::string& env = "") {
   const auto t0 = std::chrono::steady_clock::now();
   std::string out;
-  FILE* p = ::popen((std::string(EMBER_RUN_BIN) + " " + args + " 2>&1").c_str(), "r");
+  FILE* p = ::popen(((env.empty() ? "" : "env " + env + " ") + EMBER_RUN_BIN + " " + args + " 2>&1").c_str(), "r");
   char buf[4096];
   size_t n;
   while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
@@ -61,6 +62,23 @@ TEST(EmberRun, RestartsTheGroup) {
   Result r = ember_run("--nproc-per-node 2 --max-restarts 2 sh -c '[ $EMBER_RESTART_COUNT = 1 ]'");
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_TRUE(has(r.out, "restarting the group (1 of 2)")) << r.out;
+}
+
+// --nproc-per-node gpu: one rank per visible GPU (three emulated ones here, in the
+// emulated build), or an error saying why there is none.
+TEST(EmberRun, OneRankPerGpu) {
+  const std::string args = "--nproc-per-node gpu sh -c 'echo W=$WORLD_SIZE L=$LOCAL_RANK'";
+#if EMBER_CUDA_EMULATED
+  Result r = ember_run(args, "EMBER_EMU_DEVICES=3");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "[rank 2] W=3 L=2")) << r.out;
+  r = ember_run(args, "EMBER_EMU_DEVICES=3 CUDA_VISIBLE_DEVICES=1");
+  EXPECT_TRUE(has(r.out, "[rank 0] W=1 L=0")) << r.out;
+#else
+  Result r = ember_run(args);
+  if (r.status == 2) EXPECT_TRUE(has(r.out, "ember-run: --nproc-per-node gpu: ")) << r.out;  // no GPU here
+  else EXPECT_EQ(r.status, 0) << r.out;
+#endif
 }
 
 TEST(EmberRun, BadArgumentsAreClear) {

@@ -1,0 +1,622 @@
+// The emulated NCCL (kernels/emu/nccl.cpp), through the NCCL API: ranks as threads (each
+// on its own emulated device; ctest sets EMBER_EMU_DEVICES=4) and as processes. Every
+// collective, op and data type against a float64 or exact integer reference computed here,
+// world sizes 1-4, counts 0, 1, 1023 and one of several slot-sized chunks (the tests make
+// the slot 8 KiB); in-place; stream order; abort; grouped init; argument errors.
+// Only in the EMBER_CUDA=EMULATED build, whose libember defines the NCCL API.
+#if defined(EMBER_CUDA_EMULATED)
+
+#include <gtest/gtest.h>
+#include <nccl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/half.h"
+#include "tests/comm/process_util.h"
+
+namespace {
+
+constexpr size_t kSlotBytes = 8192;  // so kBig elements take several chunks
+constexpr size_t kBig = 9000;
+const std::vector<size_t> kCounts = {0, 1, 1023, kBig};
+const ncclRedOp_t kOps[] = {ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg};
+
+// A data type as the tests see it: host values in and out as double.
+struct Dtype {
+  ncclDataType_t type;
+  const char* name;
+  size_t size;
+  bool is_float;
+  double tol;  // relative, for the float types
+  std::function<void(void*, size_t, double)> set;
+  std::function<double(const void*, size_t)> get;
+  std::function<double(int64_t)> wrap;  // an integer result as the type holds it
+};
+
+template <class T>
+Dtype make_dtype(ncclDataType_t type, const char* name, bool is_float, double tol) {
+  return {type,
+          name,
+          sizeof(T),
+          is_float,
+          tol,
+          [](void* p, size_t i, double v) { static_cast<T*>(p)[i] = static_cast<T>(static_cast<float>(v)); },
+          [](const void* p, size_t i) { return static_cast<double>(static_cast<const T*>(p)[i]); },
+          [](int64_t v) { return static_cast<double>(static_cast<T>(v)); }};
+}
+template <>
+Dtype make_dtype<double>(ncclDataType_t type, const char* name, bool is_float, double tol) {
+  return {type, name, 8, true, tol,
+          [](void* p, size_t i, double v) { static_cast<double*>(p)[i] = v; },
+          [](const void* p, size_t i) { return static_cast<const double*>(p)[i]; },
+          [](int64_t v) { return static_cast<double>(v); }};
+}
+
+const std::vector<Dtype>& dtypes() {
+  static const std::vector<Dtype> all = {
+      make_dtype<int8_t>(ncclInt8, "int8", false, 0),
+      make_dtype<uint8_t>(ncclUint8, "uint8", false, 0),
+      make_dtype<int32_t>(ncclInt32, "int32", false, 0),
+      make_dtype<uint32_t>(ncclUint32, "uint32", false, 0),
+      make_dtype<int64_t>(ncclInt64, "int64", false, 0),
+      make_dtype<uint64_t>(ncclUint64, "uint64", false, 0),
+      make_dtype<ember::Half>(ncclFloat16, "float16", true, 2e-3),
+      make_dtype<float>(ncclFloat32, "float32", true, 1e-6),
+      make_dtype<double>(ncclFloat64, "float64", true, 1e-13),
+      make_dtype<ember::BFloat16>(ncclBfloat16, "bfloat16", true, 1.6e-2),
+  };
+  return all;
+}
+
+// Rank r's input element i: small values, so sums and products of four stay exact in
+// every float type and the integer products wrap only in the 8-bit types.
+double input(const Dtype& d, int rank, size_t i) {
+  const int v = static_cast<int>((static_cast<size_t>(rank) * 7 + i * 3) % 9);
+  const bool is_unsigned = d.type == ncclUint8 || d.type == ncclUint32 || d.type == ncclUint64;
+  if (is_unsigned) return v;
+  return d.is_float ? (v - 4) * 0.5 : v - 4;
+}
+
+// The reduction of element i over ranks 0..n-1, in rank order, as the type holds it.
+double reference(const Dtype& d, ncclRedOp_t op, int n, size_t i, size_t offset = 0) {
+  if (d.is_float) {
+    double acc = input(d, 0, i + offset);
+    for (int r = 1; r < n; ++r) {
+      const double v = input(d, r, i + offset);
+      acc = op == ncclProd ? acc * v : op == ncclMax ? std::max(acc, v) : op == ncclMin ? std::min(acc, v) : acc + v;
+    }
+    return op == ncclAvg ? acc / n : acc;
+  }
+  auto acc = static_cast<int64_t>(input(d, 0, i + offset));
+  for (int r = 1; r < n; ++r) {
+    const auto v = static_cast<int64_t>(input(d, r, i + offset));
+    acc = op == ncclProd ? acc * v : op == ncclMax ? std::max(acc, v) : op == ncclMin ? std::min(acc, v) : acc + v;
+  }
+  return d.wrap(op == ncclAvg ? acc / n : acc);
+}
+
+// Compares got[i] (host copy of a result) with want(i); one failure message per call.
+void expect_matches(const Dtype& d, const std::vector<char>& got, size_t count, const std::function<double(size_t)>& want,
+                    const std::string& what) {
+  for (size_t i = 0; i < count; ++i) {
+    const double g = d.get(got.data(), i), w = want(i);
+    const bool ok = d.is_float ? std::abs(g - w) <= d.tol * std::max(1.0, std::abs(w)) : g == w;
+    if (!ok) {
+      ADD_FAILURE() << what << " " << d.name << ": element " << i << " of " << count << " is " << g << ", expected " << w;
+      return;
+    }
+  }
+}
+
+#define NCCL_OK(call) ASSERT_EQ((call), ncclSuccess) << #call << ": " << ncclGetLastError(nullptr)
+#define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
+
+bool segment_exists(const ncclUniqueId& id) {
+  const char* name = id.internal + 8;  // after the magic and the slot size (kernels/emu/nccl.cpp)
+  return access((std::string("/dev/shm") + name).c_str(), F_OK) == 0;
+}
+
+int device_count() {
+  int n = 0;
+  cudaGetDeviceCount(&n);
+  return n;
+}
+
+// Runs fn(rank, comm, stream) on `world` threads, rank r on device r, then synchronises,
+// destroys, and checks that no shared-memory segment is left behind.
+// slot_bytes 0: the default slot.
+void run_ranks(int world, const std::function<void(int, ncclComm_t, cudaStream_t)>& fn, size_t slot_bytes = kSlotBytes) {
+  ASSERT_GE(device_count(), world) << "needs EMBER_EMU_DEVICES >= " << world << " (ctest sets 4)";
+  if (slot_bytes) setenv("EMBER_EMU_NCCL_SLOT_BYTES", std::to_string(slot_bytes).c_str(), 1);
+  else unsetenv("EMBER_EMU_NCCL_SLOT_BYTES");
+  ncclUniqueId id;
+  NCCL_OK(ncclGetUniqueId(&id));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r)
+    threads.emplace_back([&, r] {
+      CUDA_OK(cudaSetDevice(r));
+      ncclComm_t comm = nullptr;
+      NCCL_OK(ncclCommInitRank(&comm, world, id, r));
+      int n = 0, rank = -1, device = -1;
+      NCCL_OK(ncclCommCount(comm, &n));
+      NCCL_OK(ncclCommUserRank(comm, &rank));
+      NCCL_OK(ncclCommCuDevice(comm, &device));
+      EXPECT_EQ(n, world);
+      EXPECT_EQ(rank, r);
+      EXPECT_EQ(device, r);
+      cudaStream_t stream = nullptr;
+      CUDA_OK(cudaStreamCreate(&stream));
+      fn(r, comm, stream);
+      CUDA_OK(cudaStreamSynchronize(stream));
+      ncclResult_t async = ncclInternalError;
+      NCCL_OK(ncclCommGetAsyncError(comm, &async));
+      EXPECT_EQ(async, ncclSuccess);
+      NCCL_OK(ncclCommFinalize(comm));
+      NCCL_OK(ncclCommDestroy(comm));
+      CUDA_OK(cudaStreamDestroy(stream));
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_FALSE(segment_exists(id)) << "the shared-memory segment was left in /dev/shm";
+}
+
+// A device buffer of `count` elements of d, filled with rank's inputs (from index
+// `offset` on) by a copy queued on `stream`, so the collective after it must wait for it.
+void* device_input(const Dtype& d, int rank, size_t count, cudaStream_t stream, size_t offset = 0) {
+  void* p = nullptr;
+  if (cudaMalloc(&p, std::max<size_t>(count, 1) * d.size) != cudaSuccess) return nullptr;
+  std::vector<char> host(count * d.size);
+  for (size_t i = 0; i < count; ++i) d.set(host.data(), i, input(d, rank, i + offset));
+  cudaMemcpyAsync(p, host.data(), host.size(), cudaMemcpyHostToDevice, stream);  // pageable: staged
+  return p;
+}
+
+std::vector<char> to_host(const void* p, size_t bytes, cudaStream_t stream) {
+  std::vector<char> host(bytes);
+  cudaStreamSynchronize(stream);
+  if (bytes) cudaMemcpy(host.data(), p, bytes, cudaMemcpyDeviceToHost);
+  return host;
+}
+
+// Every collective, op, type and count on `world` ranks, out of place into fresh (NaN)
+// device memory. Where a rank has no output (ncclReduce off the root) it stays untouched.
+void all_collectives(int world) {
+  run_ranks(world, [world](int rank, ncclComm_t comm, cudaStream_t stream) {
+    const int root = world - 1;
+    for (const Dtype& d : dtypes())
+      for (size_t count : kCounts) {
+        const std::string at = "world " + std::to_string(world) + " rank " + std::to_string(rank) + " count " +
+                               std::to_string(count);
+        // ncclAllReduce, ncclReduce, ncclReduceScatter with every op.
+        for (ncclRedOp_t op : kOps) {
+          const std::string with = at + " op " + std::to_string(op);
+          void* send = device_input(d, rank, count, stream);
+          void *all = nullptr, *red = nullptr, *scattered = nullptr;
+          CUDA_OK(cudaMalloc(&all, std::max<size_t>(count, 1) * d.size));
+          CUDA_OK(cudaMalloc(&red, std::max<size_t>(count, 1) * d.size));
+          NCCL_OK(ncclAllReduce(send, all, count, d.type, op, comm, stream));
+          NCCL_OK(ncclReduce(send, red, count, d.type, op, root, comm, stream));
+          const size_t part = count / static_cast<size_t>(world);  // reduce-scatter: each rank's part
+          CUDA_OK(cudaMalloc(&scattered, std::max<size_t>(part, 1) * d.size));
+          NCCL_OK(ncclReduceScatter(send, scattered, part, d.type, op, comm, stream));
+          expect_matches(d, to_host(all, count * d.size, stream), count,
+                         [&](size_t i) { return reference(d, op, world, i); }, "ncclAllReduce " + with);
+          const std::vector<char> reduced = to_host(red, count * d.size, stream);
+          if (rank == root)
+            expect_matches(d, reduced, count, [&](size_t i) { return reference(d, op, world, i); }, "ncclReduce " + with);
+          else
+            for (char c : reduced) ASSERT_EQ(c, char(0xFF)) << "ncclReduce wrote a non-root output " << with;
+          expect_matches(d, to_host(scattered, part * d.size, stream), part,
+                         [&](size_t i) { return reference(d, op, world, i, static_cast<size_t>(rank) * part); },
+                         "ncclReduceScatter " + with);
+          for (void* p : {send, all, red, scattered}) CUDA_OK(cudaFree(p));
+        }
+        // ncclBroadcast from the last rank, ncclAllGather.
+        void* send = device_input(d, rank, count, stream);
+        void *bcast = nullptr, *gathered = nullptr;
+        CUDA_OK(cudaMalloc(&bcast, std::max<size_t>(count, 1) * d.size));
+        CUDA_OK(cudaMalloc(&gathered, std::max<size_t>(count * static_cast<size_t>(world), 1) * d.size));
+        NCCL_OK(ncclBroadcast(send, bcast, count, d.type, root, comm, stream));
+        NCCL_OK(ncclAllGather(send, gathered, count, d.type, comm, stream));
+        expect_matches(d, to_host(bcast, count * d.size, stream), count, [&](size_t i) { return input(d, root, i); },
+                       "ncclBroadcast " + at);
+        expect_matches(d, to_host(gathered, count * static_cast<size_t>(world) * d.size, stream),
+                       count * static_cast<size_t>(world),
+                       [&](size_t i) { return input(d, static_cast<int>(i / count), i % count); }, "ncclAllGather " + at);
+        for (void* p : {send, bcast, gathered}) CUDA_OK(cudaFree(p));
+      }
+  });
+}
+
+TEST(EmuNccl, EveryCollectiveOpAndTypeOnOneRank) { all_collectives(1); }
+TEST(EmuNccl, EveryCollectiveOpAndTypeOnTwoRanks) { all_collectives(2); }
+TEST(EmuNccl, EveryCollectiveOpAndTypeOnThreeRanks) { all_collectives(3); }
+TEST(EmuNccl, EveryCollectiveOpAndTypeOnFourRanks) { all_collectives(4); }
+
+// All ranks end with bitwise the same all-reduce, inexact sums included.
+TEST(EmuNccl, AllRanksAgreeBitwise) {
+  constexpr int world = 4;
+  constexpr size_t count = 3000;
+  std::vector<std::vector<float>> results(world);
+  run_ranks(world, [&](int rank, ncclComm_t comm, cudaStream_t stream) {
+    std::vector<float> host(count);
+    for (size_t i = 0; i < count; ++i) host[i] = std::sin(float(i * 13 + rank)) * 1e3f + 1e-3f * float(rank);
+    float* buf = nullptr;
+    CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&buf), count * sizeof(float)));
+    CUDA_OK(cudaMemcpyAsync(buf, host.data(), count * sizeof(float), cudaMemcpyHostToDevice, stream));
+    NCCL_OK(ncclAllReduce(buf, buf, count, ncclFloat32, ncclAvg, comm, stream));
+    results[static_cast<size_t>(rank)] = std::vector<float>(count);
+    CUDA_OK(cudaMemcpyAsync(results[static_cast<size_t>(rank)].data(), buf, count * sizeof(float), cudaMemcpyDeviceToHost, stream));
+    CUDA_OK(cudaFree(buf));
+  });
+  for (int r = 1; r < world; ++r)
+    EXPECT_EQ(std::memcmp(results[0].data(), results[static_cast<size_t>(r)].data(), count * sizeof(float)), 0) << "rank " << r;
+}
+
+// The default slot (4 MiB, as no EMBER_EMU_NCCL_SLOT_BYTES): a 20 MB all-reduce in chunks.
+TEST(EmuNccl, LargeAllReduceWithTheDefaultSlot) {
+  constexpr size_t count = 5'000'000;
+  run_ranks(2, [&](int rank, ncclComm_t comm, cudaStream_t stream) {
+    std::vector<float> host(count);
+    for (size_t i = 0; i < count; ++i) host[i] = float(i % 1000) + float(rank);
+    float* buf = nullptr;
+    CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&buf), count * sizeof(float)));
+    CUDA_OK(cudaMemcpyAsync(buf, host.data(), count * sizeof(float), cudaMemcpyHostToDevice, stream));
+    NCCL_OK(ncclAllReduce(buf, buf, count, ncclFloat32, ncclMax, comm, stream));
+    CUDA_OK(cudaMemcpyAsync(host.data(), buf, count * sizeof(float), cudaMemcpyDeviceToHost, stream));
+    for (size_t i = 0; i < count; ++i) ASSERT_EQ(host[i], float(i % 1000) + 1.0f) << "element " << i;
+    CUDA_OK(cudaFree(buf));
+  }, /*slot_bytes=*/0);
+}
+
+// In place: all-reduce and reduce into their input, broadcast (ncclBcast), all-gather from
+// the rank's own part of the output, reduce-scatter into the rank's part of the input.
+TEST(EmuNccl, InPlace) {
+  constexpr int world = 3;
+  run_ranks(world, [&](int rank, ncclComm_t comm, cudaStream_t stream) {
+    for (const Dtype& d : dtypes()) {
+      if (d.type != ncclFloat32 && d.type != ncclBfloat16 && d.type != ncclInt64) continue;
+      for (size_t count : {size_t(1023), kBig}) {
+        const std::string at = std::string("rank ") + std::to_string(rank) + " count " + std::to_string(count);
+        void* buf = device_input(d, rank, count, stream);
+        NCCL_OK(ncclAllReduce(buf, buf, count, d.type, ncclSum, comm, stream));
+        expect_matches(d, to_host(buf, count * d.size, stream), count,
+                       [&](size_t i) { return reference(d, ncclSum, world, i); }, "in-place ncclAllReduce " + at);
+        CUDA_OK(cudaFree(buf));
+
+        buf = device_input(d, rank, count, stream);
+        NCCL_OK(ncclReduce(buf, buf, count, d.type, ncclMax, 1, comm, stream));
+        expect_matches(d, to_host(buf, count * d.size, stream), count,
+                       [&](size_t i) { return rank == 1 ? reference(d, ncclMax, world, i) : input(d, rank, i); },
+                       "in-place ncclReduce " + at);
+        CUDA_OK(cudaFree(buf));
+
+        buf = device_input(d, rank, count, stream);
+        NCCL_OK(ncclBcast(buf, count, d.type, 2, comm, stream));
+        expect_matches(d, to_host(buf, count * d.size, stream), count, [&](size_t i) { return input(d, 2, i); },
+                       "ncclBcast " + at);
+        CUDA_OK(cudaFree(buf));
+
+        // The whole output, with this rank's input at its place in it.
+        const size_t total = count * world;
+        void* out = nullptr;
+        CUDA_OK(cudaMalloc(&out, total * d.size));
+        char* mine = static_cast<char*>(out) + static_cast<size_t>(rank) * count * d.size;
+        void* in = device_input(d, rank, count, stream);
+        CUDA_OK(cudaMemcpyAsync(mine, in, count * d.size, cudaMemcpyDeviceToDevice, stream));
+        NCCL_OK(ncclAllGather(mine, out, count, d.type, comm, stream));
+        expect_matches(d, to_host(out, total * d.size, stream), total,
+                       [&](size_t i) { return input(d, static_cast<int>(i / count), i % count); }, "in-place ncclAllGather " + at);
+        CUDA_OK(cudaFree(in));
+        CUDA_OK(cudaFree(out));
+
+        void* send = device_input(d, rank, total, stream);
+        char* part = static_cast<char*>(send) + static_cast<size_t>(rank) * count * d.size;
+        NCCL_OK(ncclReduceScatter(send, part, count, d.type, ncclSum, comm, stream));
+        std::vector<char> got = to_host(part, count * d.size, stream);
+        expect_matches(d, got, count,
+                       [&](size_t i) { return reference(d, ncclSum, world, i, static_cast<size_t>(rank) * count); },
+                       "in-place ncclReduceScatter " + at);
+        CUDA_OK(cudaFree(send));
+      }
+    }
+  });
+}
+
+void slow_host_fn(void*) { std::this_thread::sleep_for(std::chrono::milliseconds(50)); }
+
+// A copy queued on the stream behind slow work is seen by the collective queued after it;
+// the collective call itself returns before any of it has run.
+TEST(EmuNccl, RunsInStreamOrder) {
+  constexpr size_t count = 2048;
+  run_ranks(2, [&](int rank, ncclComm_t comm, cudaStream_t stream) {
+    std::vector<float> host(count, float(rank + 1));
+    float* buf = nullptr;
+    CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&buf), count * sizeof(float)));
+    CUDA_OK(cudaLaunchHostFunc(stream, slow_host_fn, nullptr));
+    CUDA_OK(cudaMemcpyAsync(buf, host.data(), count * sizeof(float), cudaMemcpyHostToDevice, stream));
+    NCCL_OK(ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, comm, stream));
+    EXPECT_EQ(cudaStreamQuery(stream), cudaErrorNotReady) << "the collective ran before its call returned";
+    CUDA_OK(cudaMemcpyAsync(host.data(), buf, count * sizeof(float), cudaMemcpyDeviceToHost, stream));
+    for (size_t i = 0; i < count; ++i) ASSERT_EQ(host[i], 3.0f) << "element " << i;
+    CUDA_OK(cudaFree(buf));
+  });
+}
+
+// One thread makes three ranks inside a group (the inits meet at ncclGroupEnd) and queues
+// a collective on each.
+TEST(EmuNccl, GroupedInitFromOneThread) {
+  constexpr int world = 3;
+  ASSERT_GE(device_count(), world);
+  ncclUniqueId id;
+  NCCL_OK(ncclGetUniqueId(&id));
+  ncclComm_t comms[world];
+  cudaStream_t streams[world];
+  double* bufs[world];
+  NCCL_OK(ncclGroupStart());
+  for (int r = 0; r < world; ++r) {
+    CUDA_OK(cudaSetDevice(r));
+    NCCL_OK(ncclCommInitRank(&comms[r], world, id, r));
+  }
+  NCCL_OK(ncclGroupEnd());
+  NCCL_OK(ncclGroupStart());
+  for (int r = 0; r < world; ++r) {
+    CUDA_OK(cudaSetDevice(r));
+    CUDA_OK(cudaStreamCreate(&streams[r]));
+    CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&bufs[r]), 100 * sizeof(double)));
+    std::vector<double> host(100, r + 0.5);
+    CUDA_OK(cudaMemcpyAsync(bufs[r], host.data(), 100 * sizeof(double), cudaMemcpyHostToDevice, streams[r]));
+    NCCL_OK(ncclAllReduce(bufs[r], bufs[r], 100, ncclFloat64, ncclSum, comms[r], streams[r]));
+  }
+  NCCL_OK(ncclGroupEnd());
+  for (int r = 0; r < world; ++r) {
+    CUDA_OK(cudaSetDevice(r));
+    std::vector<double> host(100);
+    CUDA_OK(cudaMemcpyAsync(host.data(), bufs[r], 100 * sizeof(double), cudaMemcpyDeviceToHost, streams[r]));
+    EXPECT_EQ(host[0], 0.5 + 1.5 + 2.5);
+    EXPECT_EQ(host[99], 0.5 + 1.5 + 2.5);
+    NCCL_OK(ncclCommDestroy(comms[r]));
+    CUDA_OK(cudaFree(bufs[r]));
+    CUDA_OK(cudaStreamDestroy(streams[r]));
+  }
+  EXPECT_FALSE(segment_exists(id));
+}
+
+// Rank 1 never calls the collective: rank 0's work waits (its stream does not finish)
+// until another thread aborts the comm; then the stream goes on and the comms report it.
+TEST(EmuNccl, AbortReleasesARankWhosePeerNeverCalls) {
+  ASSERT_GE(device_count(), 2);
+  ncclUniqueId id;
+  NCCL_OK(ncclGetUniqueId(&id));
+  ncclComm_t comms[2];
+  NCCL_OK(ncclGroupStart());
+  for (int r = 0; r < 2; ++r) {
+    CUDA_OK(cudaSetDevice(r));
+    NCCL_OK(ncclCommInitRank(&comms[r], 2, id, r));
+  }
+  NCCL_OK(ncclGroupEnd());
+  CUDA_OK(cudaSetDevice(0));
+  cudaStream_t stream;
+  CUDA_OK(cudaStreamCreate(&stream));
+  float* buf = nullptr;
+  CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&buf), 64 * sizeof(float)));
+  NCCL_OK(ncclAllReduce(buf, buf, 64, ncclFloat32, ncclSum, comms[0], stream));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(cudaStreamQuery(stream), cudaErrorNotReady) << "the all-reduce finished without its peer";
+  ncclResult_t async = ncclInternalError;
+  NCCL_OK(ncclCommGetAsyncError(comms[0], &async));
+  EXPECT_EQ(async, ncclSuccess);
+  std::thread watchdog([&] { EXPECT_EQ(ncclCommAbort(comms[0]), ncclSuccess); });
+  watchdog.join();
+  CUDA_OK(cudaStreamSynchronize(stream));  // released
+  NCCL_OK(ncclCommGetAsyncError(comms[0], &async));
+  EXPECT_NE(async, ncclSuccess);
+  // The peer learns of it too, and its late collective is skipped, not hung.
+  CUDA_OK(cudaSetDevice(1));
+  cudaStream_t stream1;
+  CUDA_OK(cudaStreamCreate(&stream1));
+  float* buf1 = nullptr;
+  CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&buf1), 64 * sizeof(float)));
+  NCCL_OK(ncclAllReduce(buf1, buf1, 64, ncclFloat32, ncclSum, comms[1], stream1));
+  CUDA_OK(cudaStreamSynchronize(stream1));
+  NCCL_OK(ncclCommGetAsyncError(comms[1], &async));
+  EXPECT_EQ(async, ncclRemoteError);
+  EXPECT_NE(std::string(ncclGetLastError(comms[1])).find("aborted"), std::string::npos) << ncclGetLastError(comms[1]);
+  NCCL_OK(ncclCommDestroy(comms[1]));
+  EXPECT_EQ(ncclCommDestroy(comms[0]), ncclInvalidUsage);  // abort freed it (a real NCCL would crash)
+  CUDA_OK(cudaFree(buf1));
+  CUDA_OK(cudaStreamDestroy(stream1));
+  CUDA_OK(cudaSetDevice(0));
+  CUDA_OK(cudaFree(buf));
+  CUDA_OK(cudaStreamDestroy(stream));
+  EXPECT_FALSE(segment_exists(id));
+}
+
+TEST(EmuNccl, TwoRanksOnOneDeviceAreInvalidUsage) {
+  ASSERT_GE(device_count(), 2);
+  ncclUniqueId id;
+  NCCL_OK(ncclGetUniqueId(&id));
+  ncclResult_t results[2];
+  std::string messages[2];
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      cudaSetDevice(1);
+      ncclComm_t comm = nullptr;
+      results[r] = ncclCommInitRank(&comm, 2, id, r);
+      messages[r] = ncclGetLastError(nullptr);
+      EXPECT_EQ(comm, nullptr);
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(results[r], ncclInvalidUsage);
+    EXPECT_NE(messages[r].find("Duplicate GPU detected"), std::string::npos) << messages[r];
+  }
+  EXPECT_FALSE(segment_exists(id));
+}
+
+TEST(EmuNccl, BadArgumentsAreInvalidArgument) {
+  ASSERT_GE(device_count(), 2);
+  int version = 0;
+  NCCL_OK(ncclGetVersion(&version));
+  EXPECT_EQ(version, NCCL_VERSION_CODE);
+  ncclUniqueId id;
+  NCCL_OK(ncclGetUniqueId(&id));
+  ncclComm_t comm = nullptr;
+  EXPECT_EQ(ncclCommInitRank(&comm, 0, id, 0), ncclInvalidArgument);
+  EXPECT_EQ(ncclCommInitRank(&comm, 2, id, 2), ncclInvalidArgument);
+  ncclUniqueId junk{};
+  EXPECT_EQ(ncclCommInitRank(&comm, 1, junk, 0), ncclInvalidArgument);
+  EXPECT_FALSE(std::string(ncclGetLastError(nullptr)).empty());
+  CUDA_OK(cudaSetDevice(0));
+  NCCL_OK(ncclCommInitRank(&comm, 1, id, 0));
+  cudaStream_t stream;
+  CUDA_OK(cudaStreamCreate(&stream));
+  float *buf = nullptr, *other = nullptr;
+  CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&buf), 16 * sizeof(float)));
+  CUDA_OK(cudaSetDevice(1));
+  CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&other), 16 * sizeof(float)));
+  CUDA_OK(cudaSetDevice(0));
+  std::vector<float> host(16);
+  EXPECT_EQ(ncclAllReduce(host.data(), buf, 16, ncclFloat32, ncclSum, comm, stream), ncclInvalidArgument);
+  EXPECT_NE(std::string(ncclGetLastError(comm)).find("sendbuff"), std::string::npos) << ncclGetLastError(comm);
+  EXPECT_EQ(ncclAllReduce(buf, other, 16, ncclFloat32, ncclSum, comm, stream), ncclInvalidArgument);
+  EXPECT_EQ(ncclAllReduce(buf, buf, 200, ncclFloat32, ncclSum, comm, stream), ncclInvalidArgument);  // past its end
+  EXPECT_EQ(ncclAllReduce(buf, buf, 16, ncclFloat8e4m3, ncclSum, comm, stream), ncclInvalidArgument);
+  EXPECT_EQ(ncclAllReduce(buf, buf, 16, ncclFloat32, static_cast<ncclRedOp_t>(9), comm, stream), ncclInvalidArgument);
+  EXPECT_EQ(ncclBroadcast(buf, buf, 16, ncclFloat32, 1, comm, stream), ncclInvalidArgument);
+  EXPECT_EQ(ncclAllReduce(buf, buf, 16, ncclFloat32, ncclSum, nullptr, stream), ncclInvalidArgument);
+  EXPECT_EQ(ncclAllGather(buf, buf, 16, ncclFloat32, comm, stream), ncclSuccess);  // world 1: in place
+  EXPECT_EQ(ncclAllReduce(nullptr, nullptr, 0, ncclFloat32, ncclSum, comm, stream), ncclSuccess);  // count 0
+  CUDA_OK(cudaStreamSynchronize(stream));
+  ncclResult_t async = ncclInternalError;
+  NCCL_OK(ncclCommGetAsyncError(comm, &async));
+  EXPECT_EQ(async, ncclSuccess);
+  NCCL_OK(ncclCommDestroy(comm));
+  CUDA_OK(cudaFree(buf));
+  CUDA_OK(cudaFree(other));
+  CUDA_OK(cudaStreamDestroy(stream));
+  EXPECT_STREQ(ncclGetErrorString(ncclInvalidUsage), "invalid usage (run with NCCL_DEBUG=WARN for details)");
+}
+
+// ---- Ranks as processes: this binary started again (tests/comm/process_util.h), each
+// process seeing one device as device 0 through CUDA_VISIBLE_DEVICES.
+
+std::string to_hex(const ncclUniqueId& id) {
+  std::string s;
+  char b[3];
+  for (char c : id.internal) {
+    std::snprintf(b, sizeof b, "%02x", static_cast<unsigned char>(c));
+    s += b;
+  }
+  return s;
+}
+
+ncclUniqueId from_hex(const std::string& s) {
+  ncclUniqueId id{};
+  for (size_t i = 0; i < sizeof id.internal && 2 * i + 1 < s.size(); ++i)
+    id.internal[i] = static_cast<char>(std::stoi(s.substr(2 * i, 2), nullptr, 16));
+  return id;
+}
+
+TEST(EmuNcclProcess, Worker) {
+  if (!ember::comm::testing::is_worker()) GTEST_SKIP() << "a rank started by the EmuNcclProcess tests";
+  const int rank = std::atoi(std::getenv("RANK")), world = std::atoi(std::getenv("WORLD_SIZE"));
+  const bool expect_duplicate = std::getenv("EXPECT_DUPLICATE") != nullptr;
+  const ncclUniqueId id = from_hex(std::getenv("NCCL_ID_HEX"));
+  CUDA_OK(cudaSetDevice(std::atoi(std::getenv("DEVICE"))));
+  ncclComm_t comm = nullptr;
+  const ncclResult_t init = ncclCommInitRank(&comm, world, id, rank);
+  if (expect_duplicate) {
+    ASSERT_EQ(init, ncclInvalidUsage);
+    ASSERT_NE(std::string(ncclGetLastError(nullptr)).find("Duplicate GPU detected"), std::string::npos);
+    return;
+  }
+  NCCL_OK(init);
+  cudaStream_t stream;
+  CUDA_OK(cudaStreamCreate(&stream));
+  const Dtype& f32 = dtypes()[7];
+  const Dtype& i32 = dtypes()[2];
+  ASSERT_EQ(f32.type, ncclFloat32);
+  ASSERT_EQ(i32.type, ncclInt32);
+  void* send = device_input(f32, rank, kBig, stream);
+  NCCL_OK(ncclAllReduce(send, send, kBig, ncclFloat32, ncclSum, comm, stream));
+  expect_matches(f32, to_host(send, kBig * 4, stream), kBig, [&](size_t i) { return reference(f32, ncclSum, world, i); },
+                 "process ncclAllReduce");
+  void* in = device_input(i32, rank, 1023, stream);
+  void* out = nullptr;
+  CUDA_OK(cudaMalloc(&out, 1023 * 4 * static_cast<size_t>(world)));
+  NCCL_OK(ncclAllGather(in, out, 1023, ncclInt32, comm, stream));
+  expect_matches(i32, to_host(out, 1023 * 4 * static_cast<size_t>(world), stream), 1023 * static_cast<size_t>(world),
+                 [&](size_t i) { return input(i32, static_cast<int>(i / 1023), i % 1023); }, "process ncclAllGather");
+  NCCL_OK(ncclCommDestroy(comm));
+  for (void* p : {send, in, out}) CUDA_OK(cudaFree(p));
+  CUDA_OK(cudaStreamDestroy(stream));
+}
+
+// Rank r sees the devices visible[r] and uses device[r] of them.
+void run_processes(const std::vector<std::string>& visible, const std::vector<int>& device, bool expect_duplicate) {
+  setenv("EMBER_EMU_NCCL_SLOT_BYTES", std::to_string(kSlotBytes).c_str(), 1);
+  ncclUniqueId id;
+  NCCL_OK(ncclGetUniqueId(&id));
+  std::vector<pid_t> pids;
+  for (size_t r = 0; r < visible.size(); ++r) {
+    std::vector<std::string> env = {"RANK=" + std::to_string(r), "WORLD_SIZE=" + std::to_string(visible.size()),
+                                    "NCCL_ID_HEX=" + to_hex(id), "CUDA_VISIBLE_DEVICES=" + visible[r], "DEVICE=" + std::to_string(device[r]),
+                                    "EMBER_EMU_DEVICES=4"};
+    if (expect_duplicate) env.push_back("EXPECT_DUPLICATE=1");
+    pids.push_back(ember::comm::testing::spawn_self("EmuNcclProcess.Worker", env));
+    ASSERT_GT(pids.back(), 0);
+  }
+  const std::vector<int> codes = ember::comm::testing::wait_all(pids);
+  for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r << " (its output is above)";
+  EXPECT_FALSE(segment_exists(id)) << "the shared-memory segment was left in /dev/shm";
+}
+
+void throwing_host_fn(void*) { throw std::runtime_error("a fault staged by the test"); }
+
+// A device that fails (a sticky error) drops its queued work: a collective queued behind
+// the fault never runs, and ncclCommDestroy, which waits for the comm's work, still returns.
+TEST(EmuNcclProcess, FailedDeviceWorker) {
+  if (!ember::comm::testing::is_worker()) GTEST_SKIP() << "started by EmuNcclProcess.DestroyAfterADeviceFault";
+  alarm(20);  // a hang ends the process, and the parent reports it
+  ncclUniqueId id;
+  NCCL_OK(ncclGetUniqueId(&id));
+  ncclComm_t comm = nullptr;
+  NCCL_OK(ncclCommInitRank(&comm, 1, id, 0));
+  cudaStream_t stream;
+  CUDA_OK(cudaStreamCreate(&stream));
+  float* buf = nullptr;
+  CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&buf), 64 * sizeof(float)));
+  CUDA_OK(cudaLaunchHostFunc(stream, slow_host_fn, nullptr));
+  CUDA_OK(cudaLaunchHostFunc(stream, throwing_host_fn, nullptr));
+  NCCL_OK(ncclAllReduce(buf, buf, 64, ncclFloat32, ncclSum, comm, stream));
+  EXPECT_EQ(cudaStreamSynchronize(stream), cudaErrorLaunchFailure);
+  EXPECT_EQ(ncclAllReduce(buf, buf, 64, ncclFloat32, ncclSum, comm, stream), ncclUnhandledCudaError);
+  NCCL_OK(ncclCommDestroy(comm));
+}
+
+TEST(EmuNcclProcess, DestroyAfterADeviceFault) {
+  const pid_t pid = ember::comm::testing::spawn_self("EmuNcclProcess.FailedDeviceWorker", {});
+  ASSERT_GT(pid, 0);
+  EXPECT_EQ(ember::comm::testing::wait_all({pid})[0], 0) << "(its output is above)";
+}
+
+// Both processes call their device cuda:0, but they are different emulated devices.
+TEST(EmuNcclProcess, TwoProcesses) { run_processes({"1", "0"}, {0, 0}, false); }
+
+// Different numbers, same emulated device: NCCL's duplicate-GPU error.
+TEST(EmuNcclProcess, TwoProcessesOnOneDeviceAreInvalidUsage) { run_processes({"2", "0,2"}, {0, 1}, true); }
+
+}  // namespace
+
+#endif  // EMBER_CUDA_EMULATED
