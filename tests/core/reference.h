@@ -170,6 +170,15 @@ inline double dtype_unit_roundoff(DType d) {
   if (d == kBFloat16) return 0x1p-8;
   return 0x1p-11;
 }
+// Half the smallest subnormal of a floating dtype: where results underflow, rounding to
+// nearest is off by up to this much absolutely, not by u of the result (2^-25 float16,
+// 2^-134 bfloat16, 2^-150 float32; float64's 2^-1075 is taken as 2^-1074).
+inline double dtype_underflow(DType d) {
+  if (d == kFloat64) return 0x1p-1074;
+  if (d == kFloat32) return 0x1p-150;
+  if (d == kBFloat16) return 0x1p-134;
+  return 0x1p-25;
+}
 // gamma_n = n u / (1 - n u) (Higham, Accuracy and Stability, 3.1): a value computed with
 // at most n roundings on any path from the operands (sums in any order or blocking, with
 // or without FMA, which only removes roundings) is off by at most gamma_n times the same
