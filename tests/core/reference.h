@@ -161,6 +161,30 @@ inline Tensor random_tensor(const Shape& shape, DType dtype, Layout layout = Lay
   return make_tensor(v, shape, dtype, layout);
 }
 
+// ----- rounding-error bounds -----
+// The unit roundoff u of a floating dtype (half an ulp at 1): 2^-24 float32, 2^-53
+// float64, 2^-8 bfloat16, 2^-11 float16.
+inline double dtype_unit_roundoff(DType d) {
+  if (d == kFloat64) return 0x1p-53;
+  if (d == kFloat32) return 0x1p-24;
+  if (d == kBFloat16) return 0x1p-8;
+  return 0x1p-11;
+}
+// Half the smallest subnormal of a floating dtype: where results underflow, rounding to
+// nearest is off by up to this much absolutely, not by u of the result (2^-25 float16,
+// 2^-134 bfloat16, 2^-150 float32; float64's 2^-1075 is taken as 2^-1074).
+inline double dtype_underflow(DType d) {
+  if (d == kFloat64) return 0x1p-1074;
+  if (d == kFloat32) return 0x1p-150;
+  if (d == kBFloat16) return 0x1p-134;
+  return 0x1p-25;
+}
+// gamma_n = n u / (1 - n u) (Higham, Accuracy and Stability, 3.1): a value computed with
+// at most n roundings on any path from the operands (sums in any order or blocking, with
+// or without FMA, which only removes roundings) is off by at most gamma_n times the same
+// computation on the operands' absolute values.
+inline double gamma_n(double n, double u) { return n * u / (1 - n * u); }
+
 // ----- closeness -----
 inline ::testing::AssertionResult all_close_tol(const Tensor& got, const std::vector<double>& want,
                                                 const Shape& want_shape, const std::vector<double>& tol) {

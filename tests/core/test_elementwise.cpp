@@ -25,14 +25,19 @@ struct Tol {
   double rtol, atol;
 };
 // f32: arithmetic is correctly rounded (one rounding, 6e-8 relative); transcendental
-// functions may be a few ulps off. 16-bit types compute in float and round the result,
-// so the error is about half an ulp of the output (2^-9 bf16, 2^-11 f16).
+// functions may be a few ulps off. 16-bit types compute in float from exact inputs and
+// round the result once: u16 |y| (u16 = 2^-8 bf16, 2^-11 f16) on top of (1 + u16) times
+// the float32 error.
 Tol tol_for(DType d, bool transcendental) {
+  const Tol f32 = transcendental ? Tol{1e-5, 1e-6} : Tol{1e-6, 1e-6};
   switch (d) {
-    case DType::Float32: return transcendental ? Tol{1e-5, 1e-6} : Tol{1e-6, 1e-6};
+    case DType::Float32: return f32;
     case DType::Float64: return {1e-12, 1e-12};
-    case DType::BFloat16: return {1e-2, 1e-2};
-    case DType::Float16: return {2e-3, 2e-3};
+    case DType::BFloat16:
+    case DType::Float16: {
+      const double u16 = dtype_unit_roundoff(d);
+      return {u16 + (1 + u16) * f32.rtol, (1 + u16) * f32.atol};
+    }
     default: return {0, 0};
   }
 }

@@ -58,21 +58,21 @@ MatRef ref_matmul(const Tensor& a, const Tensor& b) {
 }
 
 // Note [matmul tolerance]: a dot product of length K summed in any order (sequential,
-// blocked, pairwise, with or without FMA) has |error| <= K * u * S, u the unit roundoff
-// and S = sum |a_k b_k| (inputs are exact: the reference reads the rounded inputs). With
-// random rounding the typical error is about sqrt(K) * u * S. For float32 (u = 6e-8) we
-// allow sqrt(K) * 1e-6 * S: that is 16x the typical error, and still covers the worst
-// case K * u for every K <= 277. float64 gets 1e-12 * S. The 16-bit types accumulate in
-// float32 and round the output once, an error <= 2^-9 |c| (bf16) / 2^-11 |c| (f16),
-// and |c| <= S; we allow 1e-2 S and 2e-3 S. An accumulator kept in 16 bits would fail.
-double tol_scale(DType d, int64_t k) {
-  switch (d) {
-    case DType::Float32: return std::sqrt(double(std::max<int64_t>(k, 1))) * 1e-6;
-    case DType::Float64: return 1e-12;
-    case DType::BFloat16: return 1e-2;
-    case DType::Float16: return 2e-3;
-    default: return 0;
-  }
+// blocked, pairwise, with or without FMA: AVX2 and AVX-512 kernels alike) has |error| <=
+// gamma_K(u) S, u the unit roundoff, S = sum |a_k b_k| and gamma_K = K u / (1 - K u)
+// (inputs are exact: the reference reads the rounded inputs). The float64 reference adds
+// gamma_K(2^-53) S of its own. The 16-bit types accumulate in float32 and round the output
+// once: u16 |c| more (2^-8 bf16, 2^-11 f16), on (1 + u16) times the float32 error, or
+// half a subnormal (2^-25 f16) where the result underflows. An accumulator kept in 16
+// bits would be off by about K u16 S, and fail.
+std::vector<double> tolerance(DType d, int64_t k, const MatRef& r) {
+  const bool half = d == kBFloat16 || d == kFloat16;
+  const double K = double(std::max<int64_t>(k, 1)), u16 = half ? dtype_unit_roundoff(d) : 0;
+  const double eta = half ? dtype_underflow(d) : 0;
+  const double u = d == kFloat64 ? 0x1p-53 : 0x1p-24, g = (1 + u16) * gamma_n(K, u) + gamma_n(K, 0x1p-53);
+  std::vector<double> tol(r.out.size());
+  for (size_t i = 0; i < tol.size(); ++i) tol[i] = u16 * std::fabs(r.out[i]) + eta + g * r.abs_sum[i] + 1e-300;
+  return tol;
 }
 
 ::testing::AssertionResult matmul_matches(const Tensor& a, const Tensor& b) {
@@ -81,10 +81,7 @@ double tol_scale(DType d, int64_t k) {
   if (c.dtype() != a.dtype()) {
     return ::testing::AssertionFailure() << "dtype " << dtype_name(c.dtype()) << ", want " << dtype_name(a.dtype());
   }
-  std::vector<double> tol(r.out.size());
-  const double scale = tol_scale(a.dtype(), r.k);
-  for (size_t i = 0; i < tol.size(); ++i) tol[i] = scale * r.abs_sum[i] + 1e-300;
-  return all_close_tol(c, r.out, r.shape, tol);
+  return all_close_tol(c, r.out, r.shape, tolerance(a.dtype(), r.k, r));
 }
 
 std::string trace(DType d, const Shape& a, Layout la, const Shape& b, Layout lb) {

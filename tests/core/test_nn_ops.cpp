@@ -274,8 +274,10 @@ TEST(NnOps, Conv2dMatchesDirectLoops) {
         std::vector<double> scale, want = ref_conv(p, x, wt, b, &s, &scale);
         Tensor y = conv2d(x, wt, b, p.stride, p.padding, p.dilation, p.groups);
         EXPECT_DTYPE(y, d);
-        // K <= 36 terms: the worst-case float32 error is 36 * 6e-8 * S = 2e-6 S.
-        const double r = d == kFloat32 ? 1e-5 : 1e-12;
+        // K = Cg kh kw + 1 terms (the bias) summed in any order: gamma_K(u) S for the
+        // kernel, gamma_K(2^-53) S for the float64 loops it is compared with.
+        const double K = double(p.c / p.groups * p.kh * p.kw + 1);
+        const double r = gamma_n(K, dtype_unit_roundoff(d)) + gamma_n(K, 0x1p-53);
         std::vector<double> tol(scale.size());
         for (size_t i = 0; i < tol.size(); ++i) tol[i] = r * scale[i] + 1e-300;
         EXPECT_TRUE(all_close_tol(y, want, s, tol));

@@ -188,4 +188,29 @@ template <class T>
                                        << ", atol " << atol << "):" << first;
 }
 
+// gamma_n = n u / (1 - n u) (Higham, Accuracy and Stability, 3.1): a value computed with
+// at most n roundings of unit roundoff u on any path from its operands (in any order,
+// with or without FMA) is within gamma_n of the same computation on |operands|.
+inline double gamma_n(double n, double u) { return n <= 0 ? 0.0 : n * u / (1 - n * u); }
+
+// Each got[i] within tol[i] of want[i] (equal values, infinities included, always pass;
+// NaN matches only where want is NaN); reports the first mismatches with their bounds.
+template <class T>
+::testing::AssertionResult all_within(const std::vector<T>& got, const std::vector<double>& want,
+                                      const std::vector<double>& tol) {
+  if (got.size() != want.size() || tol.size() != want.size())
+    return ::testing::AssertionFailure() << "sizes " << got.size() << ", " << want.size() << ", " << tol.size();
+  size_t bad = 0;
+  std::string first;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double g = to_double(got[i]), w = want[i];
+    const bool ok = std::isnan(w) ? std::isnan(g) : (g == w || std::abs(g - w) <= tol[i]);
+    if (!ok && bad++ < 5)
+      first += "\n  [" + std::to_string(i) + "] got " + std::to_string(g) + ", want " + std::to_string(w) + ", |diff| " +
+               std::to_string(std::abs(g - w)) + " > " + std::to_string(tol[i]);
+  }
+  if (bad == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << bad << " of " << got.size() << " elements differ:" << first;
+}
+
 }  // namespace ember::kernels::cuda::test

@@ -244,19 +244,29 @@ TEST(CudaIm2col, Col2imMatchesFloat64Reference) {
     const Im2colGeometry g = geometry(c);
     const auto col = random_doubles(size_t(c.N * c.C * c.kh * c.kw * g.OH * g.OW), uint32_t(c.kh * 31 + c.W));
     const auto want = col2im_reference(col, g);
+    // Each x sums at most T = kh kw column entries; S = the same sums of |col|. float64:
+    // gamma_T(2^-53) S for the kernel and as much for the reference's own order. float32:
+    // the inputs' rounding to float32 and T - 1 adds, gamma_T(2^-24) S. float16: inputs
+    // rounded (2^-11 |col|), summed in float (gamma_T(2^-24) S), rounded once (2^-11 |x|).
+    std::vector<double> abs_col(col.size());
+    for (size_t i = 0; i < col.size(); ++i) abs_col[i] = std::abs(col[i]);
+    const std::vector<double> S = col2im_reference(abs_col, g);
+    const double T = double(c.kh * c.kw), ud = 0x1p-53, uf = 0x1p-24, uh = 0x1p-11;
+    std::vector<double> tol64(S.size()), tol32(S.size()), tol16(S.size());
+    for (size_t i = 0; i < S.size(); ++i) {
+      tol64[i] = 2 * gamma_n(T, ud) * S[i];
+      tol32[i] = (gamma_n(T, uf) + gamma_n(T, ud)) * S[i];
+      tol16[i] = uh * std::abs(want[i]) + ((1 + uh) * (uh + gamma_n(T, uf)) + gamma_n(T, ud)) * S[i];
+    }
     DeviceArray<double> dcol(col), x64(want.size());
     col2im(dcol.data(), x64.data(), g, nullptr);
-    // At most kh * kw = 15 terms of magnitude < 2: float64 rounding stays below 1e-14.
-    EXPECT_TRUE(all_close(x64.host(), want, 1e-13, 1e-13));
+    EXPECT_TRUE(all_within(x64.host(), want, tol64));
     DeviceArray<float> dcolf(from_doubles<float>(col), 1), xf(want.size(), 1);
     col2im(dcolf.data(), xf.data(), g, nullptr);
-    // float32 inputs (relative rounding 6e-8 each) summed in float32: at most 15 terms of
-    // magnitude < 2, so |error| < 30 * 2 * 6e-8 < 4e-6.
-    EXPECT_TRUE(all_close(xf.host(), want, 1e-5, 4e-6));
+    EXPECT_TRUE(all_within(xf.host(), want, tol32));
     DeviceArray<__half> dcolh(from_doubles<__half>(col)), xh(want.size());
     col2im(dcolh.data(), xh.data(), g, nullptr);
-    // float16 inputs (rounding 2^-11 relative) and one rounding of the float sum: 30 * 2^-11 * 2 + 2^-11 |x|.
-    EXPECT_TRUE(all_close(xh.host(), want, 1e-3, 3e-2));
+    EXPECT_TRUE(all_within(xh.host(), want, tol16));
   }
 }
 
@@ -273,17 +283,22 @@ TEST(CudaIm2col, ColumnsTimesWeightsIsConv2d) {
     DeviceArray<double> dx(x), col(size_t(c.N * K * P));
     im2col(dx.data(), col.data(), g, nullptr);
     const std::vector<double> cols = col.host();
-    std::vector<double> y(size_t(c.N * O * P), 0.0);
+    std::vector<double> y(size_t(c.N * O * P), 0.0), S(y.size(), 0.0);
     for (int64_t n = 0; n < c.N; ++n)
       for (int64_t o = 0; o < O; ++o)
         for (int64_t k = 0; k < K; ++k)
-          for (int64_t p = 0; p < P; ++p)
-            y[size_t((n * O + o) * P + p)] += w[size_t(o * K + k)] * cols[size_t((n * K + k) * P + p)];
+          for (int64_t p = 0; p < P; ++p) {
+            const double t = w[size_t(o * K + k)] * cols[size_t((n * K + k) * P + p)];
+            y[size_t((n * O + o) * P + p)] += t;
+            S[size_t((n * O + o) * P + p)] += std::abs(t);
+          }
     const Tensor want = conv2d(tensor(x, {c.N, c.C, c.H, c.W}, kFloat64), tensor(w, {O, c.C, c.kh, c.kw}, kFloat64), {},
                                {c.sh, c.sw}, {c.ph, c.pw}, {c.dh, c.dw});
     ASSERT_EQ(want.shape(), (Shape{c.N, O, g.OH, g.OW}));
-    // float64 sums of up to 75 products of magnitude < 4, in different orders.
-    EXPECT_TRUE(all_close(y, want.to_vector<double>(), 1e-12, 1e-12));
+    // Two float64 sums of the same K products in different orders: gamma_K(2^-53) S each.
+    std::vector<double> tol(S.size());
+    for (size_t i = 0; i < S.size(); ++i) tol[i] = 2 * gamma_n(double(K), 0x1p-53) * S[i];
+    EXPECT_TRUE(all_within(y, want.to_vector<double>(), tol));
   }
 }
 

@@ -170,9 +170,16 @@ TEST(CudaPool, AvgPoolForwardAndBackwardMatchCpu) {
       ASSERT_EQ(want.shape(), (Shape{c.N, c.C, g.OH, g.OW}));
       DeviceArray<float> dx(from_doubles<float>(x), 1), y(size_t(want.numel()));
       avg_pool2d_forward(dx.data(), y.data(), g, nullptr);
-      // The CPU's additions in its order, then one division: equal up to how the
-      // compiler orders float operations (exact in the emulator).
-      EXPECT_TRUE(all_close(y.host(), want.to_vector<double>(), 1e-6));
+      // Both sides sum a window's T = kh kw float32 values and divide (or multiply by a
+      // rounded reciprocal): at most T + 1 roundings, each within 2^-24 of the window's
+      // sum of |x| over the divisor (S, the same pooling of |x| in float64). The two
+      // orders may differ by 2 gamma_{T+1}(2^-24) S; an average near 0 has the error of
+      // its terms, not of itself.
+      const double T = double(c.kh * c.kw + 1);
+      const std::vector<double> S = avg_pool2d(abs(xt).to(kFloat64), o).to_vector<double>();
+      std::vector<double> tol(S.size());
+      for (size_t i = 0; i < S.size(); ++i) tol[i] = 2 * gamma_n(T, 0x1p-24) * S[i];
+      EXPECT_TRUE(all_within(y.host(), want.to_vector<double>(), tol));
 
       const auto gy = random_doubles(size_t(want.numel()), uint32_t(c.W + divisor));
       const Tensor want_gx = empty(xt.shape());
@@ -182,7 +189,14 @@ TEST(CudaPool, AvgPoolForwardAndBackwardMatchCpu) {
       avg_pool2d_backward_stub(Device::cpu(), want_gx, tensor(gy, want.shape()), p);
       DeviceArray<float> dgy(from_doubles<float>(gy)), gx(size_t(xt.numel()), 1);
       avg_pool2d_backward(dgy.data(), gx.data(), g, nullptr);
-      EXPECT_TRUE(all_close(gx.host(), want_gx.to_vector<double>(), 1e-6));
+      // Each input gathers gy / divisor from at most kh kw windows: the same T + 1
+      // roundings, on the same scatter of |gy| (S_gx).
+      const Tensor s_gx = empty(xt.shape(), kFloat64);
+      avg_pool2d_backward_stub(Device::cpu(), s_gx, abs(tensor(gy, want.shape())).to(kFloat64), p);
+      const std::vector<double> S_gx = s_gx.to_vector<double>();
+      std::vector<double> tol_gx(S_gx.size());
+      for (size_t i = 0; i < S_gx.size(); ++i) tol_gx[i] = 2 * gamma_n(T, 0x1p-24) * S_gx[i];
+      EXPECT_TRUE(all_within(gx.host(), want_gx.to_vector<double>(), tol_gx));
     }
   }
 }
@@ -207,14 +221,21 @@ TEST(CudaPool, OtherDtypes) {
   max_pool2d_forward(dxb.data(), yb.data(), idx.data(), nullptr, g, false, nullptr);
   EXPECT_TRUE(all_close(yb.host(), want_b.to_vector<double>(), 0.0));
   EXPECT_EQ(idx.host(), want_b_idx.to_vector<int64_t>());
-  // float16 average: inputs exact in float16, summed in float, rounded once to float16
-  // (relative 2^-11), as the CPU backend does.
+  // float16 average: inputs exact in float16, summed in float, rounded once to float16,
+  // as the CPU backend does. The two float results a, b differ by at most 2 gamma_{T+1}
+  // (2^-24) S (as above); rounding each to nearest adds up to u16 (|a| + |b|) more, u16 =
+  // 2^-11, or half a float16 subnormal (2^-25) each where they underflow.
   const Tensor xh = tensor(pool_input(c, Input::kRandom, 4), {c.N, c.C, c.H, c.W}, kFloat16);
   Pool2dOptions o = options(c);
   const Tensor want_h = avg_pool2d(xh, o);
   DeviceArray<__half> dxh(from_doubles<__half>(xh.to_vector<double>())), yh(size_t(want_h.numel()));
   avg_pool2d_forward(dxh.data(), yh.data(), g, nullptr);
-  EXPECT_TRUE(all_close(yh.host(), want_h.to_vector<double>(), 1e-3, 1e-4));
+  const std::vector<double> wh = want_h.to_vector<double>(), S = avg_pool2d(abs(xh).to(kFloat64), o).to_vector<double>();
+  const double uh = 0x1p-11, e = 2 * gamma_n(double(c.kh * c.kw + 1), 0x1p-24);
+  std::vector<double> tol(wh.size());
+  for (size_t i = 0; i < wh.size(); ++i)
+    tol[i] = 2 * uh / (1 - uh) * std::abs(wh[i]) + (1 + 2 * uh) * e * S[i] + 2 * 0x1p-25;
+  EXPECT_TRUE(all_within(yh.host(), wh, tol));
 }
 
 TEST(CudaPool, EmptyInputsAndBadArguments) {
