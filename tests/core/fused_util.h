@@ -27,14 +27,6 @@ inline Tensor randint_on(int64_t lo, int64_t hi, const Shape& shape, uint64_t se
   return randint(lo, hi, shape, {kInt64, Device::cpu()}, &gen).to(test_device());
 }
 
-// The unit roundoff of a floating dtype (2^-24 for float32, 2^-53 for float64, ...).
-inline double unit_roundoff(DType d) {
-  if (d == kFloat64) return std::ldexp(1.0, -53);
-  if (d == kFloat32) return std::ldexp(1.0, -24);
-  if (d == kBFloat16) return std::ldexp(1.0, -8);
-  return std::ldexp(1.0, -11);
-}
-
 // True when the test device can run `stub` (the gradient checks also need sum, mul and
 // randn there): a slot another part of the backend has not filled yet is skipped, named.
 inline bool device_has(const kernels::OpStubBase& stub) {

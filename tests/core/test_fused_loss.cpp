@@ -60,7 +60,7 @@ class CrossEntropySizes : public ::testing::TestWithParam<std::tuple<int64_t, in
 
 TEST_P(CrossEntropySizes, MatchesFloat64ReferenceForwardAndBackward) {
   const auto [n, c, dtype] = GetParam();
-  const double u = unit_roundoff(dtype);
+  const double u = dtype_unit_roundoff(dtype);
   for (Reduction r : {Reduction::None, Reduction::Mean, Reduction::Sum}) {
     SCOPED_TRACE(testing::Message() << "n=" << n << " c=" << c << " reduction=" << static_cast<int>(r));
     const Tensor x = randn_on({n, c}, dtype, 7 + n + c, 3.0).set_requires_grad();

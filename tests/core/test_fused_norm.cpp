@@ -61,7 +61,7 @@ TEST_P(LayerNormSizes, MatchesFloat64ReferenceForwardAndBackward) {
   const LnRef want = ref_layer_norm(x.detach(), w.detach(), b.detach(), g, 1e-5);
   // Statistics of `cols` values: within cols u (relative) of their size; outputs of size
   // |xhat w| + |b| ~ 10 and gradients summing `cols` (dx) or `rows` (dw, db) terms.
-  const double u = unit_roundoff(dtype), tol = 40 * u * std::max<int64_t>(cols, 8);
+  const double u = dtype_unit_roundoff(dtype), tol = 40 * u * std::max<int64_t>(cols, 8);
   EXPECT_CLOSE(y, want.y, (Shape{rows, cols}), tol, tol);
   EXPECT_CLOSE(x.grad(), want.dx, (Shape{rows, cols}), tol, tol);
   const double ptol = 40 * u * std::max<int64_t>(rows, 8);
@@ -135,7 +135,7 @@ TEST(FusedBatchNormStats, MatchesFloat64ReferenceAndUpdatesRunningStats) {
     const int64_t count = x.numel() / c;
     // Values ~100 +- 6: the mean within log2(count) u of 100, the variance within a few u
     // of its size (Welford's merges of shifted values keep the spread's precision).
-    const double u = unit_roundoff(kFloat32);
+    const double u = dtype_unit_roundoff(kFloat32);
     EXPECT_CLOSE(mean, want.mean, (Shape{c}), 0, 100 * 8 * u * std::log2(count + 2));
     EXPECT_CLOSE(var, want.var, (Shape{c}), 2e-4, 1e-5);
     std::vector<double> want_rm(c), want_rv(c);

@@ -65,7 +65,6 @@ std::vector<std::pair<std::string, std::string>> conv_variants() {
 // Note [GEMM tolerance]: a length-K dot product summed in any order has |error| <=
 // K * u * S with S = sum |a_k b_k| and u the unit roundoff; the inputs are exact, so that
 // bound, with u = 2^-24 (float32) or 2^-53 (float64), holds for every variant.
-double unit_roundoff(DType d) { return d == kFloat64 ? std::ldexp(1.0, -53) : std::ldexp(1.0, -24); }
 
 // out[b] = a[b] @ bb[b] for [B, M, K] @ [B, K, N] values (batch already expanded), and S.
 void ref_bmm(const std::vector<double>& a, const std::vector<double>& b, int64_t B, int64_t M, int64_t N, int64_t K,
@@ -88,7 +87,7 @@ void ref_bmm(const std::vector<double>& a, const std::vector<double>& b, int64_t
 
 std::vector<double> tolerance(const std::vector<double>& s, DType d, int64_t K) {
   std::vector<double> tol(s.size());
-  for (size_t i = 0; i < s.size(); ++i) tol[i] = double(std::max<int64_t>(K, 1)) * unit_roundoff(d) * s[i] + 1e-300;
+  for (size_t i = 0; i < s.size(); ++i) tol[i] = double(std::max<int64_t>(K, 1)) * dtype_unit_roundoff(d) * s[i] + 1e-300;
   return tol;
 }
 

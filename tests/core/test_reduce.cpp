@@ -78,7 +78,6 @@ std::vector<double> per_group(const Groups& g, const std::function<double(const 
 // lanes' order; u is the dtype's unit roundoff.
 double gamma(double n, double u) { return n * u / (1 - n * u); }
 constexpr double kUnitDouble = 0x1p-53;
-double unit_roundoff(DType dt) { return dt == kFloat32 ? 0x1p-24 : kUnitDouble; }
 double abs_sum(const std::vector<double>& v) {
   double s = 0;
   for (double e : v) s += std::fabs(e);
@@ -150,7 +149,7 @@ TEST(Reduce, MatchesFloat64Reference) {
             Tensor y = c.op(x, dc.dims, keepdim);
             EXPECT_DTYPE(y, dt);
             std::vector<double> bound;
-            for (const auto& grp : g.groups) bound.push_back(c.bound(grp, unit_roundoff(dt)));
+            for (const auto& grp : g.groups) bound.push_back(c.bound(grp, dtype_unit_roundoff(dt)));
             EXPECT_TRUE(all_close_tol(y, per_group(g, c.ref), g.shape, bound));
           }
         }
@@ -183,7 +182,7 @@ TEST(Reduce, LargeFloat32SumIsAccurate) {
   // A float accumulator over 1e6 terms may drift by gamma_1e6(2^-24) ~ 6e-2 of sum|x|
   // (~1e-4 in practice); accumulated in double the bound is one float32 rounding of the
   // result plus gamma_1e6(2^-53) ~ 1e-10 of sum|x| (sum_bound above).
-  const double u = unit_roundoff(kFloat32);
+  const double u = dtype_unit_roundoff(kFloat32);
   const int64_t n = 1000003;
   Tensor x = random_tensor({n}, kFloat32, Layout::Contiguous, 42, [](double v) { return std::fabs(v) + 0.5; });
   std::vector<double> v = values(x);
@@ -208,7 +207,7 @@ TEST(Reduce, VarIsStableForLargeMean) {
   Tensor x = random_tensor({4, 5000}, kFloat32, Layout::Contiguous, 7, [](double v) { return 1000 + v; });
   Groups g = group_by(x, {1}, false);
   std::vector<double> bound;
-  for (const auto& grp : g.groups) bound.push_back(var_bound(grp, unit_roundoff(kFloat32), 1));
+  for (const auto& grp : g.groups) bound.push_back(var_bound(grp, dtype_unit_roundoff(kFloat32), 1));
   EXPECT_TRUE(all_close_tol(var(x, {1}), per_group(g, [](const std::vector<double>& v) { return ref_var(v, 1); }),
                             g.shape, bound));
 }
