@@ -339,7 +339,7 @@ TEST(CudaOptim, ListsLongerThanOneLaunchHoldsMatchCpu) {
 // fused multiply-add can move the float result across a 16-bit rounding boundary, so the
 // parameters may differ by one 16-bit ulp (2^-7 relative for bf16 at the bottom of a
 // binade, 2^-10 for f16); the states do not depend on the parameter here (no L2 term),
-// so they keep float32's tolerance.
+// so they get the float Tracker's bound.
 // One 16-bit parameter list on the host (as float, the reference) and on the device.
 template <class P>
 struct Params16 {
@@ -387,7 +387,7 @@ float round_to(float x) {
 // fused multiply-add can move the float result across a 16-bit rounding boundary, so the
 // parameters may differ by one 16-bit ulp (2^-7 relative for bf16 at the bottom of a
 // binade, 2^-10 for f16); the states do not depend on the parameter here (AdamW, and SGD
-// without weight decay), so they keep float32's tolerance.
+// without weight decay), so they get the float Tracker's bound.
 template <class P>
 void check_16bit(double param_rtol) {
   const auto layouts = awkward_layouts();
