@@ -4,12 +4,10 @@
 // kernel's dtype first), every variant of Note [Row variants], awkward shapes, rows that
 // are not 16-byte aligned, logits of magnitude 1e4, non-finite rows and ignore_index.
 //
-// Tolerances (relative, plus an absolute floor where stated):
-//   float32  1e-5: a row's normalizer is a sum of kN values per thread and a tree of
-//            log2(lanes) merges, each step one rounding (< 50 eps = 6e-6), then exp.
-//   float16  1e-3: one rounding of the output (2^-11 relative) dominates float compute.
-//   bfloat16 5e-3: one rounding of the output (up to 2^-8 relative).
-//   float64  1e-12.
+// Tolerances: softmax, log_softmax and their backward passes are checked element by
+// element against bounds derived from the kernel's arithmetic (forward_bound,
+// backward_bound); cross entropy still uses the relative tolerances below.
+//   float32  1e-5, float16 1e-3, bfloat16 5e-3, float64 1e-12.
 // Absolute floors where values fall below the smallest normal number (kAtol).
 #include <gtest/gtest.h>
 
@@ -84,20 +82,117 @@ std::string where(RowVariant v, int64_t rows, int64_t cols, bool log) {
          std::to_string(rows) + ", " + std::to_string(cols) + "]";
 }
 
+// Unit roundoff of the data type T (what storing a result costs) and of the compute type
+// (float for float16 / bfloat16 data, double for float64).
+template <class T>
+double u_data() {
+  if constexpr (std::is_same_v<T, float>) return std::ldexp(1.0, -24);
+  else if constexpr (std::is_same_v<T, double>) return std::ldexp(1.0, -53);
+  else if constexpr (std::is_same_v<T, __nv_bfloat16>) return std::ldexp(1.0, -8);
+  else return std::ldexp(1.0, -11);
+}
+template <class T>
+double u_compute() {
+  return std::is_same_v<T, double> ? std::ldexp(1.0, -53) : std::ldexp(1.0, -24);
+}
+// The cost of storing the compute type's result as T: none when they are the same type.
+template <class T>
+double u_store() {
+  return std::is_same_v<T, float> || std::is_same_v<T, double> ? 0.0 : u_data<T>();
+}
+
+// exp and log in the compute type: CUDA's expf / exp are within 2 ulp, logf / log within
+// 1 ulp (CUDA Programming Guide, mathematical functions), glibc's (the emulator's) within
+// 1; an ulp is at most 2u relative, so exp costs up to 4u, log 2u.
+constexpr double kExpRoundings = 4, kLogRoundings = 2;
+
+// How the kernel splits a row: per-thread terms of its partial sums, and the merge levels
+// of the shuffle tree that joins them (kWarp: log2 of its kW lanes; a block: two trees of
+// 32 lanes, within and across warps). kStream rescales its running pair once per chunk
+// (a multiply and an exp): `rescaled` says the per-thread terms pay for that too.
+struct RowSplit {
+  int64_t per_thread = 0;
+  int levels = 0;
+  bool rescaled = false;
+};
+RowSplit row_split(int64_t rows, int64_t cols, int elem_bytes, RowVariant v) {
+  const RowPlan p = softmax_config(rows, cols, elem_bytes, true, true, v);  // vectors: the most a thread
+  RowSplit s;
+  if (p.variant == RowVariant::kWarp) {
+    const int kw = std::min(p.per_thread, 32);
+    s.per_thread = p.per_thread / kw;
+    for (int w = kw; w > 1; w /= 2) ++s.levels;
+  } else {
+    // kStream deals out chunks of up to 16 bytes, after a peeled head of up to one vector.
+    const int64_t vec = 16 / elem_bytes, threads = p.cfg.block.x;
+    s.per_thread = p.variant == RowVariant::kBlock ? p.per_thread : (cols + threads - 1) / threads + 2 * vec;
+    s.levels = 10;
+    s.rescaled = p.variant == RowVariant::kStream;
+  }
+  return s;
+}
+
+// The bound on |kernel - exact| of each softmax / log_softmax output of x (rounded to T).
+// With M a row's max, t_k = exp(x_k - M) and S = sum t_k:
+//  * every exp argument is a difference of two inputs rounded once: the arguments a term
+//    passes through (its own exp, then the rescales of its thread's and each merge's
+//    smaller max) telescope to M - x_k, so they cost t_k u (M - x_k) in all;
+//  * the normalizer S: per term its own exp, its thread's sum (per_thread additions, in
+//    kStream also a multiply and an exp per chunk) and at each merge level a multiply, an
+//    exp and an addition: d_S = kExp + per_thread (1 + (1 + kExp) if rescaled) +
+//    levels (2 + kExp) roundings, so |S^ - S| <= gamma_{d_S} S + u sum t_k (M - x_k);
+//  * softmax y_i = t_i / S: its own exp and its thread's rescale (kExp each, arguments
+//    u (M - x_i)), the division and the multiply, S's error, then the store to T;
+//  * log_softmax y_i = (x_i - M) - log S: the subtraction (u |x_i - M|), log's kLog ulps of
+//    log S plus S's relative error, the final subtraction and the store (u, u_T of |y_i|).
+// The float64 reference adds its own rounding: at most gamma_{cols + 10} (2^-53) relative.
+template <class T>
+std::vector<double> forward_bound(const std::vector<double>& x, int64_t rows, int64_t cols, RowVariant v, bool log,
+                                  const std::vector<double>& want) {
+  const double u = u_compute<T>(), uT = u_store<T>(), ref = gamma_n(double(cols) + 10, std::ldexp(1.0, -53));
+  const RowSplit sp = row_split(rows, cols, int(sizeof(T)), v);
+  const double d_s = kExpRoundings + double(sp.per_thread) * (sp.rescaled ? 2 + kExpRoundings : 1) +
+                     sp.levels * (2 + kExpRoundings);
+  std::vector<double> tol(x.size());
+  for (int64_t r = 0; r < rows && cols > 0; ++r) {
+    const double* xr = x.data() + r * cols;
+    const double m = *std::max_element(xr, xr + cols);
+    double s = 0, spread = 0;
+    for (int64_t k = 0; k < cols; ++k) {
+      const double t = std::exp(xr[k] - m);  // 0 for -inf, which adds nothing
+      s += t;
+      if (t > 0) spread += t * (m - xr[k]);
+    }
+    const double s_rel = gamma_n(d_s, u) + u * spread / s;  // |S^ - S| / S
+    for (int64_t k = 0; k < cols; ++k) {
+      const size_t i = size_t(r * cols + k);
+      const double y = std::abs(want[i]);
+      if (log) {
+        const double computed = u * (m - xr[k]) + s_rel + gamma_n(kLogRoundings, u) * std::log(s) + u * y;
+        tol[i] = computed + uT * (y + computed) + ref * (y + std::log(s));
+      } else {
+        const double rel = gamma_n(2 * kExpRoundings + 2, u) + u * (m - xr[k]) + s_rel;
+        tol[i] = (rel + uT * (1 + rel) + ref) * y * (1 + rel) + kAtol<T>;
+      }
+    }
+  }
+  return tol;
+}
+
 // Runs the forward kernel on x (values rounded to T) and checks it against the CPU.
 // offset_x / offset_y: elements of padding before each array (1: rows not 16-byte aligned).
 template <class T>
 void check_forward(const std::vector<double>& x, int64_t rows, int64_t cols, RowVariant v, bool log, uint32_t seed,
-                   size_t offset_x = 0, size_t offset_y = 0, double atol = -1) {
+                   size_t offset_x = 0, size_t offset_y = 0) {
   (void)seed;
   const DeviceArray<T> dx_in(from_doubles<T>(x), offset_x);
   DeviceArray<T> dy_out(x.size(), offset_y);
   if (log) log_softmax(dx_in.data(), dy_out.data(), rows, cols, nullptr, v);
   else softmax(dx_in.data(), dy_out.data(), rows, cols, nullptr, v);
-  const auto want = cpu_softmax(rounded<T>(x), rows, cols, log);
-  // log_softmax: (x - max) - log(sum) has an absolute error of a few ulp of log(sum).
-  if (atol < 0) atol = log ? kRtol<T> * std::log(double(cols) + 1) : kAtol<T>;
-  EXPECT_TRUE(all_close(dy_out.host(), want, kRtol<T>, atol)) << where(v, rows, cols, log);
+  const auto xr = rounded<T>(x);
+  const auto want = cpu_softmax(xr, rows, cols, log);
+  EXPECT_TRUE(all_within(dy_out.host(), want, forward_bound<T>(xr, rows, cols, v, log, want)))
+      << where(v, rows, cols, log);
 }
 
 TEST(CudaSoftmax, ForwardMatchesCpuInEveryVariant) {
@@ -161,8 +256,8 @@ TEST(CudaSoftmax, LogitsOfMagnitude1e4) {
       // Spread over the whole range: a single winner per row, the rest underflow to 0.
       const auto wide = random_doubles(rows * cols, seed++, -1e4, 1e4);
       check_forward<float>(wide, rows, cols, v, false, seed);
-      // log_softmax of values 1e4 apart: outputs near -2e4, each within a few ulp of 2e4.
-      check_forward<float>(wide, rows, cols, v, true, seed, 0, 0, 4 * 2e4 * std::numeric_limits<float>::epsilon());
+      // log_softmax of values 1e4 apart: outputs near -2e4, x - M rounded once.
+      check_forward<float>(wide, rows, cols, v, true, seed);
     }
 }
 
@@ -195,16 +290,63 @@ TEST(CudaSoftmax, NonFiniteRows) {
           EXPECT_TRUE(std::isfinite(got[3 * cols + c])) << at << " col " << c;
         }
         // Row 0's finite entries agree with the CPU (all_close cannot compare infinities).
-        const auto want = cpu_softmax(std::vector<double>(x.begin(), x.begin() + cols), 1, cols, log);
+        const std::vector<double> row0(x.begin(), x.begin() + cols);
+        const auto want = cpu_softmax(row0, 1, cols, log);
+        const auto tol = forward_bound<float>(rounded<float>(row0), 1, cols, v, log, want);
         std::vector<float> got_finite;
-        std::vector<double> want_finite;
+        std::vector<double> want_finite, tol_finite;
         for (int64_t c = 1; c < cols; c += 2) {
           got_finite.push_back(got[c]);
           want_finite.push_back(want[c]);
+          tol_finite.push_back(tol[c]);
         }
-        EXPECT_TRUE(all_close(got_finite, want_finite, 1e-5, log ? 1e-5 : 0)) << at;
+        EXPECT_TRUE(all_within(got_finite, want_finite, tol_finite)) << at;
       }
     }
+}
+
+// The bound on |kernel - exact| of each backward output. The row's sum s (softmax:
+// sum dy_k y_k, a product and then per_thread + levels additions on each term's path;
+// log_softmax: sum dy_k, per_thread + levels additions) is within gamma_d of the sum of
+// its terms' magnitudes, e_s. Then
+//  * softmax dx_i = y_i (dy_i - s): the subtraction and the multiply, two roundings of
+//    |y_i| (|dy_i - s| + e_s), plus |y_i| e_s;
+//  * log_softmax dx_i = dy_i - exp(y_i) s: exp's kExp ulps and the multiply on exp(y_i) |s|,
+//    exp(y_i) e_s, and the subtraction's rounding of |dx_i|;
+// then the store to T, and the float64 reference's own gamma_{cols + 3} (2^-53) of the same
+// magnitudes.
+template <class T>
+std::vector<double> backward_bound(const std::vector<double>& y, const std::vector<double>& dy, int64_t rows,
+                                   int64_t cols, RowVariant v, bool log, const std::vector<double>& want) {
+  const double u = u_compute<T>(), uT = u_store<T>(), uD = std::ldexp(1.0, -53);
+  const RowSplit sp = row_split(rows, cols, int(sizeof(T)), v);
+  const double d_s = double(sp.per_thread) + sp.levels + (log ? 0 : 1);
+  std::vector<double> tol(y.size());
+  for (int64_t r = 0; r < rows && cols > 0; ++r) {
+    double s = 0, terms = 0;
+    for (int64_t k = r * cols; k < (r + 1) * cols; ++k) {
+      s += log ? dy[k] : dy[k] * y[k];
+      terms += log ? std::abs(dy[k]) : std::abs(dy[k] * y[k]);
+    }
+    const double e_s = gamma_n(d_s, u) * terms, ref_s = gamma_n(double(cols) + 3, uD) * terms;
+    for (int64_t k = r * cols; k < (r + 1) * cols; ++k) {
+      const double dx = std::abs(want[k]);
+      double computed, mags;
+      if (log) {
+        const double e = std::exp(y[k]);
+        computed = e * (e_s + gamma_n(kExpRoundings + 1, u) * (std::abs(s) + e_s));
+        computed += gamma_n(1, u) * (dx + computed);
+        mags = e * (terms + std::abs(s)) + std::abs(dy[k]) + dx;
+      } else {
+        const double a = std::abs(y[k]), diff = std::abs(dy[k] - s);
+        computed = a * e_s + gamma_n(2, u) * a * (diff + e_s);
+        mags = a * (terms + std::abs(dy[k]) + std::abs(s)) + dx;
+      }
+      tol[k] = computed + uT * (dx + computed) + ref_s * (log ? std::exp(y[k]) : std::abs(y[k])) +
+               gamma_n(3, uD) * mags + kAtol<T>;
+    }
+  }
+  return tol;
 }
 
 template <class T>
@@ -218,10 +360,8 @@ void check_backward(int64_t rows, int64_t cols, RowVariant v, bool log, uint32_t
   if (log) log_softmax_backward(dy_y.data(), dy_g.data(), dx.data(), rows, cols, nullptr, v);
   else softmax_backward(dy_y.data(), dy_g.data(), dx.data(), rows, cols, nullptr, v);
   const auto want = cpu_softmax_backward(y, dy, rows, cols, log);
-  // dy - sum(...) cancels: its absolute error is a few eps of the row's gradients, so
-  // the floor scales with the largest |dx|.
-  const double atol = kAtol<T> + 8 * kRtol<T> * 0.1 * max_abs(want);
-  EXPECT_TRUE(all_close(dx.host(), want, kRtol<T>, atol)) << where(v, rows, cols, log) << " backward";
+  EXPECT_TRUE(all_within(dx.host(), want, backward_bound<T>(y, dy, rows, cols, v, log, want)))
+      << where(v, rows, cols, log) << " backward";
 }
 
 TEST(CudaSoftmax, BackwardMatchesCpuInEveryVariant) {
@@ -273,7 +413,11 @@ TEST(CudaSoftmax, BackwardIsTheAutogradGradient) {
     DeviceArray<double> dx(x.size());
     if (log) log_softmax_backward(y.data(), dy.data(), dx.data(), rows, cols, nullptr);
     else softmax_backward(y.data(), dy.data(), dx.data(), rows, cols, nullptr);
-    EXPECT_TRUE(all_close(dx.host(), want, 1e-10, 1e-12)) << (log ? "log_softmax" : "softmax");
+    // The kernel's rounding and the CPU autograd's, both float64, on the same magnitudes.
+    EXPECT_TRUE(all_within(dx.host(), want,
+                           backward_bound<double>(Y.detach().to_vector<double>(), g, rows, cols, RowVariant::kAuto,
+                                                  log, want)))
+        << (log ? "log_softmax" : "softmax");
   }
 }
 
