@@ -193,6 +193,26 @@ template <class T>
 // with or without FMA) is within gamma_n of the same computation on |operands|.
 inline double gamma_n(double n, double u) { return n <= 0 ? 0.0 : n * u / (1 - n * u); }
 
+// Unit roundoff of the data type T (half an ulp at 1): 2^-24 float, 2^-53 double, 2^-8
+// bfloat16, 2^-11 half.
+template <class T>
+double unit_roundoff() {
+  if constexpr (std::is_same_v<T, float>) return std::ldexp(1.0, -24);
+  else if constexpr (std::is_same_v<T, double>) return std::ldexp(1.0, -53);
+  else if constexpr (std::is_same_v<T, __nv_bfloat16>) return std::ldexp(1.0, -8);
+  else return std::ldexp(1.0, -11);
+}
+// Unit roundoff of T's compute type: double for double, float otherwise.
+template <class T>
+double compute_roundoff() {
+  return std::is_same_v<T, double> ? std::ldexp(1.0, -53) : std::ldexp(1.0, -24);
+}
+// The cost of storing a compute-type result as T: none when T is the compute type.
+template <class T>
+double store_roundoff() {
+  return std::is_same_v<T, float> || std::is_same_v<T, double> ? 0.0 : unit_roundoff<T>();
+}
+
 // Each got[i] within tol[i] of want[i] (equal values, infinities included, always pass;
 // NaN matches only where want is NaN); reports the first mismatches with their bounds.
 template <class T>

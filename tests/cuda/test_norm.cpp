@@ -134,17 +134,6 @@ CpuLayerNorm cpu_layer_norm(const LayerNormCase& c, int64_t rows, int64_t cols, 
   return r;
 }
 
-// Unit roundoff of the compute type, and of storing its result as T (none when T is it).
-template <class T>
-double u_compute() {
-  return std::is_same_v<T, double> ? std::ldexp(1.0, -53) : std::ldexp(1.0, -24);
-}
-template <class T>
-double u_store() {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) return std::ldexp(1.0, -8);
-  else if constexpr (std::is_same_v<T, __half>) return std::ldexp(1.0, -11);
-  else return 0.0;
-}
 
 // Bounds on |kernel - exact| of layer norm's forward outputs, per row (mean, rstd) and
 // per element (y). With n = cols, mu the mean, s2 the biased variance, r = 1/sqrt(s2 + eps),
@@ -167,7 +156,7 @@ struct LayerNormBounds {
 template <class T>
 LayerNormBounds layer_norm_bounds(const LayerNormCase& c, int64_t rows, int64_t cols, RowVariant v, bool affine,
                                   const CpuLayerNorm& want) {
-  const double u = u_compute<T>(), uT = u_store<T>(), ref = gamma_n(double(cols) + 10, std::ldexp(1.0, -53));
+  const double u = compute_roundoff<T>(), uT = store_roundoff<T>(), ref = gamma_n(double(cols) + 10, std::ldexp(1.0, -53));
   const RowPlan p = layer_norm_config(rows, cols, int(sizeof(T)), true, true, v);  // vectors: the most a thread
   double d = 0;
   if (p.variant == RowVariant::kWarp) {

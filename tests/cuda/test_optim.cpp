@@ -238,17 +238,13 @@ void expect_state_within(const std::vector<Param<T>>& params, const std::vector<
   }
 }
 
-template <class T>
-double unit_roundoff() {
-  return std::is_same_v<T, double> ? std::ldexp(1.0, -53) : std::ldexp(1.0, -24);
-}
 
 // `steps` SGD steps of every layout on both backends, then the params and buffers compared.
 template <class T>
 void check_sgd(const SgdStepOptions& o, const std::vector<Layout>& layouts, int steps) {
   auto params = make_params<T>(layouts, 1);
   std::vector<Tracker> tracks;
-  for (const Param<T>& q : params) tracks.emplace_back(q.p.template to_vector<double>(), unit_roundoff<T>());
+  for (const Param<T>& q : params) tracks.emplace_back(q.p.template to_vector<double>(), test::compute_roundoff<T>());
   for (int step = 0; step < steps; ++step) {
     const bool first = step == 0;
     auto g = make_grads(params, 1000 + 100 * step);
@@ -275,7 +271,7 @@ template <class T>
 void check_adam(AdamStepOptions o, const std::vector<Layout>& layouts, int steps) {
   auto params = make_params<T>(layouts, 7);
   std::vector<Tracker> tracks;
-  for (const Param<T>& q : params) tracks.emplace_back(q.p.template to_vector<double>(), unit_roundoff<T>());
+  for (const Param<T>& q : params) tracks.emplace_back(q.p.template to_vector<double>(), test::compute_roundoff<T>());
   for (int step = 1; step <= steps; ++step) {
     o.step = step;
     auto g = make_grads(params, 2000 + 100 * step);

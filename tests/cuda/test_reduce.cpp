@@ -36,18 +36,6 @@ DType dtype_for() {
   else if constexpr (std::is_same_v<T, __nv_bfloat16>) return kBFloat16;
   else return kFloat16;
 }
-// Unit roundoff of T (half an ulp at 1).
-template <class T>
-double unit_roundoff() {
-  if constexpr (std::is_same_v<T, float>) return std::ldexp(1.0, -24);
-  else if constexpr (std::is_same_v<T, double>) return std::ldexp(1.0, -53);
-  else if constexpr (std::is_same_v<T, __nv_bfloat16>) return std::ldexp(1.0, -8);
-  else return std::ldexp(1.0, -11);
-}
-template <class T>
-double compute_roundoff() {
-  return std::is_same_v<T, double> ? std::ldexp(1.0, -53) : std::ldexp(1.0, -24);
-}
 
 // A reduction's shape: last dim of [outer, n], middle dim of [outer, n, inner], or all n.
 enum class Layout { kLast, kMiddle, kAll };
@@ -158,7 +146,7 @@ void check_exact(const Case& c, size_t offset, uint32_t seed) {
     // three roundings of T, 4u relative.
     DeviceArray<T> out(m);
     run(MeanReduce<T>{}, c, in.device.data(), out.data());
-    EXPECT_TRUE(all_close(out.host(), cpu_values(ember::mean(in.cpu, dims)), 4 * unit_roundoff<T>())) << "mean";
+    EXPECT_TRUE(all_close(out.host(), cpu_values(ember::mean(in.cpu, dims)), 4 * test::unit_roundoff<T>())) << "mean";
   }
   if (c.n == 0 || m == 0) return;  // max/min/argmax of nothing: BadArgumentsRaise
   {
@@ -345,7 +333,7 @@ void check_rounding(const Case& c, size_t offset, uint32_t seed) {
   SCOPED_TRACE(c.str() + " at offset " + std::to_string(offset) + ", " + std::string(dtype_name(dtype_for<T>())));
   Input<T> in(c, test::random_doubles(size_t(c.numel()), seed, -2.0, 3.0), offset);
   const auto dims = c.dims();
-  const double u = compute_roundoff<T>(), uT = unit_roundoff<T>(), d = double(c.n) / 8 + 64;
+  const double u = test::compute_roundoff<T>(), uT = test::unit_roundoff<T>(), d = double(c.n) / 8 + 64;
   const Tensor x64 = in.cpu.to(kFloat64);
   const std::vector<double> abs_sum = cpu_values(ember::sum(ember::abs(x64), dims));
   const std::vector<double> sq_sum = cpu_values(ember::sum(ember::mul(x64, x64), dims));

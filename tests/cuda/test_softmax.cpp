@@ -82,24 +82,6 @@ std::string where(RowVariant v, int64_t rows, int64_t cols, bool log) {
          std::to_string(rows) + ", " + std::to_string(cols) + "]";
 }
 
-// Unit roundoff of the data type T (what storing a result costs) and of the compute type
-// (float for float16 / bfloat16 data, double for float64).
-template <class T>
-double u_data() {
-  if constexpr (std::is_same_v<T, float>) return std::ldexp(1.0, -24);
-  else if constexpr (std::is_same_v<T, double>) return std::ldexp(1.0, -53);
-  else if constexpr (std::is_same_v<T, __nv_bfloat16>) return std::ldexp(1.0, -8);
-  else return std::ldexp(1.0, -11);
-}
-template <class T>
-double u_compute() {
-  return std::is_same_v<T, double> ? std::ldexp(1.0, -53) : std::ldexp(1.0, -24);
-}
-// The cost of storing the compute type's result as T: none when they are the same type.
-template <class T>
-double u_store() {
-  return std::is_same_v<T, float> || std::is_same_v<T, double> ? 0.0 : u_data<T>();
-}
 
 // exp and log in the compute type: CUDA's expf / exp are within 2 ulp, logf / log within
 // 1 ulp (CUDA Programming Guide, mathematical functions), glibc's (the emulator's) within
@@ -149,7 +131,7 @@ RowSplit row_split(int64_t rows, int64_t cols, int elem_bytes, RowVariant v) {
 template <class T>
 std::vector<double> forward_bound(const std::vector<double>& x, int64_t rows, int64_t cols, RowVariant v, bool log,
                                   const std::vector<double>& want) {
-  const double u = u_compute<T>(), uT = u_store<T>(), ref = gamma_n(double(cols) + 10, std::ldexp(1.0, -53));
+  const double u = compute_roundoff<T>(), uT = store_roundoff<T>(), ref = gamma_n(double(cols) + 10, std::ldexp(1.0, -53));
   const RowSplit sp = row_split(rows, cols, int(sizeof(T)), v);
   const double d_s = kExpRoundings + double(sp.per_thread) * (sp.rescaled ? 2 + kExpRoundings : 1) +
                      sp.levels * (2 + kExpRoundings);
@@ -318,7 +300,7 @@ TEST(CudaSoftmax, NonFiniteRows) {
 template <class T>
 std::vector<double> backward_bound(const std::vector<double>& y, const std::vector<double>& dy, int64_t rows,
                                    int64_t cols, RowVariant v, bool log, const std::vector<double>& want) {
-  const double u = u_compute<T>(), uT = u_store<T>(), uD = std::ldexp(1.0, -53);
+  const double u = compute_roundoff<T>(), uT = store_roundoff<T>(), uD = std::ldexp(1.0, -53);
   const RowSplit sp = row_split(rows, cols, int(sizeof(T)), v);
   const double d_s = double(sp.per_thread) + sp.levels + (log ? 0 : 1);
   std::vector<double> tol(y.size());
