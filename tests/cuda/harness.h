@@ -193,6 +193,12 @@ template <class T>
 // with or without FMA) is within gamma_n of the same computation on |operands|.
 inline double gamma_n(double n, double u) { return n <= 0 ? 0.0 : n * u / (1 - n * u); }
 
+// Absolute floor: below the smallest normal number relative precision fades (float16's
+// subnormal step is 2^-24 = 6e-8, float's and bfloat16's smallest normal 1.2e-38).
+template <class T> constexpr double kAtol = 1.2e-38;
+template <> constexpr double kAtol<__half> = 6e-8;
+template <> constexpr double kAtol<double> = 0;
+
 // Unit roundoff of the data type T (half an ulp at 1): 2^-24 float, 2^-53 double, 2^-8
 // bfloat16, 2^-11 half.
 template <class T>

@@ -1,14 +1,13 @@
-// The softmax family's CUDA kernels (kernels/cuda/softmax.cuh, cross_entropy.cuh) against
-// the CPU backend: ember::softmax / log_softmax and nn::functional::cross_entropy on
-// float64 CPU tensors holding exactly the values the kernel read (inputs rounded to the
-// kernel's dtype first), every variant of Note [Row variants], awkward shapes, rows that
-// are not 16-byte aligned, logits of magnitude 1e4, non-finite rows and ignore_index.
+// The softmax kernels (kernels/cuda/softmax.cuh) against
+// the CPU backend: ember::softmax / log_softmax on float64 CPU tensors holding exactly
+// the values the kernel read (inputs rounded to the kernel's dtype first), every variant
+// of Note [Row variants], awkward shapes, rows that are not 16-byte aligned, logits of
+// magnitude 1e4 and non-finite rows. Cross entropy: test_cross_entropy.cpp.
 //
 // Tolerances: softmax, log_softmax and their backward passes are checked element by
 // element against bounds derived from the kernel's arithmetic (forward_bound,
-// backward_bound); cross entropy still uses the relative tolerances below.
-//   float32  1e-5, float16 1e-3, bfloat16 5e-3, float64 1e-12.
-// Absolute floors where values fall below the smallest normal number (kAtol).
+// backward_bound), with absolute floors where values fall below the smallest normal
+// number (harness.h's kAtol).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,9 +18,7 @@
 #include <vector>
 
 #include "core/ops.h"
-#include "kernels/cuda/cross_entropy.cuh"
 #include "kernels/cuda/softmax.cuh"
-#include "layers/functional.h"
 #include "tests/cuda/harness.h"
 
 namespace ember::kernels::cuda {
@@ -29,15 +26,6 @@ namespace {
 
 using namespace test;
 
-template <class T> constexpr double kRtol = 1e-5;
-template <> constexpr double kRtol<__half> = 1e-3;
-template <> constexpr double kRtol<__nv_bfloat16> = 5e-3;
-template <> constexpr double kRtol<double> = 1e-12;
-// Absolute floor: below the smallest normal number relative precision fades (float16's
-// subnormal step is 2^-24 = 6e-8, float's and bfloat16's smallest normal 1.2e-38).
-template <class T> constexpr double kAtol = 1.2e-38;
-template <> constexpr double kAtol<__half> = 6e-8;
-template <> constexpr double kAtol<double> = 0;
 
 const std::vector<RowVariant> kVariants = {RowVariant::kWarp, RowVariant::kBlock, RowVariant::kStream};
 
@@ -445,226 +433,6 @@ TEST(CudaSoftmax, BadArgumentsAreErrors) {
   EXPECT_NE(message([&] { log_softmax<float>(nullptr, y.data(), 4, 10, nullptr); }).find("log_softmax: null pointer"),
             std::string::npos);
   EXPECT_NE(message([&] { softmax(x.data(), y.data(), -1, 10, nullptr); }).find("negative shape"), std::string::npos);
-}
-
-
-// --- Cross entropy ------------------------------------------------------------------------------
-
-namespace nnf = ember::nn::functional;
-
-// Targets in [0, c), every fifth row ignore_index (-100), reproducible from the seed.
-std::vector<int64_t> random_targets(int64_t n, int64_t c, uint32_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<int64_t> t(n);
-  for (int64_t i = 0; i < n; ++i) t[i] = i % 5 == 3 ? -100 : int64_t(rng() % uint64_t(c));
-  return t;
-}
-
-struct CpuCrossEntropy {
-  std::vector<double> loss;   // per row (reduction none)
-  double mean = 0, sum = 0;
-  std::vector<double> dmean;  // d mean / d logits
-  std::vector<double> dnone;  // d sum(loss * g) / d logits
-};
-
-// nn::functional::cross_entropy on float64 CPU tensors, and its autograd gradients.
-CpuCrossEntropy cpu_cross_entropy(const std::vector<double>& x, const std::vector<int64_t>& t,
-                                  const std::vector<double>& g, int64_t n, int64_t c) {
-  CpuCrossEntropy r;
-  const Tensor target = tensor(std::vector<double>(t.begin(), t.end()), {n}, kInt64);
-  for (auto red : {nnf::Reduction::None, nnf::Reduction::Mean, nnf::Reduction::Sum}) {
-    const Tensor X = tensor(x, {n, c}, kFloat64);
-    X.set_requires_grad();
-    nnf::LossOptions options;
-    options.reduction = red;
-    const Tensor loss = nnf::cross_entropy(X, target, options);
-    if (red == nnf::Reduction::None) {
-      r.loss = loss.to_vector<double>();
-      loss.backward(tensor(g, {n}, kFloat64));
-      r.dnone = X.grad().to_vector<double>();
-    } else if (red == nnf::Reduction::Mean) {
-      r.mean = loss.item();
-      loss.backward();
-      r.dmean = X.grad().to_vector<double>();
-    } else {
-      r.sum = loss.item();
-    }
-  }
-  return r;
-}
-
-std::string ce_where(RowVariant v, int64_t n, int64_t c) {
-  return std::string("cross_entropy variant ") + rowwise::row_variant_name(v) + " [" + std::to_string(n) + ", " +
-         std::to_string(c) + "]";
-}
-
-// Forward (none, mean, sum) and backward (none, mean) of one shape against the CPU.
-// Tolerances: loss = log(sum) - (x_t - max) in float: a few eps of log(c) + |x_t - max|;
-// the mean adds n roundings. Gradients: p - onehot cancels at the target, so an absolute
-// floor of a few eps of the largest gradient.
-template <class T>
-void check_cross_entropy(const std::vector<double>& x_in, int64_t n, int64_t c, RowVariant v, uint32_t seed,
-                         size_t offset_x = 0, size_t offset_dx = 0) {
-  using A = compute_t<T>;
-  const auto x = rounded<T>(x_in);
-  const auto t = random_targets(n, c, seed);
-  const auto g = random_doubles(n, seed + 1, -1, 1);
-  const double rtol = std::max(kRtol<T>, kRtol<A>), loss_atol = 1e-6;
-  const DeviceArray<T> logits(from_doubles<T>(x), offset_x);
-  const DeviceArray<int64_t> target(t);
-  DeviceArray<A> loss(n), stats(2 * n), reduced(1), total(1), grad_rows(from_doubles<A>(g)), one(std::vector<A>{1});
-  DeviceArray<unsigned char> workspace(cross_entropy_workspace_bytes<T>(n, c, v));
-  DeviceArray<T> dx_none(n * c, offset_dx), dx_mean(n * c, offset_dx);
-
-  cross_entropy_forward(logits.data(), target.data(), loss.data(), stats.data(), n, c, -100, LossReduction::kSum,
-                        reduced.data(), total.data(), workspace.data(), nullptr, v);
-  const double got_sum = to_double(reduced.host()[0]);
-  cross_entropy_forward(logits.data(), target.data(), loss.data(), stats.data(), n, c, -100, LossReduction::kMean,
-                        reduced.data(), total.data(), workspace.data(), nullptr, v);
-  cross_entropy_backward(logits.data(), target.data(), stats.data(), grad_rows.data(), nullptr, dx_none.data(), n, c,
-                         -100, LossReduction::kNone, nullptr, v);
-  cross_entropy_backward(logits.data(), target.data(), stats.data(), one.data(), total.data(), dx_mean.data(), n, c,
-                         -100, LossReduction::kMean, nullptr, v);
-  const std::string at = ce_where(v, n, c);
-  int64_t counted = 0;
-  for (int64_t i : t) counted += i != -100;
-  EXPECT_EQ(to_double(total.host()[0]), double(counted)) << at;
-  if (n == 0) {
-    EXPECT_TRUE(std::isnan(to_double(reduced.host()[0]))) << at << ": the mean of no rows is NaN";
-    EXPECT_EQ(got_sum, 0.0) << at;
-    return;
-  }
-  const CpuCrossEntropy want = cpu_cross_entropy(x, t, g, n, c);
-  EXPECT_TRUE(all_close(loss.host(), want.loss, rtol, loss_atol)) << at << " loss";
-  EXPECT_TRUE(all_close(reduced.host(), {want.mean}, rtol, loss_atol)) << at << " mean";
-  EXPECT_TRUE(all_close(std::vector<double>{got_sum}, {want.sum}, rtol, loss_atol)) << at << " sum";
-  const double floor = kAtol<T> + 4 * rtol;
-  EXPECT_TRUE(all_close(dx_none.host(), want.dnone, rtol, floor * max_abs(want.dnone))) << at << " dlogits (none)";
-  EXPECT_TRUE(all_close(dx_mean.host(), want.dmean, rtol, floor * max_abs(want.dmean))) << at << " dlogits (mean)";
-}
-
-const std::vector<RowVariant> kCrossEntropyVariants = {RowVariant::kWarp, RowVariant::kBlock};
-
-TEST(CudaSoftmax, CrossEntropyMatchesCpu) {
-  EMBER_NEED_DEVICE();
-  uint32_t seed = 700;
-  for (RowVariant v : kCrossEntropyVariants)
-    for (int64_t n : {0, 1, 3, 70})
-      for (int64_t c : kAwkwardSizes) {
-        if (c == 0 || (n == 70 && c > 33)) continue;
-        const auto x = random_doubles(n * c, seed++, -4, 4);
-        check_cross_entropy<float>(x, n, c, v, seed);
-        if (n == 3) {
-          check_cross_entropy<__nv_bfloat16>(x, n, c, v, seed);
-          check_cross_entropy<__half>(x, n, c, v, seed);
-          check_cross_entropy<double>(x, n, c, v, seed);
-        }
-      }
-}
-
-TEST(CudaSoftmax, CrossEntropyRowsNotAlignedAndLogitsOf1e4) {
-  EMBER_NEED_DEVICE();
-  uint32_t seed = 800;
-  for (RowVariant v : kCrossEntropyVariants)
-    for (int64_t c : {int64_t(33), int64_t(1023), int64_t(4096)}) {
-      const int64_t n = 5;
-      const auto x = random_doubles(n * c, seed++, -4, 4);
-      check_cross_entropy<float>(x, n, c, v, seed, 1, 1);  // both views shifted alike: peeled rows
-      check_cross_entropy<float>(x, n, c, v, seed, 1, 0);  // shifted differently: scalar backward
-      check_cross_entropy<__nv_bfloat16>(x, n, c, v, seed, 3, 0);
-      auto big = random_doubles(n * c, seed++, -8, 0);
-      for (int64_t i = 0; i < n * c; ++i) big[i] += (i / c) % 2 ? -1e4 : 1e4;
-      check_cross_entropy<float>(big, n, c, v, seed);
-    }
-}
-
-// Ignored rows: loss 0, gradient 0, left out of the mean; all ignored: the mean is NaN
-// (0 / 0, as PyTorch) and the gradient 0. A target out of range: Note [Out-of-range targets].
-TEST(CudaSoftmax, CrossEntropyIgnoredAndOutOfRangeTargets) {
-  EMBER_NEED_DEVICE();
-  for (RowVariant v : kCrossEntropyVariants) {
-    const int64_t n = 4, c = 10;
-    const auto x = random_doubles(n * c, 900, -2, 2);
-    const DeviceArray<float> logits(from_doubles<float>(x));
-    DeviceArray<float> loss(n), stats(2 * n), reduced(1), total(1), one(std::vector<float>{1}), dx(n * c);
-    DeviceArray<unsigned char> workspace(cross_entropy_workspace_bytes<float>(n, c, v));
-    const auto run = [&](const std::vector<int64_t>& t, int64_t ignore_index) {
-      const DeviceArray<int64_t> target(t);
-      cross_entropy_forward(logits.data(), target.data(), loss.data(), stats.data(), n, c, ignore_index,
-                            LossReduction::kMean, reduced.data(), total.data(), workspace.data(), nullptr, v);
-      cross_entropy_backward(logits.data(), target.data(), stats.data(), one.data(), total.data(), dx.data(), n, c,
-                             ignore_index, LossReduction::kMean, nullptr, v);
-    };
-    const std::string at = ce_where(v, n, c);
-
-    run({-100, -100, -100, -100}, -100);
-    EXPECT_TRUE(std::isnan(reduced.host()[0])) << at;
-    EXPECT_EQ(total.host()[0], 0.0f) << at;
-    for (float l : loss.host()) EXPECT_EQ(l, 0.0f) << at;
-    for (float d : dx.host()) EXPECT_EQ(d, 0.0f) << at;
-
-    run({2, 7, 9, 3}, 7);  // another ignore_index: row 1 ignored, -100 is not special
-    EXPECT_EQ(total.host()[0], 3.0f) << at;
-    EXPECT_EQ(loss.host()[1], 0.0f) << at;
-    const auto d1 = dx.host();
-    for (int64_t j = 0; j < c; ++j) EXPECT_EQ(d1[c + j], 0.0f) << at;
-
-    run({2, 10, -1, 3}, -100);  // rows 1 and 2 out of range
-    const auto l = loss.host();
-    const auto d = dx.host();
-    EXPECT_TRUE(std::isfinite(l[0]) && std::isfinite(l[3])) << at;
-    EXPECT_TRUE(std::isnan(l[1]) && std::isnan(l[2])) << at;
-    EXPECT_TRUE(std::isnan(reduced.host()[0])) << at;
-    for (int64_t j = 0; j < c; ++j) {
-      EXPECT_TRUE(std::isfinite(d[j]) && std::isfinite(d[3 * c + j])) << at;
-      EXPECT_TRUE(std::isnan(d[c + j]) && std::isnan(d[2 * c + j])) << at;
-    }
-  }
-}
-
-// The mean is the same bits on every run (per-block partials summed in a fixed order).
-TEST(CudaSoftmax, CrossEntropyMeanIsDeterministic) {
-  EMBER_NEED_DEVICE();
-  const int64_t n = 2000, c = 7;
-  const auto x = random_doubles(n * c, 1000, -3, 3);
-  const auto t = random_targets(n, c, 1001);
-  const DeviceArray<float> logits(from_doubles<float>(x));
-  const DeviceArray<int64_t> target(t);
-  DeviceArray<float> loss(n), stats(2 * n), reduced(1), total(1);
-  DeviceArray<unsigned char> workspace(cross_entropy_workspace_bytes<float>(n, c));
-  std::vector<float> means;
-  for (int run = 0; run < 3; ++run) {
-    cross_entropy_forward(logits.data(), target.data(), loss.data(), stats.data(), n, c, -100, LossReduction::kMean,
-                          reduced.data(), total.data(), workspace.data(), nullptr);
-    means.push_back(reduced.host()[0]);
-  }
-  EXPECT_EQ(means[0], means[1]);
-  EXPECT_EQ(means[0], means[2]);
-  EXPECT_TRUE(all_close(std::vector<float>{means[0]}, {cpu_cross_entropy(x, t, std::vector<double>(n, 1.0), n, c).mean},
-                        1e-5));
-}
-
-TEST(CudaSoftmax, CrossEntropyBadArgumentsAreErrors) {
-  EMBER_NEED_DEVICE();
-  DeviceArray<float> x(40), loss(4), stats(8);
-  DeviceArray<int64_t> t(4);
-  std::string err;
-  try {
-    cross_entropy_forward(x.data(), t.data(), loss.data(), stats.data(), 4, 10, -100, LossReduction::kMean, nullptr,
-                          nullptr, nullptr, nullptr);
-  } catch (const Error& e) {
-    err = e.what();
-  }
-  EXPECT_NE(err.find("cross_entropy: a mean or sum needs reduced, total_weight and workspace"), std::string::npos)
-      << err;
-  err.clear();
-  try {
-    cross_entropy_forward(x.data(), t.data(), loss.data(), stats.data(), 4, 10, -100, LossReduction::kNone, nullptr,
-                          nullptr, nullptr, nullptr, RowVariant::kStream);
-  } catch (const Error& e) {
-    err = e.what();
-  }
-  EXPECT_NE(err.find("variant stream does not exist"), std::string::npos) << err;
 }
 
 }  // namespace
