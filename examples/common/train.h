@@ -33,9 +33,12 @@ struct TrainConfig {
   std::string memory_snapshot;   // snapshot of the first steps' memory, JSON (or .trace.json)
   int64_t memory_snapshot_steps = 3;  // the steps it covers; 0: the whole run
   std::string precision = "fp32";  // fp32, or bf16: bf16 compute with float32 weights
+  int64_t image_size = 28;         // the images are resized to this many pixels a side
 };
 
 void add_train_flags(CLI::App& app, TrainConfig& config);
+// --image-size, for the models whose input size follows it (the CNN).
+void add_image_size_flag(CLI::App& app, TrainConfig& config);
 
 // Trains the model `make_model` builds and prints one summary line per epoch; returns
 // the process exit code. Errors are printed and give exit code 1.
