@@ -1,5 +1,6 @@
-// The emulated NCCL (kernels/emu/nccl.cpp), through the NCCL API: ranks as threads (each
-// on its own emulated device; ctest sets EMBER_EMU_DEVICES=4) and as processes. Every
+// The emulated NCCL (kernels/emu/nccl.cpp), through the NCCL API: ranks as threads, each
+// on its own emulated device (ctest sets EMBER_EMU_DEVICES=4; test_nccl_process.cpp has
+// the ranks as processes). Every
 // collective, op and data type against a float64 or exact integer reference computed here,
 // world sizes 1-4, counts 0, 1, 1023 and one of several slot-sized chunks (the tests make
 // the slot 8 KiB); in-place; stream order; abort; grouped init; argument errors.
@@ -14,117 +15,16 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
 #include <functional>
-#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "core/half.h"
-#include "tests/comm/process_util.h"
+#include "tests/emu/nccl_test_util.h"
 
 namespace {
 
-constexpr size_t kSlotBytes = 8192;  // so kBig elements take several chunks
-constexpr size_t kBig = 9000;
-const std::vector<size_t> kCounts = {0, 1, 1023, kBig};
-const ncclRedOp_t kOps[] = {ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg};
-
-// A data type as the tests see it: host values in and out as double.
-struct Dtype {
-  ncclDataType_t type;
-  const char* name;
-  size_t size;
-  bool is_float;
-  double tol;  // relative, for the float types
-  std::function<void(void*, size_t, double)> set;
-  std::function<double(const void*, size_t)> get;
-  std::function<double(int64_t)> wrap;  // an integer result as the type holds it
-};
-
-template <class T>
-Dtype make_dtype(ncclDataType_t type, const char* name, bool is_float, double tol) {
-  return {type,
-          name,
-          sizeof(T),
-          is_float,
-          tol,
-          [](void* p, size_t i, double v) { static_cast<T*>(p)[i] = static_cast<T>(static_cast<float>(v)); },
-          [](const void* p, size_t i) { return static_cast<double>(static_cast<const T*>(p)[i]); },
-          [](int64_t v) { return static_cast<double>(static_cast<T>(v)); }};
-}
-template <>
-Dtype make_dtype<double>(ncclDataType_t type, const char* name, bool is_float, double tol) {
-  return {type, name, 8, true, tol,
-          [](void* p, size_t i, double v) { static_cast<double*>(p)[i] = v; },
-          [](const void* p, size_t i) { return static_cast<const double*>(p)[i]; },
-          [](int64_t v) { return static_cast<double>(v); }};
-}
-
-const std::vector<Dtype>& dtypes() {
-  static const std::vector<Dtype> all = {
-      make_dtype<int8_t>(ncclInt8, "int8", false, 0),
-      make_dtype<uint8_t>(ncclUint8, "uint8", false, 0),
-      make_dtype<int32_t>(ncclInt32, "int32", false, 0),
-      make_dtype<uint32_t>(ncclUint32, "uint32", false, 0),
-      make_dtype<int64_t>(ncclInt64, "int64", false, 0),
-      make_dtype<uint64_t>(ncclUint64, "uint64", false, 0),
-      make_dtype<ember::Half>(ncclFloat16, "float16", true, 2e-3),
-      make_dtype<float>(ncclFloat32, "float32", true, 1e-6),
-      make_dtype<double>(ncclFloat64, "float64", true, 1e-13),
-      make_dtype<ember::BFloat16>(ncclBfloat16, "bfloat16", true, 1.6e-2),
-  };
-  return all;
-}
-
-// Rank r's input element i: small values, so sums and products of four stay exact in
-// every float type and the integer products wrap only in the 8-bit types.
-double input(const Dtype& d, int rank, size_t i) {
-  const int v = static_cast<int>((static_cast<size_t>(rank) * 7 + i * 3) % 9);
-  const bool is_unsigned = d.type == ncclUint8 || d.type == ncclUint32 || d.type == ncclUint64;
-  if (is_unsigned) return v;
-  return d.is_float ? (v - 4) * 0.5 : v - 4;
-}
-
-// The reduction of element i over ranks 0..n-1, in rank order, as the type holds it.
-double reference(const Dtype& d, ncclRedOp_t op, int n, size_t i, size_t offset = 0) {
-  if (d.is_float) {
-    double acc = input(d, 0, i + offset);
-    for (int r = 1; r < n; ++r) {
-      const double v = input(d, r, i + offset);
-      acc = op == ncclProd ? acc * v : op == ncclMax ? std::max(acc, v) : op == ncclMin ? std::min(acc, v) : acc + v;
-    }
-    return op == ncclAvg ? acc / n : acc;
-  }
-  auto acc = static_cast<int64_t>(input(d, 0, i + offset));
-  for (int r = 1; r < n; ++r) {
-    const auto v = static_cast<int64_t>(input(d, r, i + offset));
-    acc = op == ncclProd ? acc * v : op == ncclMax ? std::max(acc, v) : op == ncclMin ? std::min(acc, v) : acc + v;
-  }
-  return d.wrap(op == ncclAvg ? acc / n : acc);
-}
-
-// Compares got[i] (host copy of a result) with want(i); one failure message per call.
-void expect_matches(const Dtype& d, const std::vector<char>& got, size_t count, const std::function<double(size_t)>& want,
-                    const std::string& what) {
-  for (size_t i = 0; i < count; ++i) {
-    const double g = d.get(got.data(), i), w = want(i);
-    const bool ok = d.is_float ? std::abs(g - w) <= d.tol * std::max(1.0, std::abs(w)) : g == w;
-    if (!ok) {
-      ADD_FAILURE() << what << " " << d.name << ": element " << i << " of " << count << " is " << g << ", expected " << w;
-      return;
-    }
-  }
-}
-
-#define NCCL_OK(call) ASSERT_EQ((call), ncclSuccess) << #call << ": " << ncclGetLastError(nullptr)
-#define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
-
-bool segment_exists(const ncclUniqueId& id) {
-  const char* name = id.internal + 8;  // after the magic and the slot size (kernels/emu/nccl.cpp)
-  return access((std::string("/dev/shm") + name).c_str(), F_OK) == 0;
-}
+using namespace ember::emu_nccl_test;
 
 int device_count() {
   int n = 0;
@@ -169,23 +69,6 @@ void run_ranks(int world, const std::function<void(int, ncclComm_t, cudaStream_t
   EXPECT_FALSE(segment_exists(id)) << "the shared-memory segment was left in /dev/shm";
 }
 
-// A device buffer of `count` elements of d, filled with rank's inputs (from index
-// `offset` on) by a copy queued on `stream`, so the collective after it must wait for it.
-void* device_input(const Dtype& d, int rank, size_t count, cudaStream_t stream, size_t offset = 0) {
-  void* p = nullptr;
-  if (cudaMalloc(&p, std::max<size_t>(count, 1) * d.size) != cudaSuccess) return nullptr;
-  std::vector<char> host(count * d.size);
-  for (size_t i = 0; i < count; ++i) d.set(host.data(), i, input(d, rank, i + offset));
-  cudaMemcpyAsync(p, host.data(), host.size(), cudaMemcpyHostToDevice, stream);  // pageable: staged
-  return p;
-}
-
-std::vector<char> to_host(const void* p, size_t bytes, cudaStream_t stream) {
-  std::vector<char> host(bytes);
-  cudaStreamSynchronize(stream);
-  if (bytes) cudaMemcpy(host.data(), p, bytes, cudaMemcpyDeviceToHost);
-  return host;
-}
 
 // Every collective, op, type and count on `world` ranks, out of place into fresh (NaN)
 // device memory. Where a rank has no output (ncclReduce off the root) it stays untouched.
@@ -332,7 +215,6 @@ TEST(EmuNccl, InPlace) {
   });
 }
 
-void slow_host_fn(void*) { std::this_thread::sleep_for(std::chrono::milliseconds(50)); }
 
 // A copy queued on the stream behind slow work is seen by the collective queued after it;
 // the collective call itself returns before any of it has run.
@@ -507,116 +389,6 @@ TEST(EmuNccl, BadArgumentsAreInvalidArgument) {
   CUDA_OK(cudaStreamDestroy(stream));
   EXPECT_STREQ(ncclGetErrorString(ncclInvalidUsage), "invalid usage (run with NCCL_DEBUG=WARN for details)");
 }
-
-// ---- Ranks as processes: this binary started again (tests/comm/process_util.h), each
-// process seeing one device as device 0 through CUDA_VISIBLE_DEVICES.
-
-std::string to_hex(const ncclUniqueId& id) {
-  std::string s;
-  char b[3];
-  for (char c : id.internal) {
-    std::snprintf(b, sizeof b, "%02x", static_cast<unsigned char>(c));
-    s += b;
-  }
-  return s;
-}
-
-ncclUniqueId from_hex(const std::string& s) {
-  ncclUniqueId id{};
-  for (size_t i = 0; i < sizeof id.internal && 2 * i + 1 < s.size(); ++i)
-    id.internal[i] = static_cast<char>(std::stoi(s.substr(2 * i, 2), nullptr, 16));
-  return id;
-}
-
-TEST(EmuNcclProcess, Worker) {
-  if (!ember::comm::testing::is_worker()) GTEST_SKIP() << "a rank started by the EmuNcclProcess tests";
-  const int rank = std::atoi(std::getenv("RANK")), world = std::atoi(std::getenv("WORLD_SIZE"));
-  const bool expect_duplicate = std::getenv("EXPECT_DUPLICATE") != nullptr;
-  const ncclUniqueId id = from_hex(std::getenv("NCCL_ID_HEX"));
-  CUDA_OK(cudaSetDevice(std::atoi(std::getenv("DEVICE"))));
-  ncclComm_t comm = nullptr;
-  const ncclResult_t init = ncclCommInitRank(&comm, world, id, rank);
-  if (expect_duplicate) {
-    ASSERT_EQ(init, ncclInvalidUsage);
-    ASSERT_NE(std::string(ncclGetLastError(nullptr)).find("Duplicate GPU detected"), std::string::npos);
-    return;
-  }
-  NCCL_OK(init);
-  cudaStream_t stream;
-  CUDA_OK(cudaStreamCreate(&stream));
-  const Dtype& f32 = dtypes()[7];
-  const Dtype& i32 = dtypes()[2];
-  ASSERT_EQ(f32.type, ncclFloat32);
-  ASSERT_EQ(i32.type, ncclInt32);
-  void* send = device_input(f32, rank, kBig, stream);
-  NCCL_OK(ncclAllReduce(send, send, kBig, ncclFloat32, ncclSum, comm, stream));
-  expect_matches(f32, to_host(send, kBig * 4, stream), kBig, [&](size_t i) { return reference(f32, ncclSum, world, i); },
-                 "process ncclAllReduce");
-  void* in = device_input(i32, rank, 1023, stream);
-  void* out = nullptr;
-  CUDA_OK(cudaMalloc(&out, 1023 * 4 * static_cast<size_t>(world)));
-  NCCL_OK(ncclAllGather(in, out, 1023, ncclInt32, comm, stream));
-  expect_matches(i32, to_host(out, 1023 * 4 * static_cast<size_t>(world), stream), 1023 * static_cast<size_t>(world),
-                 [&](size_t i) { return input(i32, static_cast<int>(i / 1023), i % 1023); }, "process ncclAllGather");
-  NCCL_OK(ncclCommDestroy(comm));
-  for (void* p : {send, in, out}) CUDA_OK(cudaFree(p));
-  CUDA_OK(cudaStreamDestroy(stream));
-}
-
-// Rank r sees the devices visible[r] and uses device[r] of them.
-void run_processes(const std::vector<std::string>& visible, const std::vector<int>& device, bool expect_duplicate) {
-  setenv("EMBER_EMU_NCCL_SLOT_BYTES", std::to_string(kSlotBytes).c_str(), 1);
-  ncclUniqueId id;
-  NCCL_OK(ncclGetUniqueId(&id));
-  std::vector<pid_t> pids;
-  for (size_t r = 0; r < visible.size(); ++r) {
-    std::vector<std::string> env = {"RANK=" + std::to_string(r), "WORLD_SIZE=" + std::to_string(visible.size()),
-                                    "NCCL_ID_HEX=" + to_hex(id), "CUDA_VISIBLE_DEVICES=" + visible[r], "DEVICE=" + std::to_string(device[r]),
-                                    "EMBER_EMU_DEVICES=4"};
-    if (expect_duplicate) env.push_back("EXPECT_DUPLICATE=1");
-    pids.push_back(ember::comm::testing::spawn_self("EmuNcclProcess.Worker", env));
-    ASSERT_GT(pids.back(), 0);
-  }
-  const std::vector<int> codes = ember::comm::testing::wait_all(pids);
-  for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r << " (its output is above)";
-  EXPECT_FALSE(segment_exists(id)) << "the shared-memory segment was left in /dev/shm";
-}
-
-void throwing_host_fn(void*) { throw std::runtime_error("a fault staged by the test"); }
-
-// A device that fails (a sticky error) drops its queued work: a collective queued behind
-// the fault never runs, and ncclCommDestroy, which waits for the comm's work, still returns.
-TEST(EmuNcclProcess, FailedDeviceWorker) {
-  if (!ember::comm::testing::is_worker()) GTEST_SKIP() << "started by EmuNcclProcess.DestroyAfterADeviceFault";
-  alarm(20);  // a hang ends the process, and the parent reports it
-  ncclUniqueId id;
-  NCCL_OK(ncclGetUniqueId(&id));
-  ncclComm_t comm = nullptr;
-  NCCL_OK(ncclCommInitRank(&comm, 1, id, 0));
-  cudaStream_t stream;
-  CUDA_OK(cudaStreamCreate(&stream));
-  float* buf = nullptr;
-  CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&buf), 64 * sizeof(float)));
-  CUDA_OK(cudaLaunchHostFunc(stream, slow_host_fn, nullptr));
-  CUDA_OK(cudaLaunchHostFunc(stream, throwing_host_fn, nullptr));
-  NCCL_OK(ncclAllReduce(buf, buf, 64, ncclFloat32, ncclSum, comm, stream));
-  EXPECT_EQ(cudaStreamSynchronize(stream), cudaErrorLaunchFailure);
-  EXPECT_EQ(ncclAllReduce(buf, buf, 64, ncclFloat32, ncclSum, comm, stream), ncclUnhandledCudaError);
-  NCCL_OK(ncclCommDestroy(comm));
-}
-
-TEST(EmuNcclProcess, DestroyAfterADeviceFault) {
-  const pid_t pid = ember::comm::testing::spawn_self("EmuNcclProcess.FailedDeviceWorker", {});
-  ASSERT_GT(pid, 0);
-  EXPECT_EQ(ember::comm::testing::wait_all({pid})[0], 0) << "(its output is above)";
-}
-
-// Both processes call their device cuda:0, but they are different emulated devices.
-TEST(EmuNcclProcess, TwoProcesses) { run_processes({"1", "0"}, {0, 0}, false); }
-
-// Different numbers, same emulated device: NCCL's duplicate-GPU error.
-TEST(EmuNcclProcess, TwoProcessesOnOneDeviceAreInvalidUsage) { run_processes({"2", "0,2"}, {0, 1}, true); }
-
 }  // namespace
 
 #endif  // EMBER_CUDA_EMULATED
