@@ -193,6 +193,11 @@ template <class T>
 // with or without FMA) is within gamma_n of the same computation on |operands|.
 inline double gamma_n(double n, double u) { return n <= 0 ? 0.0 : n * u / (1 - n * u); }
 
+// exp and log in the compute type: CUDA's expf / exp are within 2 ulp, logf / log within
+// 1 ulp (CUDA Programming Guide, mathematical functions), glibc's (the emulator's) within
+// 1; an ulp is at most 2u relative, so exp costs up to 4u, log 2u.
+inline constexpr double kExpRoundings = 4, kLogRoundings = 2;
+
 // Absolute floor: below the smallest normal number relative precision fades (float16's
 // subnormal step is 2^-24 = 6e-8, float's and bfloat16's smallest normal 1.2e-38).
 template <class T> constexpr double kAtol = 1.2e-38;

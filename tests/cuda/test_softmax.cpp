@@ -71,11 +71,6 @@ std::string where(RowVariant v, int64_t rows, int64_t cols, bool log) {
 }
 
 
-// exp and log in the compute type: CUDA's expf / exp are within 2 ulp, logf / log within
-// 1 ulp (CUDA Programming Guide, mathematical functions), glibc's (the emulator's) within
-// 1; an ulp is at most 2u relative, so exp costs up to 4u, log 2u.
-constexpr double kExpRoundings = 4, kLogRoundings = 2;
-
 // How the kernel splits a row: per-thread terms of its partial sums, and the merge levels
 // of the shuffle tree that joins them (kWarp: log2 of its kW lanes; a block: two trees of
 // 32 lanes, within and across warps). kStream rescales its running pair once per chunk
