@@ -114,18 +114,28 @@ using CheckIndexRangeFn = void(const Tensor& index, int64_t size, std::optional<
 // tensors are float32, float64, or (layer norm, batch-norm statistics, embedding backward,
 // dropout) 16-bit with statistics in float32; saved statistics are in that compute type.
 enum class LossReduction { kNone, kMean, kSum };
+// How cross entropy weighs its terms (PyTorch's F.cross_entropy; the formula is
+// ops::CrossEntropyTerms in kernels/common/softmax_ops.h): class weights [C] in the logits'
+// dtype and their sum [] (both undefined: every class weighs 1), label smoothing in [0, 1].
+struct CrossEntropyOptions {
+  int64_t ignore_index = -100;
+  LossReduction reduction = LossReduction::kMean;
+  Tensor weight, weight_sum;
+  double label_smoothing = 0;
+};
 // Cross entropy of logits [N, C] (float32 / float64) with int64 targets [N], every target
 // not ignore_index in [0, C) (core checks): loss [N] (kNone; 0 where ignored) or [] (the
-// sum, or the mean over the rows not ignored: NaN when all are), stats [N, 2] = each row's
-// {max, log sum exp(x - max)} saved for backward, total_weight [] = the rows not ignored
-// (written for kMean and kSum).
+// sum, or the sum over the total weight of the rows not ignored: NaN when all are), stats
+// [N, 2] = each row's {max, log sum exp(x - max)} saved for backward, total_weight [] =
+// the sum of the counted rows' target weights (their number without weights; written for
+// kMean and kSum).
 using CrossEntropyFn = void(const Tensor& loss, const Tensor& stats, const Tensor& total_weight, const Tensor& logits,
-                            const Tensor& target, int64_t ignore_index, LossReduction r);
-// dlogits [N, C] = (softmax(x_i) - onehot(t_i)) g_i, 0 where ignored; g_i = grad [N]
-// (kNone), grad [] (kSum) or grad [] / total_weight (kMean).
+                            const Tensor& target, const CrossEntropyOptions& o);
+// dlogits [N, C] = the loss's gradient (CrossEntropyTerms::grad) times g_i, 0 where
+// ignored; g_i = grad [N] (kNone), grad [] (kSum) or grad [] / total_weight (kMean).
 using CrossEntropyBackwardFn = void(const Tensor& dlogits, const Tensor& logits, const Tensor& target,
                                     const Tensor& stats, const Tensor& grad, const Tensor& total_weight,
-                                    int64_t ignore_index, LossReduction r);
+                                    const CrossEntropyOptions& o);
 // Layer norm of the rows of x [rows, cols]: y = (x - mean) rstd * weight + bias (weight,
 // bias [cols] or undefined), mean and rstd = 1 / sqrt(biased var + eps) [rows] saved.
 using LayerNormFn = void(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x,

@@ -166,12 +166,14 @@ Tensor avg_pool2d(const Tensor& input, const Pool2dOptions& options);
 // ----- fused neural-network ops (one kernel forward, one backward) -----
 enum class Reduction { None, Mean, Sum };
 // Cross entropy of logits [N, C] or [N, C, d...] with int64 / int32 class indices [N] or
-// [N, d...], PyTorch's F.cross_entropy without class weights or label smoothing (the
-// layers' functional form adds those): per element (None; 0 where the target is
-// ignore_index), summed, or the mean over the elements not ignored (NaN when all are).
+// [N, d...], PyTorch's F.cross_entropy: per element (None; 0 where the target is
+// ignore_index), summed, or the mean over the elements not ignored, each counted with its
+// target's class weight (NaN when all are ignored). weight: per-class weights [C] or
+// undefined (it gets no gradient); label_smoothing in [0, 1] spreads that share of each
+// target over all classes.
 // 16-bit logits compute in float32. A target outside [0, C) is an ember::Error.
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index = -100,
-                     Reduction reduction = Reduction::Mean);
+                     Reduction reduction = Reduction::Mean, const Tensor& weight = {}, double label_smoothing = 0);
 // (x - mean) / sqrt(var + eps) * weight + bias over the last normalized_dims dims of x
 // (biased variance); weight and bias have those dims' shape, or are undefined.
 Tensor layer_norm(const Tensor& x, int64_t normalized_dims, const Tensor& weight = {}, const Tensor& bias = {},

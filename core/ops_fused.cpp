@@ -33,11 +33,14 @@ kernels::LossReduction to_kernel(Reduction r) {
 
 }  // namespace
 
-Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, int64_t ignore_index, Reduction reduction) {
+Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, int64_t ignore_index, Reduction reduction,
+                     const Tensor& weight, double label_smoothing) {
   EMBER_OP_SITE("cross_entropy");
   detail::check_defined("cross_entropy", logits_in);
   detail::check_defined("cross_entropy", target, "target");
-  detail::check_same_device("cross_entropy", {&logits_in, &target});
+  detail::check_same_device("cross_entropy", {&logits_in, &target, &weight});
+  EMBER_CHECK(label_smoothing >= 0 && label_smoothing <= 1, "cross_entropy: label_smoothing must be in [0, 1], got ",
+              label_smoothing);
   EMBER_CHECK(logits_in.dim() >= 2, "cross_entropy: expects logits [N, C, ...], got ", shape_str(logits_in.shape()));
   EMBER_CHECK(is_floating(logits_in.dtype()), "cross_entropy: expects floating logits, got ",
               dtype_name(logits_in.dtype()));
@@ -59,17 +62,25 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, int64_t igno
   const int64_t n = x.size(0);
   EMBER_CHECK(n == 0 || C > 0, "cross_entropy: ", n, " rows of 0 classes");
   const Tensor t = checked_indices(target, C, kernels::IndexCheck::kCrossEntropyTarget, ignore_index).reshape({-1});
-  const kernels::LossReduction r = to_kernel(reduction);
+  kernels::CrossEntropyOptions o{
+      .ignore_index = ignore_index, .reduction = to_kernel(reduction), .label_smoothing = label_smoothing};
+  if (weight.defined()) {
+    EMBER_CHECK(weight.dim() == 1 && weight.size(0) == C, "cross_entropy: weight must be [", C, "] (one per class), got ",
+                shape_str(weight.shape()));
+    EMBER_CHECK(is_floating(weight.dtype()), "cross_entropy: weight must be floating, got ", dtype_name(weight.dtype()));
+    o.weight = weight.detach().to(dtype).contiguous();
+    o.weight_sum = sum(o.weight);
+  }
   const TensorOptions opts{dtype, x.device()};
   Tensor loss = reduction == Reduction::None ? empty({n}, opts) : empty({}, opts);
   Tensor stats = empty({n, 2}, opts), total = empty({}, opts);
-  kernels::cross_entropy_stub(x.device(), loss, stats, total, x.detach(), t, ignore_index, r);
+  kernels::cross_entropy_stub(x.device(), loss, stats, total, x.detach(), t, o);
   if (reduction == Reduction::None) loss = loss.view(rest);
-  return autograd::record("cross_entropy", {x}, loss,
-                          [x = x.detach(), t, stats, total, ignore_index, r](const Tensor& g) {
+  return autograd::record("cross_entropy", {x}, loss, [x = x.detach(), t, stats, total, o](const Tensor& g) {
     Tensor gx = empty_like(x);
-    const Tensor gg = g.to(x.dtype()).contiguous().reshape(r == kernels::LossReduction::kNone ? Shape{-1} : Shape{});
-    if (x.numel() > 0) kernels::cross_entropy_backward_stub(x.device(), gx, x, t, stats, gg, total, ignore_index, r);
+    const Tensor gg =
+        g.to(x.dtype()).contiguous().reshape(o.reduction == kernels::LossReduction::kNone ? Shape{-1} : Shape{});
+    if (x.numel() > 0) kernels::cross_entropy_backward_stub(x.device(), gx, x, t, stats, gg, total, o);
     return std::vector<Tensor>{gx};
   });
 }

@@ -141,44 +141,10 @@ Tensor nll_loss(const Tensor& log_probs_in, const Tensor& target, const LossOpti
   return reduce_loss(neg(mul(picked, w)), sum(w), o.reduction);
 }
 
-Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, const LossOptions& o) {
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, const LossOptions& o) {
   EMBER_OP_SITE("cross_entropy");
-  check_class_shapes("cross_entropy", logits_in, target);
-  EMBER_CHECK(o.label_smoothing >= 0 && o.label_smoothing <= 1, "cross_entropy: label_smoothing must be in [0, 1], got ",
-              o.label_smoothing);
-  // The fused op covers PyTorch's default form; class weights and smoothing compose.
-  if (!o.weight.defined() && o.label_smoothing == 0)
-    return ember::cross_entropy(logits_in, target, o.ignore_index, o.reduction);
-  const Tensor logits = to_float32_if_16bit(logits_in);
-  Tensor logp = log_softmax(logits, 1);
-  Tensor nll = nll_loss(logp, target, o);
-  if (o.label_smoothing == 0) return nll;
-  // PyTorch's smoothing term: -sum_c w_c log p_c per element, zero where ignored; its
-  // mean divides by the weights of the counted targets, or by their number without
-  // class weights (PyTorch >= 1.12).
-  const int64_t C = logits.size(1);
-  Tensor t = target.to(kInt64);
-  Tensor valid = ne(t, Scalar(o.ignore_index));
-  Tensor wlogp = logp;
-  if (o.weight.defined()) {
-    Shape s(static_cast<size_t>(logits.dim()), 1);
-    s[1] = C;
-    wlogp = mul(logp, o.weight.to(logp.dtype()).reshape(s));
-  }
-  Tensor smooth = where(valid, neg(sum(wlogp, {1})), zeros({}, {logp.dtype(), logp.device()}));
-  Tensor reduced;
-  if (o.reduction == Reduction::None) {
-    reduced = smooth;
-  } else if (o.reduction == Reduction::Sum) {
-    reduced = sum(smooth);
-  } else if (o.weight.defined()) {
-    Tensor safe = where(valid, t, zeros_like(t));
-    Tensor tw = mul(index_select(o.weight.to(logp.dtype()), 0, safe.reshape({-1})), valid.reshape({-1}).to(logp.dtype()));
-    reduced = div(sum(smooth), sum(tw));
-  } else {
-    reduced = div(sum(smooth), sum(valid.to(logp.dtype())));
-  }
-  return add(mul(nll, Scalar(1 - o.label_smoothing)), mul(reduced, Scalar(o.label_smoothing / double(C))));
+  check_class_shapes("cross_entropy", logits, target);
+  return ember::cross_entropy(logits, target, o.ignore_index, o.reduction, o.weight, o.label_smoothing);
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstdint>
 
 #include "core/macros.h"
 
@@ -78,6 +79,31 @@ struct OnlineSoftmax {
   EMBER_HD T log_sum_exp() const {
     using std::log;
     return shift(max) + log(sum);
+  }
+};
+
+// Cross entropy with class weights w_c (all 1 when none, W = sum w_c) and label smoothing
+// eps over C classes, PyTorch's F.cross_entropy: the target t gets probability 1 - eps +
+// eps / C, every class eps / C, each term weighted by its class. For a row with
+// log-sum-exp lse and log p_c = x_c - lse:
+//   loss = (1 - eps) w_t (lse - x_t) + eps / C sum_c w_c (lse - x_c)
+//   d loss / d x_j = p_j ((1 - eps) w_t + eps W / C) - (1 - eps) w_t [j == t] - eps / C w_j.
+// Without weights and smoothing these are lse - x_t and p_j - [j == t], bit for bit.
+template <class T>
+struct CrossEntropyTerms {
+  T target;  // (1 - eps) w_t
+  T each;    // eps / C, per unit of class weight
+
+  EMBER_HD static CrossEntropyTerms of(T eps, int64_t classes, T w_t) { return {(T(1) - eps) * w_t, eps / T(classes)}; }
+
+  // nll = lse - x_t; smooth = sum_c w_c (lse - x_c), read only when eps > 0 (a row of
+  // -inf would give 0 * inf).
+  EMBER_HD T loss(T nll, T smooth) const { return each > T(0) ? target * nll + each * smooth : target * nll; }
+
+  // The gradient for probability p_j of class j (weight w_j) whose classes weigh W in all.
+  EMBER_HD T grad(T p, bool is_target, T w_j, T weight_sum) const {
+    const T g = p * (target + each * weight_sum) - (is_target ? target : T(0));
+    return each > T(0) ? g - each * w_j : g;
   }
 };
 

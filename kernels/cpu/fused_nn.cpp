@@ -25,8 +25,19 @@ void for_float(DType t, const char* op, F&& f) {
 // Rows per task for rows of `c` values: about kGrainSize values a task.
 int64_t row_grain(int64_t c) { return std::max<int64_t>(1, kGrainSize / std::max<int64_t>(c, 1)); }
 
+// The class weights of a cross entropy as T values (null: every class weighs 1), and their sum.
+template <class T>
+struct ClassWeights {
+  const T* w;
+  T sum;
+  ClassWeights(const CrossEntropyOptions& o, int64_t c)
+      : w(o.weight.defined() ? static_cast<const T*>(o.weight.data_ptr()) : nullptr),
+        sum(o.weight.defined() ? *static_cast<const T*>(o.weight_sum.data_ptr()) : static_cast<T>(c)) {}
+  T operator[](int64_t j) const { return w ? w[j] : T(1); }
+};
+
 void cross_entropy_kernel(const Tensor& loss, const Tensor& stats, const Tensor& total_weight, const Tensor& logits,
-                          const Tensor& target, int64_t ignore_index, LossReduction r) {
+                          const Tensor& target, const CrossEntropyOptions& o) {
   for_float(logits.dtype(), "cross_entropy", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using Online = ops::OnlineSoftmax<T>;
@@ -34,34 +45,44 @@ void cross_entropy_kernel(const Tensor& loss, const Tensor& stats, const Tensor&
     const T* x = static_cast<const T*>(logits.data_ptr());
     const int64_t* t = static_cast<const int64_t*>(target.data_ptr());
     T* st = static_cast<T*>(stats.data_ptr());
+    const ClassWeights<T> w(o, c);
+    const T eps = static_cast<T>(o.label_smoothing);
     // Per-row losses go to `loss` (kNone) or a buffer the reduction reads in row order.
-    std::vector<T> rows(r == LossReduction::kNone ? 0 : static_cast<size_t>(n));
-    T* l = r == LossReduction::kNone ? static_cast<T*>(loss.data_ptr()) : rows.data();
+    std::vector<T> rows(o.reduction == LossReduction::kNone ? 0 : static_cast<size_t>(n));
+    T* l = o.reduction == LossReduction::kNone ? static_cast<T*>(loss.data_ptr()) : rows.data();
     parallel_for(0, n, row_grain(c), [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
         const T* xr = x + i * c;
-        Online o = Online::empty();
-        o.add(xr, static_cast<int>(c));
-        const T shift = Online::shift(o.max), log_sum = std::log(o.sum);
-        // log(sum) - (x_t - max): x_t - max is exact near the max.
-        l[i] = t[i] == ignore_index ? T(0) : log_sum - (xr[t[i]] - shift);
+        Online on = Online::empty();
+        on.add(xr, static_cast<int>(c));
+        const T shift = Online::shift(on.max), log_sum = std::log(on.sum);
         st[2 * i] = shift;
         st[2 * i + 1] = log_sum;
+        if (t[i] == o.ignore_index) {
+          l[i] = T(0);
+          continue;
+        }
+        const auto terms = ops::CrossEntropyTerms<T>::of(eps, c, w[t[i]]);
+        // lse - x_j as log_sum - (x_j - max): x_j - max is exact near the max.
+        T smooth = 0;
+        if (eps > T(0))
+          for (int64_t j = 0; j < c; ++j) smooth += w[j] * (log_sum - (xr[j] - shift));
+        l[i] = terms.loss(log_sum - (xr[t[i]] - shift), smooth);
       }
     });
-    int64_t count = 0;
-    for (int64_t i = 0; i < n; ++i) count += t[i] != ignore_index;
-    *static_cast<T*>(total_weight.data_ptr()) = static_cast<T>(count);
-    if (r == LossReduction::kNone) return;
+    double total = 0;
+    for (int64_t i = 0; i < n; ++i) total += t[i] != o.ignore_index ? static_cast<double>(w[t[i]]) : 0.0;
+    *static_cast<T*>(total_weight.data_ptr()) = static_cast<T>(total);
+    if (o.reduction == LossReduction::kNone) return;
     double s = 0;
     for (int64_t i = 0; i < n; ++i) s += rows[i];
-    *static_cast<T*>(loss.data_ptr()) = static_cast<T>(r == LossReduction::kMean ? s / static_cast<double>(count) : s);
+    *static_cast<T*>(loss.data_ptr()) = static_cast<T>(o.reduction == LossReduction::kMean ? s / total : s);
   });
 }
 
 void cross_entropy_backward_kernel(const Tensor& dlogits, const Tensor& logits, const Tensor& target,
                                    const Tensor& stats, const Tensor& grad, const Tensor& total_weight,
-                                   int64_t ignore_index, LossReduction r) {
+                                   const CrossEntropyOptions& o) {
   for_float(logits.dtype(), "cross_entropy_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const int64_t n = logits.size(0), c = logits.size(1);
@@ -70,19 +91,23 @@ void cross_entropy_backward_kernel(const Tensor& dlogits, const Tensor& logits, 
     const T* st = static_cast<const T*>(stats.data_ptr());
     const T* g = static_cast<const T*>(grad.data_ptr());
     const T tw = *static_cast<const T*>(total_weight.data_ptr());
+    const ClassWeights<T> w(o, c);
+    const T eps = static_cast<T>(o.label_smoothing);
+    const LossReduction r = o.reduction;
     T* d = static_cast<T*>(dlogits.data_ptr());
     parallel_for(0, n, row_grain(c), [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
         T* dr = d + i * c;
-        if (t[i] == ignore_index) {
+        if (t[i] == o.ignore_index) {
           std::fill(dr, dr + c, T(0));
           continue;
         }
         const T gi = r == LossReduction::kNone ? g[i] : (r == LossReduction::kMean ? g[0] / tw : g[0]);
         const T shift = st[2 * i], log_sum = st[2 * i + 1];
+        const auto terms = ops::CrossEntropyTerms<T>::of(eps, c, w[t[i]]);
         const T* xr = x + i * c;
-        for (int64_t j = 0; j < c; ++j) dr[j] = std::exp((xr[j] - shift) - log_sum) * gi;
-        dr[t[i]] -= gi;
+        for (int64_t j = 0; j < c; ++j)
+          dr[j] = terms.grad(std::exp((xr[j] - shift) - log_sum), j == t[i], w[j], w.sum) * gi;
       }
     });
   });

@@ -1,11 +1,14 @@
 // Fused cross-entropy loss from logits [N, C] and int64 class indices [N], PyTorch's
-// F.cross_entropy without class weights or label smoothing:
-//   loss_i = log sum_j exp(x_ij) - x_i,t_i       (0 where t_i == ignore_index)
-//   mean   = sum_i loss_i / #{i : t_i != ignore_index}   (NaN when every row is ignored)
-//   dx_ij  = (softmax(x_i)_j - [j == t_i]) * g_i          (0 where ignored)
-// with g_i = grad_i (reduction none), grad (sum) or grad / count (mean). The forward saves
-// each row's max and log-normalizer (lse = max + log sum exp(x - max), kept in two parts),
-// so the backward is one elementwise pass with no reduction.
+// F.cross_entropy with optional class weights w and label smoothing eps
+// (ops::CrossEntropyTerms, kernels/common/softmax_ops.h, has the formulas):
+//   loss_i = (1 - eps) w_t (lse_i - x_i,t_i) + eps / C sum_j w_j (lse_i - x_ij)
+//            (0 where t_i == ignore_index; without weights and smoothing, lse_i - x_i,t_i)
+//   mean   = sum_i loss_i / sum_i w_t_i over the rows not ignored  (NaN when all are)
+//   dx_ij  = CrossEntropyTerms::grad(softmax(x_i)_j, ...) * g_i     (0 where ignored)
+// with g_i = grad_i (reduction none), grad (sum) or grad / total weight (mean). The forward
+// saves each row's max and log-normalizer (lse = max + log sum exp(x - max), kept in two
+// parts), so the backward is one elementwise pass with no reduction. Smoothing reads the
+// row a second time, for sum_j w_j (lse - x_j).
 //
 // Note [Out-of-range targets]
 // A target outside [0, C) that is not ignore_index is a caller error that the kernels do
@@ -45,10 +48,12 @@ __global__ void __launch_bounds__(rowwise::kMaxBlockThreads)
                                  compute_t<T>* __restrict__ loss,         // [n] output
                                  compute_t<T>* __restrict__ stats,        // [n, 2] output, saved for backward
                                  compute_t<T>* __restrict__ partials,     // [2 * gridDim.x] output, or null
+                                 const compute_t<T>* __restrict__ weight,  // [c] input, or null (all 1)
+                                 compute_t<T> eps,                         // label smoothing
                                  int64_t n, int64_t c, int64_t ignore_index, bool vec) {
   using namespace rowwise;
   using A = compute_t<T>;
-  A my_sum = 0, my_count = 0;  // over the rows this thread finished (rank 0 of its group)
+  A my_sum = 0, my_count = 0;  // over the rows this thread finished (rank 0 of its group): losses, weights
   for (int64_t row = Group::first_row(); row < n; row += Group::row_stride()) {
     const T* xr = logits + row * c;
     OnlineSoftmax<A> st = OnlineSoftmax<A>::empty();
@@ -59,18 +64,33 @@ __global__ void __launch_bounds__(rowwise::kMaxBlockThreads)
       st.add(v, w);
     });
     st = Group::merge(st);
+    const A shift = OnlineSoftmax<A>::shift(st.max), log_sum = log_acc(st.sum);
+    A smooth = 0;  // sum_j w_j (lse - x_j), as log_sum - (x_j - max)
+    if (eps > A(0)) {  // uniform over the group: the sum is not divergent
+      for_each_chunk(xr, c, Group::rank(), Group::lanes(), vec, [&](int64_t col, auto width) {
+        constexpr int w = decltype(width)::value;
+        A v[w];
+        load<w>(xr + col, v);
+        EMBER_UNROLL
+        for (int i = 0; i < w; ++i) smooth += (weight != nullptr ? weight[col + i] : A(1)) * (log_sum - (v[i] - shift));
+      });
+      smooth = Group::sum(smooth);
+    }
     if (Group::rank() == 0) {
       const int64_t t = target[row];
       A l = 0;
       if (t != ignore_index) {
+        const bool in_range = t >= 0 && t < c;
+        const A w_t = in_range && weight != nullptr ? weight[t] : A(1);
         // log(sum) - (x_t - max): x_t - max is exact near the max (see softmax_row).
-        l = (t >= 0 && t < c) ? log_acc(st.sum) - (widen(xr[t]) - OnlineSoftmax<A>::shift(st.max)) : A(NAN);
-        my_count += 1;
+        l = in_range ? ops::CrossEntropyTerms<A>::of(eps, c, w_t).loss(log_sum - (widen(xr[t]) - shift), smooth)
+                     : A(NAN);
+        my_count += w_t;
       }
       my_sum += l;
       loss[row] = l;
-      stats[2 * row] = OnlineSoftmax<A>::shift(st.max);
-      stats[2 * row + 1] = log_acc(st.sum);
+      stats[2 * row] = shift;
+      stats[2 * row + 1] = log_sum;
     }
   }
   if (partials != nullptr) {
@@ -125,6 +145,9 @@ __global__ void __launch_bounds__(rowwise::kMaxBlockThreads)
                                   const compute_t<T>* __restrict__ grad,   // [n] (grad_stride 1) or [1] (0) input
                                   int64_t grad_stride,
                                   const compute_t<T>* __restrict__ total_weight,  // [1] input (mean), or null
+                                  const compute_t<T>* __restrict__ weight,        // [c] input, or null (all 1)
+                                  const compute_t<T>* __restrict__ weight_sum,    // [1] input, or null (c)
+                                  compute_t<T> eps,                               // label smoothing
                                   T* __restrict__ dlogits,                    // [n, c] output
                                   int64_t n, int64_t c, int64_t ignore_index, bool vec) {
   using namespace rowwise;
@@ -138,14 +161,16 @@ __global__ void __launch_bounds__(rowwise::kMaxBlockThreads)
     if (!ignored) g = total_weight != nullptr ? grad[row * grad_stride] / *total_weight : grad[row * grad_stride];
     if (bad) g = A(NAN);
     const A shift = stats[2 * row], log_sum = stats[2 * row + 1];
+    const A w_sum = weight_sum != nullptr ? *weight_sum : A(c);
+    const auto terms = ops::CrossEntropyTerms<A>::of(eps, c, !ignored && !bad && weight != nullptr ? weight[t] : A(1));
     for_each_chunk(xr, c, Group::rank(), Group::lanes(), vec, [&](int64_t col, auto width) {
       constexpr int w = decltype(width)::value;
       A v[w];
       load<w>(xr + col, v);
       EMBER_UNROLL
       for (int i = 0; i < w; ++i) {
-        const A onehot = col + i == t ? A(1) : A(0);
-        v[i] = ignored ? A(0) : (exp_acc((v[i] - shift) - log_sum) - onehot) * g;
+        const A w_j = weight != nullptr ? weight[col + i] : A(1);
+        v[i] = ignored ? A(0) : terms.grad(exp_acc((v[i] - shift) - log_sum), col + i == t, w_j, w_sum) * g;
       }
       store<w>(dr + col, v);
     });
@@ -202,6 +227,8 @@ void cross_entropy_forward(const T* logits,        // [n, c] input
                            compute_t<T>* loss,         // [n] output
                            compute_t<T>* stats,        // [n, 2] output, saved for backward
                            int64_t n, int64_t c, int64_t ignore_index, LossReduction reduction,
+                           const compute_t<T>* weight,  // [c] class weights, or null (all 1)
+                           double label_smoothing,      // in [0, 1]
                            compute_t<T>* reduced,       // [1] output (kMean, kSum), else unused
                            compute_t<T>* total_weight,  // [1] output (kMean, kSum), saved for backward
                            void* workspace,         // cross_entropy_workspace_bytes<T>(n, c) bytes (kMean, kSum)
@@ -219,10 +246,12 @@ void cross_entropy_forward(const T* logits,        // [n, c] input
   if (n > 0) {
     if (p.block_per_row)
       launch<cross_entropy_forward_kernel<T, rowwise::BlockPerRow>>(p.cfg, stream, logits, target, loss, stats,
-                                                                    partials, n, c, ignore_index, p.vec);
+                                                                    partials, weight, A(label_smoothing), n, c,
+                                                                    ignore_index, p.vec);
     else
       launch<cross_entropy_forward_kernel<T, rowwise::WarpPerRow>>(p.cfg, stream, logits, target, loss, stats,
-                                                                   partials, n, c, ignore_index, p.vec);
+                                                                   partials, weight, A(label_smoothing), n, c,
+                                                                   ignore_index, p.vec);
   }
   if (reduce)
     launch<cross_entropy_reduce_kernel<A>>(cross_entropy_reduce_config(), stream, partials,
@@ -238,6 +267,9 @@ void cross_entropy_backward(const T* logits,               // [n, c] input
                             const compute_t<T>* stats,         // [n, 2] input, from cross_entropy_forward
                             const compute_t<T>* grad,          // [n] or [1] input
                             const compute_t<T>* total_weight,  // [1] input for kMean, else unused
+                            const compute_t<T>* weight,        // [c] class weights, or null (all 1)
+                            const compute_t<T>* weight_sum,    // [1] their sum (with weight), else null
+                            double label_smoothing,            // in [0, 1]
                             T* dlogits,                    // [n, c] output
                             int64_t n, int64_t c, int64_t ignore_index, LossReduction reduction,
                             cudaStream_t stream, RowVariant variant = RowVariant::kAuto) {
@@ -245,6 +277,7 @@ void cross_entropy_backward(const T* logits,               // [n, c] input
   EMBER_CHECK(n == 0 || (logits && target && stats && grad && dlogits), "cross_entropy_backward: null pointer for [", n,
               ", ", c, "] tensors");
   EMBER_CHECK(reduction != LossReduction::kMean || total_weight, "cross_entropy_backward: a mean needs total_weight");
+  EMBER_CHECK((weight == nullptr) == (weight_sum == nullptr), "cross_entropy_backward: class weights need their sum");
   if (n == 0) return;
   const CrossEntropyPlan p =
       cross_entropy_config(n, c, sizeof(T), rowwise::same_alignment(logits, dlogits), variant);
@@ -252,12 +285,14 @@ void cross_entropy_backward(const T* logits,               // [n, c] input
   const compute_t<T>* tw = reduction == LossReduction::kMean ? total_weight : nullptr;
   if (p.block_per_row)
     launch<cross_entropy_backward_kernel<T, rowwise::BlockPerRow>>(p.cfg, stream, logits, target, stats, grad,
-                                                                   grad_stride, tw, dlogits, n, c, ignore_index,
-                                                                   p.vec);
+                                                                   grad_stride, tw, weight, weight_sum,
+                                                                   compute_t<T>(label_smoothing), dlogits, n, c,
+                                                                   ignore_index, p.vec);
   else
     launch<cross_entropy_backward_kernel<T, rowwise::WarpPerRow>>(p.cfg, stream, logits, target, stats, grad,
-                                                                  grad_stride, tw, dlogits, n, c, ignore_index,
-                                                                  p.vec);
+                                                                  grad_stride, tw, weight, weight_sum,
+                                                                  compute_t<T>(label_smoothing), dlogits, n, c,
+                                                                  ignore_index, p.vec);
 }
 
 }  // namespace ember::kernels::cuda

@@ -49,32 +49,39 @@ LossReduction to_cuda(kernels::LossReduction r) {
                                                                                    : LossReduction::kSum);
 }
 
+template <class T>
+const compute_t<T>* optional_ptr(const Tensor& t) {
+  return t.defined() ? static_cast<const compute_t<T>*>(t.data_ptr()) : nullptr;
+}
+
 void cross_entropy_kernel(const Tensor& loss, const Tensor& stats, const Tensor& total_weight, const Tensor& logits,
-                          const Tensor& target, int64_t ignore_index, kernels::LossReduction r) {
+                          const Tensor& target, const kernels::CrossEntropyOptions& o) {
   const OpScope scope(logits);
   visit_floating<true>(logits.dtype(), "cross_entropy", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const int64_t n = logits.size(0), c = logits.size(1);
-    const LossReduction red = to_cuda(r);
+    const LossReduction red = to_cuda(o.reduction);
     const bool reduce = red != LossReduction::kNone;
     // A mean or sum reduces per-row losses (a scratch row here) in the kernel's fixed order.
     const Tensor rows = reduce ? empty({n}, {logits.dtype(), logits.device()}) : loss;
     const Tensor ws = reduce ? workspace(logits, cross_entropy_workspace_bytes<T>(n, c)) : Tensor();
     cross_entropy_forward<T>(ptr<const T>(logits), ptr<const int64_t>(target), ptr<T>(rows), ptr<T>(stats), n, c,
-                             ignore_index, red, reduce ? ptr<T>(loss) : nullptr, reduce ? ptr<T>(total_weight) : nullptr,
+                             o.ignore_index, red, optional_ptr<T>(o.weight), o.label_smoothing,
+                             reduce ? ptr<T>(loss) : nullptr, reduce ? ptr<T>(total_weight) : nullptr,
                              reduce ? ws.data_ptr() : nullptr, scope.stream());
   });
 }
 
 void cross_entropy_backward_kernel(const Tensor& dlogits, const Tensor& logits, const Tensor& target,
                                    const Tensor& stats, const Tensor& grad, const Tensor& total_weight,
-                                   int64_t ignore_index, kernels::LossReduction r) {
+                                   const kernels::CrossEntropyOptions& o) {
   const OpScope scope(logits);
   visit_floating<true>(logits.dtype(), "cross_entropy_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     cross_entropy_backward<T>(ptr<const T>(logits), ptr<const int64_t>(target), ptr<const T>(stats),
-                              ptr<const T>(grad), ptr<const T>(total_weight), ptr<T>(dlogits), logits.size(0),
-                              logits.size(1), ignore_index, to_cuda(r), scope.stream());
+                              ptr<const T>(grad), ptr<const T>(total_weight), optional_ptr<T>(o.weight),
+                              optional_ptr<T>(o.weight_sum), o.label_smoothing, ptr<T>(dlogits), logits.size(0),
+                              logits.size(1), o.ignore_index, to_cuda(o.reduction), scope.stream());
   });
 }
 

@@ -21,30 +21,43 @@ struct CeRef {
   std::vector<double> dx;     // [n, c] for the given upstream gradient
 };
 
-// PyTorch's cross entropy in float64: loss_i = lse_i - x_it; dx_ij = (p_ij - [j = t_i]) g_i.
-CeRef ref_cross_entropy(const Tensor& x, const Tensor& t, Reduction r, const std::vector<double>& g) {
+// PyTorch's cross entropy in float64, with class weights w (empty: all 1) and label
+// smoothing eps: loss_i = (1 - eps) w_t (lse_i - x_it) + eps / c sum_j w_j (lse_i - x_ij);
+// dx_ij = (p_ij ((1 - eps) w_t + eps W / c) - (1 - eps) w_t [j = t_i] - eps w_j / c) g_i;
+// the mean divides by the sum of the counted rows' w_t.
+CeRef ref_cross_entropy(const Tensor& x, const Tensor& t, Reduction r, const std::vector<double>& g,
+                        const std::vector<double>& w = {}, double eps = 0) {
   const int64_t n = x.size(0), c = x.size(1);
   const std::vector<double> v = values(x), tv = values(t);
+  auto weight = [&](int64_t j) { return w.empty() ? 1.0 : w[j]; };
+  double W = 0;
+  for (int64_t j = 0; j < c; ++j) W += weight(j);
   CeRef out;
-  std::vector<double> rows(n, 0.0);
-  double sum = 0, count = 0;
+  std::vector<double> rows(n, 0.0), lse(n, 0.0);
+  double sum = 0, total = 0;
   for (int64_t i = 0; i < n; ++i) {
-    if (static_cast<int64_t>(tv[i]) == kIgnore) continue;
+    const int64_t ti = static_cast<int64_t>(tv[i]);
+    if (ti == kIgnore) continue;
     double m = -std::numeric_limits<double>::infinity(), s = 0;
     for (int64_t j = 0; j < c; ++j) m = std::max(m, v[i * c + j]);
     for (int64_t j = 0; j < c; ++j) s += std::exp(v[i * c + j] - m);
-    rows[i] = m + std::log(s) - v[i * c + static_cast<int64_t>(tv[i])];
+    lse[i] = m + std::log(s);
+    double smooth = 0;
+    for (int64_t j = 0; j < c; ++j) smooth += weight(j) * (lse[i] - v[i * c + j]);
+    rows[i] = (1 - eps) * weight(ti) * (lse[i] - v[i * c + ti]) + eps / c * smooth;
     sum += rows[i];
-    count += 1;
+    total += weight(ti);
   }
-  out.loss = r == Reduction::None ? rows : std::vector<double>{r == Reduction::Sum ? sum : sum / count};
+  out.loss = r == Reduction::None ? rows : std::vector<double>{r == Reduction::Sum ? sum : sum / total};
   out.dx.assign(static_cast<size_t>(n * c), 0.0);
   for (int64_t i = 0; i < n; ++i) {
     const int64_t ti = static_cast<int64_t>(tv[i]);
     if (ti == kIgnore) continue;
-    const double gi = r == Reduction::None ? g[i] : (r == Reduction::Sum ? g[0] : g[0] / count);
-    const double lse = rows[i] + v[i * c + ti];
-    for (int64_t j = 0; j < c; ++j) out.dx[i * c + j] = (std::exp(v[i * c + j] - lse) - (j == ti)) * gi;
+    const double gi = r == Reduction::None ? g[i] : (r == Reduction::Sum ? g[0] : g[0] / total);
+    const double a = (1 - eps) * weight(ti) + eps * W / c;
+    for (int64_t j = 0; j < c; ++j)
+      out.dx[i * c + j] =
+          (std::exp(v[i * c + j] - lse[i]) * a - (j == ti) * (1 - eps) * weight(ti) - eps * weight(j) / c) * gi;
   }
   return out;
 }
@@ -123,6 +136,40 @@ TEST(FusedCrossEntropy, TargetOutOfRangeIsAnError) {
   const Tensor ignored = tensor({0, -100, 1}, {kInt64, Device::cpu()}).to(test_device());
   EXPECT_TRUE(std::isfinite(cross_entropy(x, ignored).item<double>()));
   EXPECT_EMBER_ERROR(cross_entropy(x, randint_on(0, 4, {2}, 1)), "cross_entropy", "does not match");
+}
+
+// Class weights and label smoothing, alone and together (eps 1: only the smoothing term).
+TEST(FusedCrossEntropy, ClassWeightsAndLabelSmoothingMatchFloat64Reference) {
+  for (DType dtype : {kFloat32, kFloat64})
+    for (int64_t c : {3, 1000, 3000}) {  // 3000: a block per row on cuda
+      const int64_t n = 33;
+      const double u = dtype_unit_roundoff(dtype);
+      const Tensor weight = add(abs(randn_on({c}, dtype, 21 + c)), Scalar(0.25));
+      for (bool weighted : {false, true})
+        for (double eps : {0.0, 0.1, 1.0})
+          for (Reduction r : {Reduction::None, Reduction::Mean, Reduction::Sum}) {
+            SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " c=" << c << " weighted=" << weighted
+                                            << " eps=" << eps << " reduction=" << static_cast<int>(r));
+            const Tensor x = randn_on({n, c}, dtype, 17 + c, 3.0).set_requires_grad();
+            const Tensor t = targets_with_ignored(n, c, 19 + c);
+            const Tensor w = weighted ? weight : Tensor();
+            const Tensor y = cross_entropy(x, t, kIgnore, r, w, eps);
+            const Tensor g = r == Reduction::None ? randn_on({n}, dtype, 5) : scalar_tensor(1.7, {dtype, test_device()});
+            const CeRef want =
+                ref_cross_entropy(x.detach(), t, r, values(g), weighted ? values(weight) : std::vector<double>{}, eps);
+            // As above, with the smoothing term's second sum of c terms (each |lse - x_j|, of
+            // the size of the row's lse and logits): (2c + 8) u.
+            const double tol = (2 * c + 8) * u * 20, rows_tol = tol + n * u * 4;
+            EXPECT_CLOSE(y, want.loss, r == Reduction::None ? Shape{n} : Shape{}, rows_tol, rows_tol);
+            y.backward(g);
+            EXPECT_CLOSE(x.grad(), want.dx, (Shape{n, c}), tol, tol);
+          }
+    }
+  const Tensor x = randn_on({4, 3}, kFloat32, 1);
+  const Tensor t = randint_on(0, 3, {4}, 2);
+  EXPECT_EMBER_ERROR(cross_entropy(x, t, kIgnore, Reduction::Mean, randn_on({4}, kFloat32, 3)), "cross_entropy",
+                     "weight must be [3]");
+  EXPECT_EMBER_ERROR(cross_entropy(x, t, kIgnore, Reduction::Mean, {}, 1.5), "label_smoothing must be in [0, 1]");
 }
 
 // Today's composed form: log_softmax, then the negative picked log-probability.
@@ -234,8 +281,12 @@ TEST(FusedGradcheck, CrossEntropyEmbeddingDropout) {
   EMBER_SKIP_WITHOUT(normal_stub);
   const Tensor x = randn_on({6, 5}, kFloat64, 1).set_requires_grad();
   const Tensor t = targets_with_ignored(6, 5, 2);
-  for (Reduction r : {Reduction::None, Reduction::Mean, Reduction::Sum})
+  const Tensor cw = add(abs(randn_on({5}, kFloat64, 5)), Scalar(0.5));
+  for (Reduction r : {Reduction::None, Reduction::Mean, Reduction::Sum}) {
     EXPECT_TRUE(grad_ok([&](const std::vector<Tensor>& in) { return cross_entropy(in[0], t, kIgnore, r); }, {x}));
+    EXPECT_TRUE(grad_ok([&](const std::vector<Tensor>& in) { return cross_entropy(in[0], t, kIgnore, r, cw, 0.2); },
+                        {x}));
+  }
   const Tensor w = randn_on({4, 3}, kFloat64, 3).set_requires_grad();
   const Tensor idx = randint_on(0, 4, {2, 5}, 4);
   EXPECT_TRUE(grad_ok([&](const std::vector<Tensor>& in) { return embedding(in[0], idx); }, {w}));

@@ -147,14 +147,14 @@ void check_cross_entropy(const std::vector<double>& x_in, int64_t n, int64_t c, 
   DeviceArray<T> dx_none(n * c, offset_dx), dx_mean(n * c, offset_dx);
 
   cross_entropy_forward(logits.data(), target.data(), loss.data(), stats.data(), n, c, -100, LossReduction::kSum,
-                        reduced.data(), total.data(), workspace.data(), nullptr, v);
+                        nullptr, 0.0, reduced.data(), total.data(), workspace.data(), nullptr, v);
   const double got_sum = to_double(reduced.host()[0]);
   cross_entropy_forward(logits.data(), target.data(), loss.data(), stats.data(), n, c, -100, LossReduction::kMean,
-                        reduced.data(), total.data(), workspace.data(), nullptr, v);
-  cross_entropy_backward(logits.data(), target.data(), stats.data(), grad_rows.data(), nullptr, dx_none.data(), n, c,
-                         -100, LossReduction::kNone, nullptr, v);
-  cross_entropy_backward(logits.data(), target.data(), stats.data(), one.data(), total.data(), dx_mean.data(), n, c,
-                         -100, LossReduction::kMean, nullptr, v);
+                        nullptr, 0.0, reduced.data(), total.data(), workspace.data(), nullptr, v);
+  cross_entropy_backward(logits.data(), target.data(), stats.data(), grad_rows.data(), nullptr, nullptr, nullptr, 0.0,
+                         dx_none.data(), n, c, -100, LossReduction::kNone, nullptr, v);
+  cross_entropy_backward(logits.data(), target.data(), stats.data(), one.data(), total.data(), nullptr, nullptr, 0.0,
+                         dx_mean.data(), n, c, -100, LossReduction::kMean, nullptr, v);
   const std::string at = ce_where(v, n, c);
   int64_t counted = 0;
   for (int64_t i : t) counted += i != -100;
@@ -221,9 +221,10 @@ TEST(CudaSoftmax, CrossEntropyIgnoredAndOutOfRangeTargets) {
     const auto run = [&](const std::vector<int64_t>& t, int64_t ignore_index) {
       const DeviceArray<int64_t> target(t);
       cross_entropy_forward(logits.data(), target.data(), loss.data(), stats.data(), n, c, ignore_index,
-                            LossReduction::kMean, reduced.data(), total.data(), workspace.data(), nullptr, v);
-      cross_entropy_backward(logits.data(), target.data(), stats.data(), one.data(), total.data(), dx.data(), n, c,
-                             ignore_index, LossReduction::kMean, nullptr, v);
+                            LossReduction::kMean, nullptr, 0.0, reduced.data(), total.data(), workspace.data(), nullptr,
+                            v);
+      cross_entropy_backward(logits.data(), target.data(), stats.data(), one.data(), total.data(), nullptr, nullptr,
+                             0.0, dx.data(), n, c, ignore_index, LossReduction::kMean, nullptr, v);
     };
     const std::string at = ce_where(v, n, c);
 
@@ -265,7 +266,7 @@ TEST(CudaSoftmax, CrossEntropyMeanIsDeterministic) {
   std::vector<float> means;
   for (int run = 0; run < 3; ++run) {
     cross_entropy_forward(logits.data(), target.data(), loss.data(), stats.data(), n, c, -100, LossReduction::kMean,
-                          reduced.data(), total.data(), workspace.data(), nullptr);
+                          nullptr, 0.0, reduced.data(), total.data(), workspace.data(), nullptr);
     means.push_back(reduced.host()[0]);
   }
   EXPECT_EQ(means[0], means[1]);
@@ -283,7 +284,7 @@ TEST(CudaSoftmax, CrossEntropyBadArgumentsAreErrors) {
   std::string err;
   try {
     cross_entropy_forward(x.data(), t.data(), loss.data(), stats.data(), 4, 10, -100, LossReduction::kMean, nullptr,
-                          nullptr, nullptr, nullptr);
+                          0.0, nullptr, nullptr, nullptr, nullptr);
   } catch (const Error& e) {
     err = e.what();
   }
@@ -292,7 +293,7 @@ TEST(CudaSoftmax, CrossEntropyBadArgumentsAreErrors) {
   err.clear();
   try {
     cross_entropy_forward(x.data(), t.data(), loss.data(), stats.data(), 4, 10, -100, LossReduction::kNone, nullptr,
-                          nullptr, nullptr, nullptr, RowVariant::kStream);
+                          0.0, nullptr, nullptr, nullptr, nullptr, RowVariant::kStream);
   } catch (const Error& e) {
     err = e.what();
   }
