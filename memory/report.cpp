@@ -240,7 +240,7 @@ OomReport CachingAllocator::Impl::oom_report(std::size_t requested, StreamId str
     else
       advice << "Split the batch into micro-batches with gradient accumulation (--auto-microbatch); ";
     advice << "activation checkpointing (nn::Checkpoint), bf16 compute (--precision bf16) or a smaller model "
-              "also lower the footprint.";
+              "also lower the footprint. Run with --estimate-memory to see where the memory goes.";
   }
   if (r.awaiting_streams > 0)
     advice << " " << format_bytes(r.awaiting_streams) << " is freed but waits for other streams to finish with it.";
