@@ -1,6 +1,5 @@
-// Fashion-MNIST with a small convolutional network:
-// conv 1->32 3x3 pad 1, ReLU, max-pool 2, conv 32->64 3x3 pad 1, ReLU, max-pool 2,
-// flatten, linear 3136->128, ReLU, linear 128->10.
+// Fashion-MNIST with a small convolutional network (examples/common/models.h).
+#include "examples/common/models.h"
 #include "examples/common/train.h"
 
 int main(int argc, char** argv) {
@@ -8,13 +7,5 @@ int main(int argc, char** argv) {
   ember::examples::TrainConfig config;
   ember::examples::add_train_flags(app, config);
   CLI11_PARSE(app, argc, argv);
-  using namespace ember::nn;
-  return ember::examples::train_main("cnn", config, [] {
-    return std::make_shared<Sequential>(std::initializer_list<std::shared_ptr<Module>>{
-        std::make_shared<Conv2d>(1, 32, Pair{3, 3}, Pair{1, 1}, Pair{1, 1}), std::make_shared<ReLU>(),
-        std::make_shared<MaxPool2d>(ember::Pool2dOptions{.kernel_size = {2, 2}}),
-        std::make_shared<Conv2d>(32, 64, Pair{3, 3}, Pair{1, 1}, Pair{1, 1}), std::make_shared<ReLU>(),
-        std::make_shared<MaxPool2d>(ember::Pool2dOptions{.kernel_size = {2, 2}}), std::make_shared<Flatten>(),
-        std::make_shared<Linear>(3136, 128), std::make_shared<ReLU>(), std::make_shared<Linear>(128, 10)});
-  });
+  return ember::examples::train_main("cnn", config, ember::examples::make_cnn);
 }
