@@ -11,6 +11,7 @@
 #include "core/memory.h"
 #include "core/meta.h"
 #include "layers/layers.h"
+#include "memory/format.h"
 #include "optim/optimizer.h"
 
 namespace ember::optim {
@@ -100,19 +101,8 @@ bool own_parameter(const std::string& module, const std::string& param) {
   return param.starts_with(prefix) && param.find('.', prefix.size()) == std::string::npos;
 }
 
-std::string format_size(int64_t bytes) {
-  if (bytes == 0) return "-";
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(bytes);
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.2f %s", v, units[u]);
-  return buf;
-}
+// "-" for none, to keep the table readable.
+std::string format_size(int64_t bytes) { return bytes == 0 ? "-" : memory::format_size(static_cast<std::size_t>(bytes)); }
 
 }  // namespace
 
