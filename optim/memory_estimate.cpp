@@ -187,8 +187,14 @@ MemoryEstimate memory_estimate(nn::Module& model, const Shape& input_shape, cons
         {
           std::optional<AutocastScope> autocast;  // the forward only, as the examples do
           if (o.autocast) autocast.emplace(*o.autocast);
+          const bool last = step == 1 && s + piece >= N;
+          // What this forward keeps: earlier pieces' gradients are live already.
+          const std::vector<int64_t> before = last ? acc.live_by_row() : std::vector<int64_t>();
           Tensor logits = (*run)(x.narrow(0, s, n));
-          if (step == 1 && s + piece >= N) activations = acc.live_by_row();
+          if (last) {
+            activations = acc.live_by_row();
+            for (size_t r = 0; r + 1 < activations.size(); ++r) activations[r] -= before[r];  // the batch stays
+          }
           const MemoryScope in_loss(&kLossTag);
           loss = criterion(logits, y.narrow(0, s, n));
           if (n < N) loss = mul(loss, Scalar(static_cast<double>(n) / static_cast<double>(N)));
@@ -209,9 +215,6 @@ MemoryEstimate memory_estimate(nn::Module& model, const Shape& input_shape, cons
     est.optimizer_state += m.optimizer_state;
     est.activations += m.activations;
   }
-  // The optimizer's buffers are charged to their parameters' modules, not to the step.
-  est.modules[rows.size() - 2].activations = 0;
-  est.activations -= activations[rows.size() - 2];
   const int64_t peak = alloc.stats().allocated_bytes[memory::kAllPools].peak;
   est.step_peak_bytes = peak - live_before + param_blocks - saved_by_sharding;
   return est;

@@ -116,6 +116,11 @@ TEST(MemoryEstimate, RowsJsonShardsAndTheBatchThatFits) {
   EXPECT_LT(s.optimizer_state, e.optimizer_state / 4 + 8 * 512);
   EXPECT_EQ(e.step_peak_bytes - s.step_peak_bytes, e.optimizer_state - s.optimizer_state);
 
+  // In micro-batches of 32, the forward leaves a piece's activations, not the batch's.
+  optim::MemoryEstimateOptions pieces;
+  pieces.micro_batch = 32;
+  EXPECT_LT(optim::memory_estimate(*meta, {128, 1, 28, 28}, pieces).activations, e.activations);
+
   const int64_t cap = optim::memory_estimate(*meta, {1000, 1, 28, 28}).step_peak_bytes;
   const int64_t fits = optim::max_batch_that_fits(*meta, {1, 1, 28, 28}, static_cast<std::size_t>(cap));
   EXPECT_GE(fits, 1000);
