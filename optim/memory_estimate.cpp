@@ -153,7 +153,7 @@ MemoryEstimate memory_estimate(nn::Module& model, const Shape& input_shape, cons
     ModuleMemory& m = est.modules[r];
     m.name = rows[r].name;
     m.type = rows[r].type;
-    if (r + 3 >= rows.size()) continue;
+    if (r + 3 >= rows.size()) continue;  // the loss, the optimizer step and the rest own no parameters
     for (const auto& [pname, p] : params) {
       if (!own_parameter(m.name, pname)) continue;
       const auto bytes = [&](int64_t shards) {
