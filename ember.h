@@ -8,6 +8,7 @@
 #include "core/device.h"
 #include "core/dtype.h"
 #include "core/memory.h"
+#include "core/meta.h"
 #include "core/ops.h"
 #include "core/profiler.h"
 #include "core/random.h"
@@ -22,4 +23,5 @@
 #include "layers/module.h"
 #include "optim/checkpoint.h"
 #include "optim/lr_scheduler.h"
+#include "optim/memory_estimate.h"
 #include "optim/optimizer.h"

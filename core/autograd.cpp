@@ -326,6 +326,7 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
       Tensor gn = std::move(it->second);
       pending.erase(it);
       const memory::SiteScope site(n->name(), /*backward=*/true);
+      const MemoryScope scope(n->scope);
       grads = n->apply(gn);
       if (!retain_graph) n->release();
     }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/meta.h"
 #include "core/tensor.h"
 
 namespace ember::autograd {
@@ -22,6 +23,7 @@ struct Edge {
 // inputs, one per edge (undefined where an input gets none).
 class Node {
  public:
+  Node() : scope(current_memory_scope()) {}
   virtual ~Node();
   virtual std::vector<Tensor> apply(const Tensor& grad_output) = 0;
   virtual const char* name() const = 0;
@@ -29,6 +31,9 @@ class Node {
   virtual void release() {}
 
   std::vector<Edge> next;
+  // The memory scope (core/meta.h) it was recorded in: its backward runs in it again, so
+  // that memory estimates charge backward's allocations to the module that made the node.
+  const void* scope;
 };
 
 // Gradients of the inputs, given the output's gradient. A formula may return gradients

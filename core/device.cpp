@@ -9,11 +9,19 @@
 
 namespace ember {
 
-std::string_view device_type_name(DeviceType t) { return t == DeviceType::CPU ? "cpu" : "cuda"; }
+std::string_view device_type_name(DeviceType t) {
+  switch (t) {
+    case DeviceType::CPU: return "cpu";
+    case DeviceType::CUDA: return "cuda";
+    case DeviceType::Meta: return "meta";
+  }
+  return "unknown";
+}
 
 Device Device::parse(std::string_view s) {
   if (s == "cpu") return cpu();
   if (s == "cuda") return cuda(0);
+  if (s == "meta") return meta();
   if (s.starts_with("cuda:")) {
     std::string_view num = s.substr(5);
     int index = -1;
@@ -21,11 +29,11 @@ Device Device::parse(std::string_view s) {
     if (ec == std::errc() && end == num.data() + num.size() && !num.empty() && index >= 0)
       return cuda(index);
   }
-  EMBER_FAIL("Device: cannot parse '", s, "' (expected cpu, cuda or cuda:N)");
+  EMBER_FAIL("Device: cannot parse '", s, "' (expected cpu, cuda, cuda:N or meta)");
 }
 
 std::string Device::str() const {
-  return is_cpu() ? std::string("cpu") : "cuda:" + std::to_string(index);
+  return is_cuda() ? "cuda:" + std::to_string(index) : std::string(device_type_name(type));
 }
 
 std::ostream& operator<<(std::ostream& os, Device d) { return os << d.str(); }

@@ -7,6 +7,7 @@ namespace ember::kernels {
 std::atomic<bool> g_profiling{false};
 
 void OpStubBase::missing(DeviceType d) const {
+  EMBER_CHECK(d != DeviceType::Meta, name_, ": the meta device has no kernels (its ops only check and allocate)");
   EMBER_FAIL(name_, ": no kernel is registered for device type ", device_type_name(d));
 }
 

@@ -5,7 +5,9 @@
 // inputs' device; a backend fills the slots it implements from its register_*_kernels()
 // function, which core declares (below) and calls once, from ember::init(). A missing
 // kernel is an ember::Error naming the op and the device: there is no silent fallback to
-// another device and no implicit copy. The contract's names are in ember::kernels, the
+// another device and no implicit copy. The meta device has no slots: a stub called for it
+// returns at once, so every op, present and future, runs on meta tensors as checks and
+// allocations only (core/meta.h). The contract's names are in ember::kernels, the
 // namespace of what the backends implement.
 //
 // What a kernel may assume (core guarantees it):
@@ -173,7 +175,7 @@ class OpStubBase {
  public:
   explicit constexpr OpStubBase(const char* name) : name_(name) {}
   const char* name() const { return name_; }
-  bool has(DeviceType d) const { return present_[static_cast<int>(d)]; }
+  bool has(DeviceType d) const { return static_cast<int>(d) < kNumBackendDeviceTypes && present_[static_cast<int>(d)]; }
 
   int64_t profiled_calls() const { return calls_.load(std::memory_order_relaxed); }
   int64_t profiled_nanoseconds() const { return nanos_.load(std::memory_order_relaxed); }
@@ -193,7 +195,7 @@ class OpStubBase {
     calls_.fetch_add(1, std::memory_order_relaxed);
   }
   const char* name_;
-  std::array<bool, kNumDeviceTypes> present_{};
+  std::array<bool, kNumBackendDeviceTypes> present_{};
   mutable std::atomic<int64_t> calls_{0}, nanos_{0};
 };
 
@@ -202,16 +204,19 @@ class OpStub : public OpStubBase {
  public:
   using OpStubBase::OpStubBase;
   void set(DeviceType d, Fn* fn) {
+    if (d == DeviceType::Meta) missing(d);
     slots_[static_cast<int>(d)] = fn;
     present_[static_cast<int>(d)] = fn != nullptr;
   }
   Fn* get(DeviceType d) const {
+    if (d == DeviceType::Meta) missing(d);
     Fn* fn = slots_[static_cast<int>(d)];
     if (!fn) missing(d);
     return fn;
   }
   template <class... Args>
   void operator()(Device device, Args&&... args) const {
+    if (device.is_meta()) return;  // no data: the op's checks and allocations were all
     Fn* fn = get(device.type);
     if (!g_profiling.load(std::memory_order_relaxed)) [[likely]]
       return fn(static_cast<Args&&>(args)...);
@@ -219,7 +224,7 @@ class OpStub : public OpStubBase {
   }
 
  private:
-  std::array<Fn*, kNumDeviceTypes> slots_{};
+  std::array<Fn*, kNumBackendDeviceTypes> slots_{};
 };
 
 // X(name, FnType) for every primitive op. Adding an op here adds its stub, puts it in

@@ -13,6 +13,10 @@ namespace ember {
 
 memory::CachingAllocator& device_allocator(Device device) {
   if (device.is_cpu()) return memory::host_allocator();
+  if (device.is_meta()) {
+    static auto* meta = new memory::CachingAllocator(memory::make_address_source());  // lives for the process
+    return *meta;
+  }
   const int count = kernels::cuda_device_count();
   EMBER_CHECK(device.index < count, "cannot use ", device.str(), ": ",
               count == 0 ? std::string("no CUDA device is available")

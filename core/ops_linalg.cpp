@@ -4,6 +4,7 @@
 #include "core/autograd.h"
 #include "core/autograd_graph.h"
 #include "core/dispatch.h"
+#include "core/meta.h"
 #include "core/op_utils.h"
 
 namespace ember {
@@ -13,7 +14,8 @@ namespace {
 // to CUDA as they are (its GEMMs read 16-bit operands and accumulate in float32).
 DType gemm_compute_type(DType dtype, Device device) {
   const bool half = dtype == kFloat16 || dtype == kBFloat16;
-  return half && !device.is_cuda() ? kFloat32 : dtype;
+  const bool cuda = device.is_cuda() || (device.is_meta() && meta_target() == DeviceType::CUDA);
+  return half && !cuda ? kFloat32 : dtype;
 }
 
 }  // namespace

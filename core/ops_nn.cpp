@@ -2,10 +2,25 @@
 // hyper-parameters are checked here with PyTorch's rules; 16-bit floats compute in f32.
 #include "core/autograd_graph.h"
 #include "core/dispatch.h"
+#include "core/kernel_scratch.h"
+#include "core/meta.h"
 #include "core/op_utils.h"
 
 namespace ember {
 namespace {
+
+// On the meta device: the scratch the target device's conv2d kernel would take, allocated
+// and freed again where the kernel would run, so the meta allocator's peak includes it.
+void meta_conv2d_scratch(kernels::ConvPass pass, const Tensor& in, const Tensor& weight, const Tensor& out, bool bias,
+                         const kernels::Conv2dParams& p) {
+  if (!in.device().is_meta()) return;
+  const DeviceType target = meta_target();
+  const std::vector<std::size_t> blocks =
+      (target == DeviceType::CUDA ? kernels::cuda_conv2d_scratch : kernels::cpu_conv2d_scratch)(
+          pass, in.shape(), weight.shape(), out.shape(), in.dtype(), bias, p);
+  std::vector<Tensor> held;
+  for (std::size_t b : blocks) held.push_back(empty({static_cast<int64_t>(b)}, {kUInt8, Device::meta()}));
+}
 
 Tensor softmax_impl(const kernels::OpStub<kernels::SoftmaxFn>& stub, const Tensor& x, int64_t dim) {
   EMBER_OP_SITE(stub.name());
@@ -123,7 +138,10 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, std
   Tensor out = empty({N, O, OH, OW}, {compute, input.device()});
   kernels::Conv2dParams p{{stride.first, stride.second}, {padding.first, padding.second},
                           {dilation.first, dilation.second}, groups, act == Activation::kReLU};
-  if (out.numel() > 0) kernels::conv2d_stub(input.device(), out, xc, wc, bc, p);
+  if (out.numel() > 0) {
+    meta_conv2d_scratch(kernels::ConvPass::kForward, xc, wc, out, bc.defined(), p);
+    kernels::conv2d_stub(input.device(), out, xc, wc, bc, p);
+  }
   out = out.to(dtype);
   out = batched ? out : out.squeeze(0);
   // The input is saved as it came (a bf16 activation stays bf16) and converted again in
@@ -137,6 +155,7 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, std
     Tensor gx, gw, gb;
     if (autograd::needs_input_grad(0)) {
       gx = empty_like(xc);
+      meta_conv2d_scratch(kernels::ConvPass::kBackwardInput, gx, wc, gy, false, p);
       kernels::conv2d_backward_input_stub(xc.device(), gx, gy, wc, p);
       if (!batched) gx = gx.squeeze(0);
     }
@@ -146,6 +165,7 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, std
     if (autograd::needs_input_grad(1) || bias_grad) {
       gw = empty_like(wc);
       if (bias_grad) gb = empty({wc.shape()[0]}, {wc.dtype(), wc.device()});
+      meta_conv2d_scratch(kernels::ConvPass::kBackwardWeight, xc, gw, gy, gb.defined(), p);
       kernels::conv2d_backward_weight_stub(xc.device(), gw, gb, gy, xc, p);
       if (!autograd::needs_input_grad(1)) gw = Tensor();
     }

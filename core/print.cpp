@@ -75,6 +75,10 @@ void print_dim(std::string& out, const Tensor& t, const std::vector<double>& val
 
 std::string Tensor::str() const {
   if (!defined()) return "tensor(undefined)";
+  if (device().is_meta())  // no values to show (PyTorch prints the same)
+    return detail::str("tensor(..., size=", shape_str(shape()),
+                       dtype() != kFloat32 ? detail::str(", dtype=", dtype_name(dtype())) : std::string(),
+                       ", device='meta')");
   std::vector<double> vals = to_vector<double>();
   Format f{is_floating(dtype()), false, 0};
   double lo = INFINITY, hi = 0;

@@ -158,6 +158,7 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
     EMBER_CHECK(name != "__metadata__", "save_safetensors: '__metadata__' cannot name a tensor");
     EMBER_CHECK(!j.contains(name), "save_safetensors: the name '", name, "' appears twice");
     EMBER_CHECK(t.defined(), "save_safetensors: tensor '", name, "' is undefined");
+    EMBER_CHECK(!t.device().is_meta(), "save_safetensors: tensor '", name, "' has no data: it is on the meta device");
     const uint64_t n = static_cast<uint64_t>(t.numel() * t.element_size());
     j[name] = {{"dtype", st_name(t.dtype())}, {"shape", t.shape()}, {"data_offsets", {pos, pos + n}}};
     pos += n;

@@ -1,5 +1,6 @@
 // A reference-counted block of memory on one device, shared by all views of a tensor.
-// Its memory comes from the device's caching allocator (memory/caching_allocator.h).
+// Its memory comes from the device's caching allocator (memory/caching_allocator.h); a
+// meta storage has a block of that allocator but no memory (data() is null, core/meta.h).
 #pragma once
 
 #include <cstddef>

@@ -11,6 +11,7 @@
 #include "core/autograd_graph.h"
 #include "core/device_runtime.h"
 #include "core/dispatch.h"
+#include "core/meta.h"
 #include "core/ops.h"
 #include "core/runtime.h"
 #include "core/storage.h"
@@ -129,6 +130,7 @@ bool Tensor::shares_storage_with(const Tensor& other) const {
 }
 
 void* Tensor::data_ptr() const {
+  detail::check_has_data(!impl().storage->device().is_meta(), "data_ptr");
   return static_cast<char*>(impl().storage->data()) + offset() * element_size();
 }
 
@@ -334,21 +336,25 @@ Tensor Tensor::to(DType t) const {
 Tensor Tensor::to(Device d, bool non_blocking) const {
   EMBER_OP_SITE("to");
   if (d == device()) return *this;
-  const Tensor src = detach().contiguous();
+  EMBER_CHECK(!device().is_meta(), "to: cannot copy a tensor to ", d.str(), ": it has no data: it is on the meta device");
+  const Tensor src = d.is_meta() ? Tensor() : detach().contiguous();  // to meta, the data is dropped
   Tensor out = empty(shape(), {dtype(), d});
-  kernels::cuda_copy(out.data_ptr(), d, src.data_ptr(), device(), static_cast<size_t>(numel() * element_size()),
-                     non_blocking);
-  // A non-blocking copy reads its source later: keep the source's memory from reuse
-  // until the copy's stream is done (the pinned and the device allocators honour it).
-  if (non_blocking) {
-    const Device cuda_side = d.is_cuda() ? d : device();
-    src.record_stream(Stream::current(cuda_side));
+  if (!d.is_meta()) {
+    kernels::cuda_copy(out.data_ptr(), d, src.data_ptr(), device(), static_cast<size_t>(numel() * element_size()),
+                       non_blocking);
+    // A non-blocking copy reads its source later: keep the source's memory from reuse
+    // until the copy's stream is done (the pinned and the device allocators honour it).
+    if (non_blocking) {
+      const Device cuda_side = d.is_cuda() ? d : device();
+      src.record_stream(Stream::current(cuda_side));
+    }
   }
   const Device back = device();
   return autograd::record("to", {*this}, out, [back](const Tensor& g) { return Grads{g.to(back)}; });
 }
 
 Tensor Tensor::pin_memory() const {
+  detail::check_has_data(!device().is_meta(), "pin_memory");
   EMBER_CHECK(device().is_cpu(), "pin_memory: the tensor is on ", device().str(), "; only CPU tensors are pinned");
   if (is_pinned()) return *this;
   const Tensor src = contiguous();
@@ -394,6 +400,7 @@ template <class T>
 T Tensor::item() const {
   EMBER_CHECK(numel() == 1, "item: the tensor has ", numel(), " elements (shape ", shape_str(shape()),
               "), expected exactly one");
+  detail::check_has_data(!device().is_meta(), "item");
   return to_vector<T>()[0];
 }
 
@@ -408,6 +415,7 @@ double Tensor::at(std::initializer_list<int64_t> index) const {
 template <class T>
 std::vector<T> Tensor::to_vector() const {
   // A device tensor is read through a copy, which waits for the work that writes it.
+  detail::check_has_data(!device().is_meta(), "to_vector");
   Tensor c = detach().to(dtype_of<T>()).contiguous().to(Device::cpu());
   const T* p = c.data<const T>();
   return std::vector<T>(p, p + numel());

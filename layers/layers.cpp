@@ -154,6 +154,7 @@ Tensor Checkpoint::forward(const Tensor& x) {
   for (const Tensor& p : inner_->parameters()) inputs.push_back(p);
   bool any = false;
   for (const Tensor& t : inputs) any = any || t.requires_grad();
+  const MemoryScope scope(inner_.get());
   if (!grad_enabled() || !any) return inner_->forward(x);
   // The recompute repeats the forward's random draws and its autocast dtype.
   const Generator saved = default_generator();
@@ -175,6 +176,7 @@ Tensor Checkpoint::forward(const Tensor& x) {
       std::optional<AutocastScope> autocast_on;
       if (autocast) autocast_on.emplace(*autocast);
       Tensor xi = needs_x ? x.detach().set_requires_grad() : x;
+      const MemoryScope scope(inner.get());
       Tensor yi = inner->forward(xi);
       yi.backward(g);  // the parameters' gradients accumulate here
       if (needs_x) grads[0] = xi.grad();
@@ -206,6 +208,7 @@ Tensor Sequential::forward(const Tensor& x) {
   Tensor y = x;
   for (size_t i = 0; i < mods.size(); ++i) {
     Module* m = mods[i].second.get();
+    const MemoryScope scope(m);  // a fused pair is charged to its first module
     if (fuse_ && is_relu(i) && pool_at(i + 1)) {
       y = pool_at(i + 1)->forward(y, Activation::kReLU);
       ++i;
@@ -226,6 +229,26 @@ Tensor Sequential::forward(const Tensor& x) {
     y = m->forward(y);
   }
   return y;
+}
+
+std::shared_ptr<Sequential> checkpoint_blocks(const Sequential& model) {
+  std::vector<std::shared_ptr<Sequential>> blocks;
+  bool has_params = false;  // the last block's; modules before the first with parameters join its block
+  for (const auto& [name, m] : model.children()) {
+    const bool params = !m->parameters().empty();
+    if (blocks.empty() || (params && has_params)) {
+      blocks.push_back(std::make_shared<Sequential>());
+      has_params = false;
+    }
+    blocks.back()->push_back(m);
+    has_params = has_params || params;
+  }
+  auto out = std::make_shared<Sequential>();
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    if (i + 1 < blocks.size()) out->push_back(std::make_shared<Checkpoint>(blocks[i]));
+    else out->push_back(blocks[i]);
+  }
+  return out;
 }
 
 }  // namespace ember::nn

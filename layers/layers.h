@@ -205,6 +205,12 @@ class Sequential : public Module {
   bool fuse_ = true;
 };
 
+// Activation checkpointing of a Sequential by blocks, as the examples' --checkpoint: each
+// module with parameters and the parameter-free modules after it (its ReLU, its pool) form
+// a block; every block but the last runs inside a Checkpoint of a Sequential of it. The
+// modules are shared with `model`, not copied.
+std::shared_ptr<Sequential> checkpoint_blocks(const Sequential& model);
+
 // ----- losses: (input, target) -> loss -----
 
 class CrossEntropyLoss {

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/meta.h"
 #include "core/tensor.h"
 
 namespace ember::nn {
@@ -18,7 +19,11 @@ class Module {
  public:
   virtual ~Module() = default;
   virtual Tensor forward(const Tensor& x) = 0;
-  Tensor operator()(const Tensor& x) { return forward(x); }
+  // forward(x) in this module's memory scope (core/meta.h), for memory estimates.
+  Tensor operator()(const Tensor& x) {
+    const MemoryScope scope(this);
+    return forward(x);
+  }
   // "Linear(in_features=784, out_features=512, bias=true)"
   virtual std::string name() const = 0;
 

@@ -402,6 +402,11 @@ std::size_t CachingAllocator::memory_limit() const {
   return impl_->cap();
 }
 
+std::size_t CachingAllocator::round_size(std::size_t bytes) const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->round_size(bytes);
+}
+
 MemoryStats CachingAllocator::stats() const {
   std::lock_guard lock(impl_->mu);
   MemoryStats s = impl_->stats;

@@ -106,6 +106,10 @@ class CachingAllocator {
   void set_memory_limit(std::size_t bytes);
   std::size_t memory_limit() const;  // the cap in force: the device's capacity when none is set
 
+  // The size of the block a request of `bytes` gets when it is split off a larger one
+  // (the policy's rounding; a block not worth splitting is handed out whole).
+  std::size_t round_size(std::size_t bytes) const;
+
   MemoryStats stats() const;
   void reset_peak_stats();
   // A table like torch.cuda.memory_summary().

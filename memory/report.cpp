@@ -5,10 +5,11 @@
 #include <sstream>
 
 #include "memory/caching_allocator_impl.h"
+#include "memory/format.h"
 
 namespace ember::memory {
 
-std::string format_bytes(std::size_t bytes) {
+std::string format_size(std::size_t bytes) {
   const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
   double v = static_cast<double>(bytes);
   int u = 0;
@@ -18,8 +19,12 @@ std::string format_bytes(std::size_t bytes) {
   }
   char buf[64];
   if (u == 0) std::snprintf(buf, sizeof buf, "%zu bytes", bytes);
-  else std::snprintf(buf, sizeof buf, "%.2f %s (%zu bytes)", v, units[u], bytes);
+  else std::snprintf(buf, sizeof buf, "%.2f %s", v, units[u]);
   return buf;
+}
+
+std::string format_bytes(std::size_t bytes) {
+  return bytes < 1024 ? format_size(bytes) : format_size(bytes) + " (" + std::to_string(bytes) + " bytes)";
 }
 
 const char* verdict_name(OomVerdict v) {
@@ -240,7 +245,7 @@ OomReport CachingAllocator::Impl::oom_report(std::size_t requested, StreamId str
     else
       advice << "Split the batch into micro-batches with gradient accumulation (--auto-microbatch); ";
     advice << "activation checkpointing (nn::Checkpoint), bf16 compute (--precision bf16) or a smaller model "
-              "also lower the footprint.";
+              "also lower the footprint. Run with --estimate-memory to see where the memory goes.";
   }
   if (r.awaiting_streams > 0)
     advice << " " << format_bytes(r.awaiting_streams) << " is freed but waits for other streams to finish with it.";

@@ -47,4 +47,10 @@ class Source {
 // one, info() reports the machine's physical and available memory.
 std::unique_ptr<Source> make_host_source(std::size_t capacity = 0);
 
+// Addresses without memory, for the meta device: allocate() hands out distinct, aligned,
+// never dereferenced addresses, so a caching allocator over it takes exactly the
+// decisions (rounding, splitting, reuse) it takes over a real source, for free.
+// `capacity` as for the host source; 0: 2^60 bytes.
+std::unique_ptr<Source> make_address_source(std::size_t capacity = 0);
+
 }  // namespace ember::memory

@@ -15,6 +15,7 @@
 #include "data/prefetch.h"
 #include "data/sampler.h"
 #include "optim/checkpoint.h"
+#include "optim/memory_estimate.h"
 #include "optim/microbatch.h"
 
 namespace ember::examples {
@@ -67,6 +68,41 @@ double evaluate(nn::Module& model, const data::TensorDataset& test, int64_t B, b
   return static_cast<double>(right) / static_cast<double>(std::max<int64_t>(test.size(), 1));
 }
 
+// --estimate-memory: the model built on the meta device, one step estimated, nothing allocated.
+void print_memory_estimate(const TrainConfig& c, Device device, int64_t batch,
+                           const std::function<std::shared_ptr<nn::Module>()>& make_model) {
+  const Device saved = default_device();
+  set_default_device(Device::meta());
+  std::shared_ptr<nn::Module> model;
+  try {
+    model = make_model();
+  } catch (...) {
+    set_default_device(saved);
+    throw;
+  }
+  set_default_device(saved);
+  const optim::MemoryEstimateOptions options{.target = device,
+                                             .autocast = c.precision == "bf16" ? std::optional(kBFloat16) : std::nullopt,
+                                             .checkpoint = c.checkpoint,
+                                             .optimizer = c.optimizer};
+  const Shape input{batch, 1, c.image_size, c.image_size};
+  const optim::MemoryEstimate est = optim::memory_estimate(*model, input, options);
+  const std::size_t capacity =
+      c.device_memory.empty() ? device_allocator(device).memory_limit() : parse_memory_size(c.device_memory, device);
+  const int64_t fits = optim::max_batch_that_fits(*model, input, capacity, options);
+  std::printf("%s", est.str().c_str());
+  std::printf("largest batch that fits in %s: %lld\n", memory::format_bytes(capacity).c_str(),
+              static_cast<long long>(fits));
+  if (c.json) {
+    nlohmann::json j = nlohmann::json::parse(est.json());
+    j["max_batch_that_fits"] = fits;
+    j["capacity_bytes"] = capacity;
+    j["precision"] = c.precision;
+    j["checkpoint"] = c.checkpoint;
+    std::printf("%s\n", j.dump().c_str());
+  }
+}
+
 }  // namespace
 
 void add_train_flags(CLI::App& app, TrainConfig& c) {
@@ -97,6 +133,14 @@ void add_train_flags(CLI::App& app, TrainConfig& c) {
                  "float32 (core/autocast.h)")
       ->check(CLI::IsMember({"fp32", "bf16"}))
       ->capture_default_str();
+  app.add_flag("--checkpoint", c.checkpoint,
+               "activation checkpointing: each layer with weights and the activation and pool after it keep only "
+               "their input, and run again in backward (less memory, one more forward)");
+  app.add_flag("--estimate-memory", c.estimate_memory,
+               "print the memory a training step needs, per module, from a dry run on the meta device, and exit");
+  app.add_option("--device-memory", c.device_memory,
+                 "with --estimate-memory: the memory to fit the batch to (a size such as 16GiB, or 50%; default: "
+                 "the device's)");
   app.add_option("--memory-snapshot", c.memory_snapshot,
                  "write the memory of the first training steps here (JSON for ember-memviz; *.trace.json: a "
                  "Chrome/Perfetto trace)");
@@ -157,6 +201,11 @@ int train_main(const std::string& model_name, const TrainConfig& c,
                                         : detail::str("this process sees ", count, " CUDA device(s)"));
     }
 
+    if (c.estimate_memory) {
+      print_memory_estimate(c, device, rank_batch, make_model);
+      return 0;
+    }
+    EMBER_CHECK(c.device_memory.empty(), "--device-memory goes with --estimate-memory");
     manual_seed(c.seed);
     // Each load leaves intermediate copies (bytes, floats, scaled floats) in the cache:
     // returned at once, before a later tensor can split their segments and pin them.
@@ -179,8 +228,15 @@ int train_main(const std::string& model_name, const TrainConfig& c,
       if (c.data_on_device) train = data::TensorDataset(train.data().to(device), train.targets().to(device));
     }
 
+    // What the datasets hold on the device: step_peak_bytes leaves it out.
+    const int64_t data_bytes = memory_stats(device).at("allocated_bytes.all.current");
     std::shared_ptr<nn::Module> model = make_model();
     model->to(device);
+    if (c.checkpoint) {
+      auto* seq = dynamic_cast<nn::Sequential*>(model.get());
+      EMBER_CHECK(seq, "--checkpoint: the ", model_name, " model is not a Sequential");
+      model = nn::checkpoint_blocks(*seq);
+    }
     std::unique_ptr<optim::Optimizer> opt = make_optimizer(c.optimizer, model->parameters(), c.lr);
     int64_t first_epoch = 0;
     if (!c.resume.empty()) {
@@ -336,6 +392,8 @@ int train_main(const std::string& model_name, const TrainConfig& c,
                           {"train_samples_per_s", train_time > 0 ? static_cast<double>(samples) / train_time : 0.0},
                           {"peak_memory_bytes", memory_stats(device).at("allocated_bytes.all.peak")},
                           {"peak_reserved_bytes", memory_stats(device).at("reserved_bytes.all.peak")},
+                          {"step_peak_bytes", memory_stats(device).at("allocated_bytes.all.peak") - data_bytes},
+                          {"checkpoint", c.checkpoint},
                           {"precision", c.precision},
                           {"image_size", c.image_size},
                           {"raw_allocs_after_first_step", raw_allocs_after_first},

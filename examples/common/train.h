@@ -34,14 +34,19 @@ struct TrainConfig {
   int64_t memory_snapshot_steps = 3;  // the steps it covers; 0: the whole run
   std::string precision = "fp32";  // fp32, or bf16: bf16 compute with float32 weights
   int64_t image_size = 28;         // the images are resized to this many pixels a side
+  bool checkpoint = false;         // activation checkpointing by blocks (nn::checkpoint_blocks)
+  bool estimate_memory = false;    // print the memory estimate of a step and exit
+  std::string device_memory;       // the capacity the estimate fits the batch to; default: the device's
 };
 
 void add_train_flags(CLI::App& app, TrainConfig& config);
 // --image-size, for the models whose input size follows it (the CNN).
 void add_image_size_flag(CLI::App& app, TrainConfig& config);
 
-// Trains the model `make_model` builds and prints one summary line per epoch; returns
-// the process exit code. Errors are printed and give exit code 1.
+// Trains the model `make_model` builds (on the default device, which it may set) and
+// prints one summary line per epoch; returns the process exit code. Errors are printed
+// and give exit code 1. With --estimate-memory it builds the model on the meta device,
+// prints the estimate (optim/memory_estimate.h) and returns, before any allocation.
 int train_main(const std::string& model_name, const TrainConfig& config,
                const std::function<std::shared_ptr<nn::Module>()>& make_model);
 

@@ -336,3 +336,16 @@ void register_conv() {
 }
 
 }  // namespace ember::kernels::cpu
+
+namespace ember::kernels {
+
+// im2col's scratch is per-thread std::vectors, outside the allocator: only Winograd's counts.
+std::vector<std::size_t> cpu_conv2d_scratch(ConvPass pass, const Shape& in, const Shape& weight, const Shape& out,
+                                            DType dtype, bool bias, const Conv2dParams& p) {
+  const int64_t G = p.groups, cin = in[1] / G, cout = weight[0] / G;
+  const bool swapped = pass == ConvPass::kBackwardInput;  // it convolves from the outputs to the inputs
+  if (!cpu::use_winograd(p, weight[2], weight[3], swapped ? cout : cin, swapped ? cin : cout)) return {};
+  return cpu::winograd_scratch(pass, in, weight, out, dtype, p);
+}
+
+}  // namespace ember::kernels

@@ -405,4 +405,37 @@ void winograd_conv2d_backward_weight(const Tensor& gw, const Tensor& gb, const T
            [&](auto v) { backward_weight_typed<decltype(v)>(gw, gb, gout, in, p); });
 }
 
+std::vector<std::size_t> winograd_scratch(ConvPass pass, const Shape& in, const Shape& weight, const Shape& out,
+                                          DType dtype, const Conv2dParams& p) {
+  const std::size_t c = dtype == DType::Float64 ? sizeof(double) : sizeof(float);  // compute_t
+  const int64_t N = in[0], G = p.groups, Cg = in[1] / G, Og = weight[0] / G, O = weight[0];
+  const int64_t H = in[2], W = in[3], OH = out[2], OW = out[3];
+  std::vector<std::size_t> blocks;
+  auto add = [&](int64_t elements) { blocks.push_back(static_cast<std::size_t>(elements) * c); };
+  if (pass == ConvPass::kBackwardWeight) {
+    const Tiling t(H, W, OH, OW, p.padding[0], p.padding[1]);
+    const int64_t Cp = round_lanes(Cg), Op = round_lanes(Og), chunks = chunk_count(N, t.tiles);
+    const int64_t parts = std::min<int64_t>(num_threads(), chunks), T_ = (N + chunks - 1) / chunks * t.tiles;
+    add(parts * (G * 36 * Op * Cp + O));
+    for (int64_t i = 0; i < parts; ++i) {
+      add(36 * T_ * Cp), add(36 * T_ * Op);
+      add(t.PH * t.PW * kLanes), add(t.QH * t.QW * kLanes);
+    }
+    return blocks;
+  }
+  // Forward: Cg to Og channels over H x W; backward input: Og to Cg over OH x OW, padding 2 - p.
+  const bool fwd = pass == ConvPass::kForward;
+  const int64_t ins = fwd ? Cg : Og, outs = fwd ? Og : Cg;
+  const Tiling t = fwd ? Tiling(H, W, OH, OW, p.padding[0], p.padding[1])
+                       : Tiling(OH, OW, H, W, 2 - p.padding[0], 2 - p.padding[1]);
+  const int64_t Ip = round_lanes(ins), Op = round_lanes(outs), chunks = chunk_count(N, t.tiles);
+  const int64_t tasks = std::min<int64_t>(num_threads(), chunks), T_ = (N + chunks - 1) / chunks * t.tiles;
+  add(G * 36 * Ip * Op);
+  for (int64_t i = 0; i < tasks; ++i) {
+    add(36 * T_ * Ip), add(36 * T_ * Op);
+    add(t.PH * t.PW * kLanes), add((t.QH * t.QW + kLanes) * kLanes);
+  }
+  return blocks;
+}
+
 }  // namespace ember::kernels::cpu

@@ -13,7 +13,10 @@
 // a direct sum in float32; tests/kernels/test_conv_variants.cpp states the bound it checks.
 #pragma once
 
+#include <vector>
+
 #include "core/dispatch.h"
+#include "core/kernel_scratch.h"
 
 namespace ember::kernels::cpu {
 
@@ -27,5 +30,11 @@ void winograd_conv2d_backward_input(const Tensor& grad_input, const Tensor& grad
                                     const Conv2dParams& p);
 void winograd_conv2d_backward_weight(const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_output,
                                      const Tensor& input, const Conv2dParams& p);
+
+// The host allocator's blocks a pass takes (core/kernel_scratch.h): the transformed
+// filters (or the weight gradient's partial sums), then each concurrent task's
+// transformed tiles and packed planes. in, weight, out as the forward sees them.
+std::vector<std::size_t> winograd_scratch(ConvPass pass, const Shape& in, const Shape& weight, const Shape& out,
+                                          DType dtype, const Conv2dParams& p);
 
 }  // namespace ember::kernels::cpu

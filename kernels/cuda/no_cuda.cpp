@@ -3,6 +3,7 @@
 #include "base/error.h"
 #include "core/device_runtime.h"
 #include "core/dispatch.h"
+#include "core/kernel_scratch.h"
 #include "kernels/cuda/variants.h"
 
 namespace ember::kernels {
@@ -47,5 +48,11 @@ void cuda::set_conv_deterministic(bool) { no_backend("set_conv_deterministic"); 
 bool cuda::conv_deterministic() { no_backend("conv_deterministic"); }
 void cuda::set_conv_benchmark(bool) { no_backend("set_conv_benchmark"); }
 bool cuda::conv_benchmark() { no_backend("conv_benchmark"); }
+
+// No CUDA backend: no CUDA kernel takes scratch.
+std::vector<std::size_t> cuda_conv2d_scratch(ConvPass, const Shape&, const Shape&, const Shape&, DType, bool,
+                                             const Conv2dParams&) {
+  return {};
+}
 
 }  // namespace ember::kernels

@@ -20,6 +20,7 @@
 
 #include "kernels/common/unary_ops.h"
 #include "kernels/cpu/variant.h"
+#include "core/kernel_scratch.h"
 #include "kernels/cuda/cuda_kernels.h"
 
 namespace ember::kernels::cuda {
@@ -315,3 +316,47 @@ void register_conv() {
 }
 
 }  // namespace ember::kernels::cuda
+
+namespace ember::kernels {
+
+// The im2col path's DeviceScratch blocks, in the order the passes above take them: 16-bit
+// tensors' float32 copies (inputs, then outputs), then the columns of one chunk.
+std::vector<std::size_t> cuda_conv2d_scratch(ConvPass pass, const Shape& in, const Shape& weight, const Shape& out,
+                                             DType dtype, bool bias, const Conv2dParams& p) {
+#if defined(EMBER_WITH_CUDNN)
+  if (cuda::g_conv.load() != cuda::kIm2col) return {};  // cuDNN's workspaces are not modelled
+#endif
+  const bool half = dtype == DType::BFloat16 || dtype == DType::Float16;
+  const int64_t elem = dtype == DType::Float64 ? 8 : 4;
+  auto numel = [](const Shape& s) {
+    int64_t n = 1;
+    for (int64_t d : s) n *= d;
+    return n;
+  };
+  std::vector<std::size_t> blocks;
+  auto copy = [&](int64_t n) {
+    if (half) blocks.push_back(static_cast<std::size_t>(n * elem));
+  };
+  const int64_t O = weight[0];
+  if (pass == ConvPass::kForward) {
+    copy(numel(in)), copy(numel(weight));
+    if (bias) copy(O);
+    copy(numel(out));
+  } else if (pass == ConvPass::kBackwardInput) {
+    copy(numel(out)), copy(numel(weight)), copy(numel(in));
+  } else {
+    copy(numel(in)), copy(numel(out)), copy(numel(weight));
+    if (bias) copy(O);
+  }
+  const int64_t kh = weight[2], kw = weight[3], P = out[2] * out[3];
+  const bool direct = kh == 1 && kw == 1 && p.stride[0] == 1 && p.stride[1] == 1 && p.padding[0] == 0 &&
+                      p.padding[1] == 0;
+  if (!direct) {
+    const int64_t per_sample = std::max<int64_t>(in[1] * kh * kw * P * elem, 1);
+    const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(in[0], cuda::kMaxColumnBytes / per_sample));
+    blocks.push_back(static_cast<std::size_t>(chunk * per_sample));
+  }
+  return blocks;
+}
+
+}  // namespace ember::kernels
