@@ -2,10 +2,13 @@
 // gradient), float32 and float64.
 //
 // Note [CPU CSR layout]. Both kernels walk A's rows and need, for each entry (r, c), the
-// column c of x across the batch. So the batch is cut into blocks of kBlock rows and each
-// block of x (and of dy) is first transposed into a [K, kBlock] panel, zero-padded: one
-// entry of A then costs one fixed-width axpy (or dot) over contiguous memory, which the
-// compiler vectorizes, instead of kBlock scattered loads. Threads split A's rows; each
+// column c of x across the batch. So the batch is cut into blocks and each block of x (and
+// of dy) is first transposed into a [K, width] panel, zero-padded: one entry of A then
+// costs one fixed-width axpy (or dot) over contiguous memory, which the compiler
+// vectorizes, instead of scattered loads. csr_linear's width is 16, one vector register
+// of float accumulators, with a panel of 49 KiB for K = 784, about L1's size (64 measured 3.7x
+// slower: its 256-byte panel rows came from L2, one per multiply-add); csr_sddmm's is 128,
+// so each dot's horizontal sum is paid once per 128 products. Threads split A's rows; each
 // owns its outputs, so there are no atomics and the sums' order never depends on timing.
 // bench/bench_sparse.cpp compares this with Eigen's sparse-dense product (docs/sparse.md).
 #include <algorithm>
@@ -18,23 +21,24 @@
 namespace ember::kernels::cpu {
 namespace {
 
-constexpr int64_t kBlock = 64;  // batch rows per panel: an accumulator of 64 floats stays in registers
+constexpr int64_t kDotBlock = 128;  // batch rows per csr_sddmm panel
+constexpr int64_t kBlock = 16;      // batch rows per csr_linear panel (Note [CPU CSR layout])
 
-// panel [cols, kBlock] = src [m0 : m0 + mb, cols]^T, zero past mb.
+// panel [cols, width] = src [m0 : m0 + mb, cols]^T, zero past mb.
 template <class T>
-void transpose_panel(const T* src, int64_t cols, int64_t m0, int64_t mb, T* panel) {
-  parallel_for(0, cols, std::max<int64_t>(1, kGrainSize / kBlock), [&](int64_t c0, int64_t c1) {
+void transpose_panel(const T* src, int64_t cols, int64_t m0, int64_t mb, int64_t width, T* panel) {
+  parallel_for(0, cols, std::max<int64_t>(1, kGrainSize / width), [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) {
-      T* p = panel + c * kBlock;
+      T* p = panel + c * width;
       for (int64_t i = 0; i < mb; ++i) p[i] = src[(m0 + i) * cols + c];
-      for (int64_t i = mb; i < kBlock; ++i) p[i] = T(0);
+      for (int64_t i = mb; i < width; ++i) p[i] = T(0);
     }
   });
 }
 
 // Rows of A per task: about kGrainSize multiply-adds each.
-int64_t row_grain(int64_t rows, int64_t nnz) {
-  const int64_t per_row = std::max<int64_t>(1, nnz / std::max<int64_t>(rows, 1)) * kBlock;
+int64_t row_grain(int64_t rows, int64_t nnz, int64_t width) {
+  const int64_t per_row = std::max<int64_t>(1, nnz / std::max<int64_t>(rows, 1)) * width;
   return std::max<int64_t>(1, kGrainSize / per_row);
 }
 
@@ -49,10 +53,10 @@ void csr_linear_typed(const Tensor& out, const Tensor& x, const Tensor& row_ptr,
   const T* xp = x.data<const T>();
   T* op = out.data<T>();
   Scratch<T> panel(static_cast<size_t>(std::max<int64_t>(K, 1) * kBlock));
-  const int64_t grain = row_grain(N, col_idx.numel());
+  const int64_t grain = row_grain(N, col_idx.numel(), kBlock);
   for (int64_t m0 = 0; m0 < M; m0 += kBlock) {
     const int64_t mb = std::min(kBlock, M - m0);
-    transpose_panel(xp, K, m0, mb, panel.data());
+    transpose_panel(xp, K, m0, mb, kBlock, panel.data());
     parallel_for(0, N, grain, [&](int64_t n0, int64_t n1) {
       for (int64_t n = n0; n < n1; ++n) {
         T acc[kBlock];
@@ -77,22 +81,24 @@ void csr_sddmm_typed(const Tensor& dvalues, const Tensor& dy, const Tensor& x, c
   const int32_t* ci = col_idx.data<const int32_t>();
   T* dv = dvalues.data<T>();
   std::fill(dv, dv + nnz, T(0));
-  Scratch<T> xpanel(static_cast<size_t>(std::max<int64_t>(K, 1) * kBlock));
-  Scratch<T> gpanel(static_cast<size_t>(std::max<int64_t>(N, 1) * kBlock));
-  const int64_t grain = row_grain(N, nnz);
-  for (int64_t m0 = 0; m0 < M; m0 += kBlock) {
-    const int64_t mb = std::min(kBlock, M - m0);
-    transpose_panel(x.data<const T>(), K, m0, mb, xpanel.data());
-    transpose_panel(dy.data<const T>(), N, m0, mb, gpanel.data());
+  Scratch<T> xpanel(static_cast<size_t>(std::max<int64_t>(K, 1) * kDotBlock));
+  Scratch<T> gpanel(static_cast<size_t>(std::max<int64_t>(N, 1) * kDotBlock));
+  const int64_t grain = row_grain(N, nnz, kDotBlock);
+  for (int64_t m0 = 0; m0 < M; m0 += kDotBlock) {
+    const int64_t mb = std::min(kDotBlock, M - m0);
+    transpose_panel(x.data<const T>(), K, m0, mb, kDotBlock, xpanel.data());
+    transpose_panel(dy.data<const T>(), N, m0, mb, kDotBlock, gpanel.data());
     parallel_for(0, N, grain, [&](int64_t n0, int64_t n1) {
       for (int64_t n = n0; n < n1; ++n) {
-        const T* g = gpanel.data() + n * kBlock;
+        const T* g = gpanel.data() + n * kDotBlock;
         for (int32_t j = rp[n]; j < rp[n + 1]; ++j) {
-          const T* col = xpanel.data() + int64_t(ci[j]) * kBlock;
-          T part[8] = {};  // eight partial sums: a vectorizable dot without reassociation flags
-          for (int64_t i = 0; i < kBlock; i += 8)
-            for (int k = 0; k < 8; ++k) part[k] += g[i + k] * col[i + k];
-          dv[j] += ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+          const T* col = xpanel.data() + int64_t(ci[j]) * kDotBlock;
+          T part[16] = {};  // lanes of partial sums: a vectorizable dot without reassociation flags
+          for (int64_t i = 0; i < kDotBlock; i += 16)
+            for (int k = 0; k < 16; ++k) part[k] += g[i + k] * col[i + k];
+          T acc = T(0);
+          for (int k = 0; k < 16; ++k) acc += part[k];
+          dv[j] += acc;
         }
       }
     });

@@ -103,7 +103,7 @@ void check_against_dense(int64_t M, int64_t K, int64_t N, double sparsity, DType
 TEST(SparseLinear, MatchesDensePrunedLinear) {
   check_against_dense(13, 37, 29, 0.7, kFloat32);
   check_against_dense(1, 5, 3, 0.0, kFloat64);
-  check_against_dense(130, 96, 40, 0.9, kFloat32);  // batch past two 64-row panels, with a tail
+  check_against_dense(130, 96, 40, 0.9, kFloat32);  // past the CPU's 16- and 128-row panels, with tails
   check_against_dense(7, 64, 17, 0.99, kFloat64);   // rows with no entries
   check_against_dense(0, 8, 4, 0.5, kFloat32);      // an empty batch
 }
