@@ -167,6 +167,17 @@ using DropoutFn = void(const Tensor& out, const Tensor& keep, const Tensor& x, d
 // grad_input = grad_output * keep / (1 - p), rounded as the forward rounds its scale.
 using DropoutBackwardFn = void(const Tensor& grad_input, const Tensor& grad_output, const Tensor& keep, double p);
 
+// Sparse (CSR) weights: A [rows, cols] as row_ptr [rows + 1] and col_idx [nnz] (int32,
+// contiguous; core checks row_ptr is non-decreasing from 0 to nnz and every col_idx lies in
+// [0, cols)) with values [nnz]. x, out, dy and values share one dtype, float32 or float64.
+// out [M, rows] = x [M, cols] @ A^T + bias [rows] (bias may be undefined); x contiguous.
+using CsrLinearFn = void(const Tensor& out, const Tensor& x, const Tensor& row_ptr, const Tensor& col_idx,
+                         const Tensor& values, const Tensor& bias);
+// dvalues [nnz] (overwritten) = the sampled dense-dense product: for entry j of row r,
+// sum over m of dy [M, rows] (m, r) * x [M, cols] (m, col_idx[j]); dy and x contiguous.
+using CsrSddmmFn = void(const Tensor& dvalues, const Tensor& dy, const Tensor& x, const Tensor& row_ptr,
+                        const Tensor& col_idx);
+
 // The op profiler (core/profiler.h): while it is on, every stub call is timed and
 // counted on its stub. Off, a call costs one relaxed load more.
 extern std::atomic<bool> g_profiling;
@@ -248,7 +259,8 @@ class OpStub : public OpStubBase {
   X(cross_entropy, CrossEntropyFn) X(cross_entropy_backward, CrossEntropyBackwardFn) \
   X(layer_norm, LayerNormFn) X(layer_norm_backward, LayerNormBackwardFn) X(batch_norm_stats, BatchNormStatsFn) \
   X(embedding_backward, EmbeddingBackwardFn) X(multi_sgd_update, MultiSgdUpdateFn) \
-  X(multi_adam_update, MultiAdamUpdateFn) X(dropout, DropoutFn) X(dropout_backward, DropoutBackwardFn)
+  X(multi_adam_update, MultiAdamUpdateFn) X(dropout, DropoutFn) X(dropout_backward, DropoutBackwardFn) \
+  X(csr_linear, CsrLinearFn) X(csr_sddmm, CsrSddmmFn)
 
 #define EMBER_DECLARE_UNARY(name) extern OpStub<UnaryFn> name##_stub;
 #define EMBER_DECLARE_BINARY(name) extern OpStub<BinaryFn> name##_stub;

@@ -82,6 +82,12 @@ for suite in core layers optim; do
   step "tests_${suite}_on_cuda" 180 env EMBER_TEST_DEVICE=cuda "$build/tests/ember_tests_$suite" --gtest_brief=1
 done
 step tests_cuda_kernels 180 "$build/tests/ember_tests_cuda_gpu" --gtest_brief=1
+# csr_linear under each SpMM variant (variants.h): cuSPARSE, which the emulator cannot run,
+# and the hand-written kernel, against the dense Linear (tests/layers/test_sparse.cpp).
+for spmm in cusparse handwritten; do
+  step "tests_sparse_spmm_$spmm" 60 env EMBER_TEST_DEVICE=cuda EMBER_SPMM=$spmm "$build/tests/ember_tests_layers" \
+    --gtest_brief=1 --gtest_filter='SparseLinear.*'
+done
 # NCCL on real GPUs: the collectives at every world size the GPUs allow (one H200: world
 # size 1), the watchdog and DDP where there are two.
 step tests_comm_nccl 120 "$build/tests/ember_tests_comm" --gtest_brief=1 --gtest_filter='*cuda*:*Nccl*'

@@ -14,6 +14,7 @@
 #include "data/dataset.h"
 #include "data/prefetch.h"
 #include "data/sampler.h"
+#include "memory/oom.h"
 #include "optim/checkpoint.h"
 #include "optim/memory_estimate.h"
 #include "optim/microbatch.h"
@@ -141,6 +142,10 @@ void add_train_flags(CLI::App& app, TrainConfig& c) {
   app.add_option("--device-memory", c.device_memory,
                  "with --estimate-memory: the memory to fit the batch to (a size such as 16GiB, or 50%; default: "
                  "the device's)");
+  app.add_option("--prune", c.prune,
+                 "after training, prune this share of the Linear weights (smallest magnitudes, one global "
+                 "threshold), fine-tune one epoch with the pruned weights held at zero, then run and evaluate the "
+                 "layers in sparse CSR form; reports accuracy and weight memory before and after");
   app.add_option("--memory-snapshot", c.memory_snapshot,
                  "write the memory of the first training steps here (JSON for ember-memviz; *.trace.json: a "
                  "Chrome/Perfetto trace)");
@@ -175,6 +180,8 @@ int train_main(const std::string& model_name, const TrainConfig& c,
                   " processes (each takes batch-size / ", world, " samples of every step)");
       pg = comm::init_process_group(launch);
     }
+    EMBER_CHECK(c.prune >= 0 && c.prune <= 1, "--prune: sparsity must lie in [0, 1], got ", c.prune);
+    EMBER_CHECK(!(pg && c.prune > 0), "--prune: runs in one process only");
     const bool lead = launch.rank == 0;
     const int64_t rank_batch = c.batch_size / world;
 
@@ -303,7 +310,10 @@ int train_main(const std::string& model_name, const TrainConfig& c,
     int64_t samples = 0;
     double train_time = 0;
     if (c.profile) start_op_profiler();
-    for (int64_t e = first_epoch; e < c.epochs; ++e) {
+    // One epoch of training; after_step runs after every optimizer step (--prune's masks).
+    std::function<void()> after_step;
+    int64_t shown_epochs = c.epochs;
+    auto train_epoch = [&](int64_t e) {
       const auto t0 = Clock::now();
       batches.start_epoch(e);
       Tensor loss_sum = zeros({}, {kFloat64, device}), correct = zeros({}, {kInt64, device});
@@ -336,6 +346,7 @@ int train_main(const std::string& model_name, const TrainConfig& c,
         }
         if (ddp) ddp->synchronize();  // at once: backward's last gradient completed the exchange
         opt->step();
+        if (after_step) after_step();
         loss_sum = add(loss_sum, mul(loss.to(kFloat64), Scalar(static_cast<double>(n))));
         correct = add(correct, correct_in_step);
         seen += n;
@@ -344,7 +355,7 @@ int train_main(const std::string& model_name, const TrainConfig& c,
         if (!c.memory_snapshot.empty() && e == first_epoch && step == c.memory_snapshot_steps)
           write_snapshot("the first " + std::to_string(step) + " steps", tty);
         if (tty && (step % 20 == 0 || seen == loader.dataset_size()))
-          progress(e, c.epochs, step, loader.batches_per_epoch(), loss_sum.item<double>() / static_cast<double>(seen));
+          progress(e, shown_epochs, step, loader.batches_per_epoch(), loss_sum.item<double>() / static_cast<double>(seen));
       }
       // The epoch's last results arrive when the device has done its work: read them first.
       double epoch_loss_sum = loss_sum.item<double>();
@@ -371,11 +382,49 @@ int train_main(const std::string& model_name, const TrainConfig& c,
       if (c.profile) start_op_profiler(/*resume=*/true);
       if (lead)
         std::printf("epoch %lld/%lld: loss %.4f, train accuracy %.2f%%, test accuracy %.2f%%, %.0f samples/s, %.2f s\n",
-                  static_cast<long long>(e + 1), static_cast<long long>(c.epochs), last_loss,
+                  static_cast<long long>(e + 1), static_cast<long long>(shown_epochs), last_loss,
                   100.0 * static_cast<double>(epoch_correct) / static_cast<double>(std::max<int64_t>(seen, 1)),
                   100.0 * epoch_accuracy.back(), static_cast<double>(seen) / secs, secs);
-      if (!c.save.empty() && lead)
+      if (!c.save.empty() && lead && !after_step)
         optim::save_checkpoint(c.save, *model, opt.get(), {{"model", model_name}, {"epoch", std::to_string(e + 1)}});
+    };
+    for (int64_t e = first_epoch; e < c.epochs; ++e) train_epoch(e);
+    // --prune: prune the trained Linear weights, fine-tune one epoch holding the masks
+    // (layers/prune.h), then run every Linear in CSR form (layers/sparse.h) and evaluate that.
+    nlohmann::json prune_report;
+    if (c.prune > 0) {
+      const nn::WeightMemory before = nn::weight_memory(*model);
+      const double trained = epoch_accuracy.empty() ? test_accuracy() : epoch_accuracy.back();
+      const nn::Pruning pruning(*model, {.sparsity = c.prune});
+      const double pruned = test_accuracy();
+      if (lead)
+        std::printf("pruned %.1f%% of the Linear weights (global magnitude): test accuracy %.2f%%, fine-tuning one "
+                    "epoch\n", 100.0 * pruning.sparsity(), 100.0 * pruned);
+      after_step = [&pruning] { pruning.apply(); };
+      shown_epochs = c.epochs + 1;
+      train_epoch(c.epochs);
+      const double finetuned = epoch_accuracy.back();
+      model = nn::sparsify(model);
+      const double sparse = test_accuracy();
+      epoch_accuracy.back() = sparse;
+      const nn::WeightMemory after = nn::weight_memory(*model);
+      if (lead) {
+        std::printf("Linear weights: %s dense, %s as CSR (values + indices: %.2fx smaller), + %s of transposed "
+                    "indices for training\n",
+                    memory::format_bytes(before.stored_bytes).c_str(), memory::format_bytes(after.stored_bytes).c_str(),
+                    static_cast<double>(before.stored_bytes) / static_cast<double>(after.stored_bytes),
+                    memory::format_bytes(after.sparse_backward_index_bytes).c_str());
+        std::printf("test accuracy: trained %.2f%%, pruned %.2f%%, fine-tuned %.2f%%, as CSR layers %.2f%%\n",
+                    100.0 * trained, 100.0 * pruned, 100.0 * finetuned, 100.0 * sparse);
+      }
+      prune_report = {{"sparsity", pruning.sparsity()},
+                      {"accuracy_trained", trained},
+                      {"accuracy_pruned", pruned},
+                      {"accuracy_finetuned", finetuned},
+                      {"accuracy_sparse", sparse},
+                      {"weight_bytes_dense", before.stored_bytes},
+                      {"weight_bytes_sparse", after.stored_bytes},
+                      {"sparse_backward_index_bytes", after.sparse_backward_index_bytes}};
     }
     if (c.profile && lead) std::printf("%s", format_op_profile(stop_op_profiler(), train_time).c_str());
     if (!c.memory_snapshot.empty() && c.memory_snapshot_steps == 0) write_snapshot("the whole run", false);
@@ -404,6 +453,7 @@ int train_main(const std::string& model_name, const TrainConfig& c,
                           {"cpu_isa", cpu_vector_isa()},
                           {"seed", c.seed},
                           {"world_size", world}};
+      if (!prune_report.is_null()) j["prune"] = prune_report;
       std::printf("%s\n", j.dump().c_str());
     }
   } catch (const Error& e) {

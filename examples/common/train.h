@@ -37,6 +37,7 @@ struct TrainConfig {
   bool checkpoint = false;         // activation checkpointing by blocks (nn::checkpoint_blocks)
   bool estimate_memory = false;    // print the memory estimate of a step and exit
   std::string device_memory;       // the capacity the estimate fits the batch to; default: the device's
+  double prune = 0;  // after training: prune this share, fine-tune an epoch, run sparse (CSR)
 };
 
 void add_train_flags(CLI::App& app, TrainConfig& config);

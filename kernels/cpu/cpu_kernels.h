@@ -17,5 +17,6 @@ void register_pool();
 void register_optim();
 void register_norm();
 void register_fused_nn();
+void register_sparse();
 
 }  // namespace ember::kernels::cpu

@@ -17,6 +17,7 @@ void register_cpu_kernels() {
   cpu::register_optim();
   cpu::register_norm();
   cpu::register_fused_nn();
+  cpu::register_sparse();
 }
 
 const char* cpu_vector_isa() {

@@ -59,6 +59,7 @@ void register_cuda_kernels() {
   cuda::register_pool();
   cuda::register_optim();
   cuda::register_fused();
+  cuda::register_sparse();
 }
 
 }  // namespace ember::kernels

@@ -17,5 +17,6 @@ void register_conv();
 void register_pool();
 void register_optim();
 void register_fused();
+void register_sparse();
 
 }  // namespace ember::kernels::cuda

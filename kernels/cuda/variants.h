@@ -35,4 +35,11 @@ bool conv_deterministic();
 void set_conv_benchmark(bool on);
 bool conv_benchmark();
 
+// csr_linear's sparse-dense product (core/sparse.h). EMBER_SPMM sets the starting choice:
+// "auto" (cuSPARSE on a GPU, the hand-written kernel of csr.cuh in emulation), "cusparse"
+// (an ember::Error in the emulated build) or "handwritten". The values' gradient
+// (csr_sddmm) is the hand-written kernel under every choice.
+void set_spmm_variant(std::string_view name);
+std::string spmm_variant();
+
 }  // namespace ember::kernels::cuda
