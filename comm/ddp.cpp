@@ -138,6 +138,11 @@ struct DistributedDataParallel::Impl {
       log.push_back(hooks_run);
       const Tensor& buffer = buckets[next_launch].buffer;
       works.push_back(sharding.exchange ? sharding.exchange(next_launch, buffer) : opt.comm_hook(*pg, buffer));
+      if (sharding.release_buffers) {  // the collective holds the buffer until it is done
+        for (size_t i : buckets[next_launch].params) params[i].set_grad({});
+        buckets[next_launch].buffer = Tensor();
+        buckets[next_launch].views.clear();
+      }
       ++next_launch;
     }
   }
@@ -172,10 +177,7 @@ struct DistributedDataParallel::Impl {
         if (!error) error = std::current_exception();
       }
     }
-    if (sharding.release_buffers) {
-      for (size_t i = 0; i < params.size(); ++i) params[i].set_grad({});
-      for (Bucket& b : buckets) b.buffer = Tensor(), b.views.clear();
-    } else if (!error) {
+    if (!error && !sharding.release_buffers) {
       for (size_t i = 0; i < params.size(); ++i) params[i].set_grad(view_of(i));
     }
     reset();

@@ -105,21 +105,15 @@ void ZeroOptimizer::step() {
   inner_->set_lr(lr_);
   inner_->step();
   ++steps_;
-  std::vector<std::shared_ptr<Work>> works;
-  std::vector<Tensor> full;
+  // One bucket at a time: the gathered copy is transient, at most a bucket's size.
   for (size_t b = 0; b < buckets_.size(); ++b) {
     shards_[b].set_grad({});
-    full.push_back(empty({buckets_[b].shard * pg_.size()}, TensorOptions(shards_[b].dtype(), shards_[b].device())));
-    works.push_back(pg_.all_gather(full.back(), shards_[b].detach()));
-  }
-  for (size_t b = 0; b < buckets_.size(); ++b) {
-    works[b]->wait(pg_.timeout());
+    const Tensor full = gather_bucket(b, shards_[b]);
     const Bucket& bk = buckets_[b];
     for (size_t s = 0; s < bk.params.size(); ++s) {
       const Tensor& p = params_[bk.params[s]];
-      p.detach().copy_(full[b].narrow(0, bk.offset[s], p.numel()).view(p.shape()));
+      p.detach().copy_(full.narrow(0, bk.offset[s], p.numel()).view(p.shape()));
     }
-    full[b] = Tensor();  // one gathered bucket at a time stays alive
   }
 }
 
