@@ -94,7 +94,8 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--help") {
-      std::printf("usage: ember_bench_zero [--batch B] [--steps S] [--hidden H] [--layers L] [--bucket-mib M] [--ranks 1,2,4]\n");
+      std::printf("usage: ember_bench_zero [--batch B] [--steps S] [--hidden H] [--layers L] [--bucket-mib M] "
+                  "[--ranks 1,2,4]\n");
       return 0;
     }
     if (i + 1 >= argc) {
@@ -129,8 +130,9 @@ int main(int argc, char** argv) {
   std::vector<int64_t> big{784};
   for (int64_t l = 0; l < layers; ++l) big.push_back(hidden);
   big.push_back(10);
-  const std::vector<std::pair<std::string, std::vector<int64_t>>> models{
-      {"784-512-256-10", {784, 512, 256, 10}}, {"784-" + std::to_string(hidden) + "x" + std::to_string(layers) + "-10", big}};
+  const std::string big_name = "784-" + std::to_string(hidden) + "x" + std::to_string(layers) + "-10";
+  const std::vector<std::pair<std::string, std::vector<int64_t>>> models{{"784-512-256-10", {784, 512, 256, 10}},
+                                                                         {big_name, big}};
   comm::LaunchOptions lo;
   lo.prefix_output = false;
   for (const auto& [label, widths] : models)

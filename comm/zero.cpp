@@ -91,7 +91,8 @@ void ZeroOptimizer::step() {
     for (size_t s = 0; s < bk.params.size(); ++s) {
       const Tensor& p = params_[bk.params[s]];
       const int64_t a = std::max(lo, bk.offset[s]), e = std::min(hi, bk.offset[s] + p.numel());
-      if (a < e) shards_[b].detach().narrow(0, a - lo, e - a).copy_(p.detach().reshape({-1}).narrow(0, a - bk.offset[s], e - a));
+      if (a < e)
+        shards_[b].detach().narrow(0, a - lo, e - a).copy_(p.detach().reshape({-1}).narrow(0, a - bk.offset[s], e - a));
     }
     Tensor g;
     if (stage_ == 2) {

@@ -33,6 +33,7 @@ struct TrainConfig {
   std::string memory_snapshot;   // snapshot of the first steps' memory, JSON (or .trace.json)
   int64_t memory_snapshot_steps = 3;  // the steps it covers; 0: the whole run
   std::string precision = "fp32";  // fp32, or bf16: bf16 compute with float32 weights
+  int zero = 0;  // with several processes: 0 plain DDP, 1 or 2 the ZeRO stage (comm/zero.h)
 };
 
 void add_train_flags(CLI::App& app, TrainConfig& config);
