@@ -19,6 +19,7 @@
 #include "base/error.h"
 #include "comm/zero.h"
 #include "core/autograd.h"
+#include "core/device.h"
 #include "optim/checkpoint.h"
 #include "tests/comm/comm_test_util.h"
 #include "tests/comm/ddp_test_util.h"
@@ -44,6 +45,14 @@ std::shared_ptr<nn::Module> odd_model() {
   return m;
 }
 
+// One model per rank, made here: the ranks' threads drawing from the global generator at
+// once would interleave, and rank 0's initial values (which DDP broadcasts) would vary.
+std::vector<std::shared_ptr<nn::Module>> odd_models(int world) {
+  std::vector<std::shared_ptr<nn::Module>> out;
+  for (int r = 0; r < world; ++r) out.push_back(odd_model());
+  return out;
+}
+
 std::unique_ptr<optim::Optimizer> make_opt(Opt o, std::vector<Tensor> p) {
   if (o == Opt::kAdam) return std::make_unique<optim::Adam>(std::move(p), optim::Adam::Options{.lr = 0.01});
   return std::make_unique<optim::SGD>(std::move(p), optim::SGD::Options{.lr = 0.1, .momentum = 0.9});
@@ -51,32 +60,37 @@ std::unique_ptr<optim::Optimizer> make_opt(Opt o, std::vector<Tensor> p) {
 
 const DdpOptions kBuckets{.bucket_cap_bytes = 600, .first_bucket_bytes = 200};  // several buckets, odd sizes
 
-// One step on this rank's share of step s's global batch.
-void backward_step(DistributedDataParallel& ddp, int s, int rank, int world) {
+// One step on this rank's share of step s's global batch, on device d.
+void backward_step(DistributedDataParallel& ddp, int s, int rank, int world, Device d = Device::cpu()) {
   auto [x, y] = batch(s, kGlobal, kFloat64);
   const int64_t n = kGlobal / world;
-  loss_of(ddp.module(), x.narrow(0, rank * n, n), y.narrow(0, rank * n, n)).backward();
+  loss_of(ddp.module(), x.narrow(0, rank * n, n).to(d), y.narrow(0, rank * n, n).to(d)).backward();
 }
 
 std::vector<Tensor> copy_params(nn::Module& m) {
   std::vector<Tensor> out;
-  for (const Tensor& p : m.parameters()) out.push_back(p.detach().clone());
+  for (const Tensor& p : m.parameters()) out.push_back(p.detach().to(Device::cpu()).clone());
   return out;
 }
 
 // `steps` steps at `world` ranks; stage 0 is unsharded DDP. Returns every rank's parameters.
-std::vector<std::vector<Tensor>> train(int world, int stage, Opt o, int steps = 10, Variant v = Variant::kRight) {
+// cuda: rank r on cuda:r (NCCL).
+std::vector<std::vector<Tensor>> train(int world, int stage, Opt o, int steps = 10, Variant v = Variant::kRight,
+                                       bool cuda = false) {
   std::vector<std::vector<Tensor>> out(world);
+  const auto models = odd_models(world);
   run_ranks(world, [&](ProcessGroup& pg) {
     auto pgp = std::shared_ptr<ProcessGroup>(&pg, [](ProcessGroup*) {});
-    auto model = odd_model();
+    const Device d = cuda ? Device::cuda(pg.rank()) : Device::cpu();
+    auto model = models[pg.rank()];
+    model->to(d);
     DistributedDataParallel ddp(model, pgp, kBuckets);
     std::unique_ptr<optim::Optimizer> opt =
         stage == 0 ? make_opt(o, model->parameters())
                    : std::make_unique<ZeroOptimizer>(ddp, stage, [o](std::vector<Tensor> p) { return make_opt(o, p); });
     for (int s = 0; s < steps; ++s) {
       opt->zero_grad();
-      backward_step(ddp, s, pg.rank(), world);
+      backward_step(ddp, s, pg.rank(), world, d);
       const std::vector<Tensor> before = copy_params(*model);
       opt->step();
       if (v == Variant::kNoAllGather) {  // put back what this rank does not own: a missing all-gather
@@ -121,6 +135,17 @@ INSTANTIATE_TEST_SUITE_P(Zero, ZeroEquivalence,
                                   (std::get<2>(info.param) == Opt::kAdam ? "Adam" : "Sgd");
                          });
 
+// The same on CUDA tensors (two emulated devices in the emulated build; NCCL's true
+// reduce-scatter) against unsharded DDP on the CPU.
+TEST(Zero, OnCudaMatchesUnshardedDdp) {
+  if (cuda_device_count() < 2) GTEST_SKIP() << "needs 2 CUDA devices";
+  const auto reference = train(2, 0, Opt::kAdam);
+  for (int stage : {1, 2}) {
+    const auto sharded = train(2, stage, Opt::kAdam, 10, Variant::kRight, /*cuda=*/true);
+    for (int r = 0; r < 2; ++r) EXPECT_LE(worst_ratio(sharded[r], reference[0], kAtol, kRtol), 1.0) << stage << r;
+  }
+}
+
 TEST(Zero, MissingAllGatherIsCaught) {
   const auto reference = train(3, 0, Opt::kAdam, 3);
   const auto wrong = train(3, 1, Opt::kAdam, 3, Variant::kNoAllGather);
@@ -128,9 +153,10 @@ TEST(Zero, MissingAllGatherIsCaught) {
 }
 
 TEST(Zero, Stage2KeepsOnlyGradientShards) {
-  run_ranks(3, [](ProcessGroup& pg) {
+  const auto models = odd_models(3);
+  run_ranks(3, [&](ProcessGroup& pg) {
     auto pgp = std::shared_ptr<ProcessGroup>(&pg, [](ProcessGroup*) {});
-    auto model = odd_model();
+    auto model = models[pg.rank()];
     DistributedDataParallel ddp(model, pgp, kBuckets);
     ZeroOptimizer opt(ddp, 2, [](std::vector<Tensor> p) { return make_opt(Opt::kAdam, p); });
     backward_step(ddp, 0, pg.rank(), 3);
@@ -146,9 +172,10 @@ TEST(Zero, Stage2KeepsOnlyGradientShards) {
 }
 
 TEST(Zero, StateDictNeedsConsolidation) {
-  run_ranks(2, [](ProcessGroup& pg) {
+  const auto models = odd_models(2);
+  run_ranks(2, [&](ProcessGroup& pg) {
     auto pgp = std::shared_ptr<ProcessGroup>(&pg, [](ProcessGroup*) {});
-    auto model = odd_model();
+    auto model = models[pg.rank()];
     DistributedDataParallel ddp(model, pgp, kBuckets);
     ZeroOptimizer opt(ddp, 1, [](std::vector<Tensor> p) { return make_opt(Opt::kAdam, p); });
     backward_step(ddp, 0, pg.rank(), 2);
@@ -165,9 +192,10 @@ TEST(Zero, CheckpointResumesAtAnotherWorldSize) {
   namespace fs = std::filesystem;
   const fs::path path = fs::temp_directory_path() / ("ember_zero_" + std::to_string(::getpid()) + ".safetensors");
   const auto uninterrupted = train(3, 2, Opt::kAdam, 6);
+  const auto models3 = odd_models(3);
   run_ranks(3, [&](ProcessGroup& pg) {
     auto pgp = std::shared_ptr<ProcessGroup>(&pg, [](ProcessGroup*) {});
-    auto model = odd_model();
+    auto model = models3[pg.rank()];
     DistributedDataParallel ddp(model, pgp, kBuckets);
     ZeroOptimizer opt(ddp, 2, [](std::vector<Tensor> p) { return make_opt(Opt::kAdam, p); });
     for (int s = 0; s < 5; ++s) {
@@ -180,9 +208,10 @@ TEST(Zero, CheckpointResumesAtAnotherWorldSize) {
     pg.barrier()->wait();
   });
   std::vector<Tensor> at2;
+  const auto models2 = odd_models(2);
   run_ranks(2, [&](ProcessGroup& pg) {
     auto pgp = std::shared_ptr<ProcessGroup>(&pg, [](ProcessGroup*) {});
-    auto model = odd_model();
+    auto model = models2[pg.rank()];
     DistributedDataParallel ddp(model, pgp, kBuckets);
     ZeroOptimizer opt(ddp, 1, [](std::vector<Tensor> p) { return make_opt(Opt::kAdam, p); });
     optim::load_checkpoint(path.string(), *model, &opt);
