@@ -1,6 +1,7 @@
 // ZeroOptimizer (ZeRO stages 1 and 2): after 10 steps every rank's parameters equal
 // unsharded DDP's, at world sizes 2 and 3, with parameter and bucket sizes that do not
-// divide by the world size, for Adam and momentum SGD; a missing all-gather fails that
+// divide by the world size, for Adam and momentum SGD (and on two CUDA devices, NCCL,
+// where there are: emulated ones in the emulated build); a missing all-gather fails that
 // comparison; stage 2 keeps only gradient shards; a checkpoint saved at world size 3
 // resumes at 2 (ZeRO) and at 1 (a plain optimizer) with the uninterrupted run's next step.
 //
