@@ -91,7 +91,8 @@ struct DistributedDataParallel::Impl {
   DistributedDataParallel::Sharding sharding;
   std::mutex mu;
 
-  // Bucket b's buffer and views, allocated when released (Sharding::release_buffers).
+  // Bucket b's buffer (zero-padded to Sharding::pad_to) and views, made when missing: at
+  // construction, and per iteration under Sharding::release_buffers.
   void ensure_buffer(size_t b) {
     Bucket& bucket = buckets[b];
     if (bucket.buffer.defined()) return;
@@ -177,9 +178,8 @@ struct DistributedDataParallel::Impl {
         if (!error) error = std::current_exception();
       }
     }
-    if (!error && !sharding.release_buffers) {
+    if (!error && !sharding.release_buffers)
       for (size_t i = 0; i < params.size(); ++i) params[i].set_grad(view_of(i));
-    }
     reset();
     if (error) std::rethrow_exception(error);
   }

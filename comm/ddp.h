@@ -107,8 +107,9 @@ class DistributedDataParallel {
     int64_t pad_to = 1;  // each bucket's buffer is zero-padded to a multiple of this many elements
     // Replaces comm_hook when set: exchanges bucket `b` (its padded flat buffer).
     std::function<std::shared_ptr<Work>(size_t b, const Tensor& buffer)> exchange;
-    // Stage 2: the buffers exist only from a bucket's first gradient to the end of its
-    // exchange; parameters then hold no gradient (exchange kept what this rank needs).
+    // Stage 2: a bucket's buffer exists from its first gradient until its exchange is
+    // issued (the collective holds it until done); parameters then hold no gradient
+    // (exchange keeps what this rank needs).
     bool release_buffers = false;
   };
   void set_sharding(Sharding s);
