@@ -88,9 +88,31 @@ struct DistributedDataParallel::Impl {
   std::vector<int64_t> log, last_log;
   bool in_iteration = false;
   bool sync = true;
+  DistributedDataParallel::Sharding sharding;
   std::mutex mu;
 
-  const Tensor& view_of(size_t i) const { return buckets[bucket_of[i]].views[slot_of[i]]; }
+  // Bucket b's buffer (zero-padded to Sharding::pad_to) and views, made when missing: at
+  // construction, and per iteration under Sharding::release_buffers.
+  void ensure_buffer(size_t b) {
+    Bucket& bucket = buckets[b];
+    if (bucket.buffer.defined()) return;
+    int64_t numel = 0;
+    for (size_t i : bucket.params) numel += params[i].numel();
+    const int64_t pad = sharding.pad_to;
+    const Tensor& p0 = params[bucket.params[0]];
+    bucket.buffer = zeros({(numel + pad - 1) / pad * pad}, TensorOptions(p0.dtype(), p0.device()));
+    bucket.views.clear();
+    int64_t offset = 0;
+    for (size_t i : bucket.params) {
+      bucket.views.push_back(bucket.buffer.narrow(0, offset, params[i].numel()).view(params[i].shape()));
+      offset += params[i].numel();
+    }
+  }
+
+  const Tensor& view_of(size_t i) {
+    ensure_buffer(bucket_of[i]);
+    return buckets[bucket_of[i]].views[slot_of[i]];
+  }
 
   // The gradient into its bucket slot (the one copy); grad() becomes the slot.
   void move_into_slot(size_t i, bool allow_missing) {
@@ -115,7 +137,13 @@ struct DistributedDataParallel::Impl {
     --pending[bucket_of[i]];
     while (next_launch < buckets.size() && pending[next_launch] == 0) {
       log.push_back(hooks_run);
-      works.push_back(opt.comm_hook(*pg, buckets[next_launch].buffer));
+      const Tensor& buffer = buckets[next_launch].buffer;
+      works.push_back(sharding.exchange ? sharding.exchange(next_launch, buffer) : opt.comm_hook(*pg, buffer));
+      if (sharding.release_buffers) {  // the collective holds the buffer until it is done
+        for (size_t i : buckets[next_launch].params) params[i].set_grad({});
+        buckets[next_launch].buffer = Tensor();
+        buckets[next_launch].views.clear();
+      }
       ++next_launch;
     }
   }
@@ -150,7 +178,7 @@ struct DistributedDataParallel::Impl {
         if (!error) error = std::current_exception();
       }
     }
-    if (!error)
+    if (!error && !sharding.release_buffers)
       for (size_t i = 0; i < params.size(); ++i) params[i].set_grad(view_of(i));
     reset();
     if (error) std::rethrow_exception(error);
@@ -284,21 +312,12 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   im.bucket_of.resize(im.params.size());
   im.slot_of.resize(im.params.size());
   for (size_t b = 0; b < assignment.size(); ++b) {
-    Impl::Bucket bucket;
-    bucket.params = assignment[b];
-    int64_t numel = 0;
-    for (size_t i : bucket.params) numel += im.params[i].numel();
-    const Tensor& p0 = im.params[bucket.params[0]];
-    bucket.buffer = zeros({numel}, TensorOptions(p0.dtype(), p0.device()));
-    int64_t offset = 0;
-    for (size_t s = 0; s < bucket.params.size(); ++s) {
-      const Tensor& p = im.params[bucket.params[s]];
-      bucket.views.push_back(bucket.buffer.narrow(0, offset, p.numel()).view(p.shape()));
-      offset += p.numel();
-      im.bucket_of[bucket.params[s]] = b;
-      im.slot_of[bucket.params[s]] = s;
+    im.buckets.push_back({assignment[b], Tensor(), {}});
+    for (size_t s = 0; s < assignment[b].size(); ++s) {
+      im.bucket_of[assignment[b][s]] = b;
+      im.slot_of[assignment[b][s]] = s;
     }
-    im.buckets.push_back(std::move(bucket));
+    im.ensure_buffer(b);
   }
   im.ready.assign(im.params.size(), false);
   im.pending.assign(im.buckets.size(), 0);
@@ -383,5 +402,24 @@ std::vector<std::vector<size_t>> DistributedDataParallel::buckets() const {
 }
 
 std::vector<int64_t> DistributedDataParallel::launch_log() const { return impl_->last_log; }
+
+void DistributedDataParallel::set_sharding(Sharding s) {
+  Impl& im = *impl_;
+  std::lock_guard lock(im.mu);
+  EMBER_CHECK(s.pad_to >= 1, "DistributedDataParallel::set_sharding: pad_to must be >= 1, got ", s.pad_to);
+  EMBER_CHECK(!im.in_iteration, "DistributedDataParallel::set_sharding: a gradient exchange is under way");
+  im.sharding = std::move(s);
+  for (size_t b = 0; b < im.buckets.size(); ++b) {
+    im.buckets[b].buffer = Tensor();
+    if (!im.sharding.release_buffers) im.ensure_buffer(b);
+  }
+  for (const Tensor& p : im.params) p.set_grad({});  // they may be views of the old buffers
+}
+
+std::vector<Tensor> DistributedDataParallel::bucket_buffers() const {
+  std::vector<Tensor> out;
+  for (const auto& b : impl_->buckets) out.push_back(b.buffer);
+  return out;
+}
 
 }  // namespace ember::comm

@@ -102,6 +102,20 @@ class DistributedDataParallel {
   // when its all-reduce was issued (fewer than the parameter count: it overlapped backward).
   std::vector<int64_t> launch_log() const;
 
+  // For ZeroOptimizer (comm/zero.h; Note [ZeRO]). Call before the first backward.
+  struct Sharding {
+    int64_t pad_to = 1;  // each bucket's buffer is zero-padded to a multiple of this many elements
+    // Replaces comm_hook when set: exchanges bucket `b` (its padded flat buffer).
+    std::function<std::shared_ptr<Work>(size_t b, const Tensor& buffer)> exchange;
+    // Stage 2: a bucket's buffer exists from its first gradient until its exchange is
+    // issued (the collective holds it until done); parameters then hold no gradient
+    // (exchange keeps what this rank needs).
+    bool release_buffers = false;
+  };
+  void set_sharding(Sharding s);
+  // The flat, padded gradient buffer of each bucket (undefined when released).
+  std::vector<Tensor> bucket_buffers() const;
+
   struct Impl;  // comm/ddp.cpp
 
  private:

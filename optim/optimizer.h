@@ -23,10 +23,11 @@ class Optimizer {
   const std::vector<Tensor>& params() const { return params_; }
   int64_t steps() const { return steps_; }
 
-  NamedTensors state_dict() const;
+  // Virtual for comm::ZeroOptimizer, whose state is sharded across ranks.
+  virtual NamedTensors state_dict() const;
   // Restores a state_dict() of the same optimizer over the same parameter shapes; on a
   // mismatch an ember::Error names the key and nothing is changed.
-  void load_state_dict(const NamedTensors& state);
+  virtual void load_state_dict(const NamedTensors& state);
 
  protected:
   // The names of the per-parameter buffers this optimizer keeps.

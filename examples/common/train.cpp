@@ -10,6 +10,7 @@
 
 #include "comm/ddp.h"
 #include "comm/rendezvous.h"
+#include "comm/zero.h"
 #include "core/atomic_file.h"
 #include "data/dataset.h"
 #include "data/prefetch.h"
@@ -70,7 +71,7 @@ double evaluate(nn::Module& model, const data::TensorDataset& test, int64_t B, b
 }
 
 // --estimate-memory: the model built on the meta device, one step estimated, nothing allocated.
-void print_memory_estimate(const TrainConfig& c, Device device, int64_t batch,
+void print_memory_estimate(const TrainConfig& c, Device device, int64_t batch, int world,
                            const std::function<std::shared_ptr<nn::Module>()>& make_model) {
   const Device saved = default_device();
   set_default_device(Device::meta());
@@ -85,7 +86,10 @@ void print_memory_estimate(const TrainConfig& c, Device device, int64_t batch,
   const optim::MemoryEstimateOptions options{.target = device,
                                              .autocast = c.precision == "bf16" ? std::optional(kBFloat16) : std::nullopt,
                                              .checkpoint = c.checkpoint,
-                                             .optimizer = c.optimizer};
+                                             .optimizer = c.optimizer,
+                                             // ZeRO: each rank's share of the state (and at stage 2, the gradients)
+                                             .optimizer_state_shards = c.zero > 0 ? world : 1,
+                                             .gradient_shards = c.zero == 2 ? world : 1};
   const Shape input{batch, 1, c.image_size, c.image_size};
   const optim::MemoryEstimate est = optim::memory_estimate(*model, input, options);
   const std::size_t capacity =
@@ -127,6 +131,10 @@ void add_train_flags(CLI::App& app, TrainConfig& c) {
   app.add_option("--max-memory", c.max_memory,
                  "memory training may allocate on the device beyond what it starts with (the dataset, on the "
                  "cpu): bytes, a size such as 64MiB or 2GiB, or a share of the device such as 50%");
+  app.add_option("--zero", c.zero,
+                 "with several processes: 1 shards the optimizer state across them, 2 the gradients too (ZeRO)")
+      ->check(CLI::Range(0, 2))
+      ->capture_default_str();
   app.add_flag("--auto-microbatch", c.auto_microbatch,
                "when a step runs out of memory, redo it in micro-batches (same update) instead of stopping");
   app.add_option("--precision", c.precision,
@@ -209,7 +217,7 @@ int train_main(const std::string& model_name, const TrainConfig& c,
     }
 
     if (c.estimate_memory) {
-      print_memory_estimate(c, device, rank_batch, make_model);
+      print_memory_estimate(c, device, rank_batch, world, make_model);
       return 0;
     }
     EMBER_CHECK(c.device_memory.empty(), "--device-memory goes with --estimate-memory");
@@ -244,7 +252,12 @@ int train_main(const std::string& model_name, const TrainConfig& c,
       EMBER_CHECK(seq, "--checkpoint: the ", model_name, " model is not a Sequential");
       model = nn::checkpoint_blocks(*seq);
     }
-    std::unique_ptr<optim::Optimizer> opt = make_optimizer(c.optimizer, model->parameters(), c.lr);
+    std::unique_ptr<comm::DistributedDataParallel> ddp;
+    if (pg) ddp = std::make_unique<comm::DistributedDataParallel>(model, pg);
+    EMBER_CHECK(c.zero == 0 || ddp, "--zero ", c.zero, " needs several processes (run under ember-run)");
+    auto inner = [&](std::vector<Tensor> params) { return make_optimizer(c.optimizer, std::move(params), c.lr); };
+    std::unique_ptr<optim::Optimizer> opt =
+        c.zero ? std::make_unique<comm::ZeroOptimizer>(*ddp, c.zero, inner) : inner(model->parameters());
     int64_t first_epoch = 0;
     if (!c.resume.empty()) {
       auto meta = optim::load_checkpoint(c.resume, *model, opt.get());
@@ -254,8 +267,6 @@ int train_main(const std::string& model_name, const TrainConfig& c,
       if (lead)
         std::printf("resumed from %s after epoch %lld\n", c.resume.c_str(), static_cast<long long>(first_epoch));
     }
-    std::unique_ptr<comm::DistributedDataParallel> ddp;
-    if (pg) ddp = std::make_unique<comm::DistributedDataParallel>(model, pg);
 
     data::DataLoaderOptions loader_options{.batch_size = rank_batch,
                                            .shuffle = true,
@@ -385,6 +396,9 @@ int train_main(const std::string& model_name, const TrainConfig& c,
                   static_cast<long long>(e + 1), static_cast<long long>(shown_epochs), last_loss,
                   100.0 * static_cast<double>(epoch_correct) / static_cast<double>(std::max<int64_t>(seen, 1)),
                   100.0 * epoch_accuracy.back(), static_cast<double>(seen) / secs, secs);
+      auto* zero = dynamic_cast<comm::ZeroOptimizer*>(opt.get());
+      if (zero && e == first_epoch && lead && !c.json) std::printf("%s\n", zero->memory_summary().c_str());
+      if (zero && !c.save.empty()) zero->consolidate_state_dict();  // a collective: every rank
       if (!c.save.empty() && lead && !after_step)
         optim::save_checkpoint(c.save, *model, opt.get(), {{"model", model_name}, {"epoch", std::to_string(e + 1)}});
     };

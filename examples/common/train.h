@@ -38,6 +38,7 @@ struct TrainConfig {
   bool estimate_memory = false;    // print the memory estimate of a step and exit
   std::string device_memory;       // the capacity the estimate fits the batch to; default: the device's
   double prune = 0;  // after training: prune this share, fine-tune an epoch, run sparse (CSR)
+  int zero = 0;  // with several processes: 0 plain DDP, 1 or 2 the ZeRO stage (comm/zero.h)
 };
 
 void add_train_flags(CLI::App& app, TrainConfig& config);

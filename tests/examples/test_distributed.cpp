@@ -88,6 +88,32 @@ INSTANTIATE_TEST_SUITE_P(Examples, Distributed,
                          ::testing::Combine(::testing::Values("mlp", "cnn"), ::testing::Values("cpu", "cuda")),
                          [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
 
+// --zero 2 saves what plain DDP saves: the parameters and the full (consolidated) Adam
+// state. The update is the same elementwise op on the same averaged gradients, so
+// measured they are bit-equal; 1e-6 leaves room for another reduction order.
+TEST(DistributedZero, ZeroTwoSavesWhatPlainDdpSaves) {
+  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist")) GTEST_SKIP() << "no Fashion-MNIST";
+  const auto dir = std::filesystem::temp_directory_path() / ("ember_zero_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string flags = " --device cpu --limit-train 1024 --limit-test 256 --batch-size 64 --epochs 1 "
+                            "--optimizer adam --json --save ";
+  for (const char* zero : {"0", "2"}) {
+    auto [out, rc] = run(std::string(EMBER_RUN_BIN) + " --nproc-per-node 2 --master-port " +
+                         std::to_string(free_port()) + " " + EMBER_MLP_BIN + flags +
+                         (dir / (std::string(zero) + ".safetensors")).string() + " --zero " + zero + " 2>&1");
+    ASSERT_EQ(rc, 0) << out;
+  }
+  auto a = load_safetensors((dir / "0.safetensors").string()), b = load_safetensors((dir / "2.safetensors").string());
+  ASSERT_EQ(a.tensors.size(), b.tensors.size());
+  for (size_t i = 0; i < a.tensors.size(); ++i) {
+    ASSERT_EQ(a.tensors[i].first, b.tensors[i].first);
+    const Tensor& x = a.tensors[i].second;
+    const double worst = max(abs(sub(x, b.tensors[i].second))).item<double>();
+    EXPECT_LE(worst, 1e-6 * std::max(1.0, max(abs(x)).item<double>())) << a.tensors[i].first;
+  }
+  std::filesystem::remove_all(dir);
+}
+
 // Multi-node on one machine: two ember-run invocations (--nnodes 2, --node-rank 0 and 1,
 // 127.0.0.1) form one job of two ranks.
 TEST(DistributedNodes, TwoEmberRunNodesFormOneJob) {
