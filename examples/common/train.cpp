@@ -216,8 +216,8 @@ int train_main(const std::string& model_name, const TrainConfig& c,
                                         : detail::str("this process sees ", count, " CUDA device(s)"));
     }
 
-    if (c.estimate_memory) {
-      print_memory_estimate(c, device, rank_batch, world, make_model);
+    if (c.estimate_memory) {  // every rank's step is alike: rank 0 prints it
+      if (lead) print_memory_estimate(c, device, rank_batch, world, make_model);
       return 0;
     }
     EMBER_CHECK(c.device_memory.empty(), "--device-memory goes with --estimate-memory");
