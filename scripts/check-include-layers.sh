@@ -2,7 +2,8 @@
 # Keeps the folders' include graph pointing down, so no two folders lean on each other:
 #
 #   programs (examples, bench, tools, tests)       may include anything
-#   layers/  optim/  comm/  data/  kernels/        core and below (optim and comm also layers/;
+#   comm/                                          core, layers/ and optim/ (below)
+#   layers/  optim/  data/  kernels/               core and below (optim also layers/;
 #                                                   kernels/ is the backends, plugged
 #                                                   into core's op table)
 #   core/                                          memory/ and base/
@@ -27,8 +28,9 @@ allowed_for() {
     kernels) echo "base memory core kernels" ;;
     layers) echo "base memory core layers" ;;
     optim) echo "base memory core layers optim" ;;
-    # comm/ wraps nn::Module (DistributedDataParallel), so it may include layers/ too.
-    comm) echo "base memory core layers comm" ;;
+    # comm/ wraps nn::Module (DistributedDataParallel) and optim::Optimizer (ZeroOptimizer,
+    # an optimizer over a process group, as torch.distributed.optim), so it stands above both.
+    comm) echo "base memory core layers optim comm" ;;
     data) echo "base memory core data" ;;
   esac
 }
