@@ -156,9 +156,10 @@ MemoryEstimate memory_estimate(nn::Module& model, const Shape& input_shape, cons
     if (r + 3 >= rows.size()) continue;  // the loss, the optimizer step and the rest own no parameters
     for (const auto& [pname, p] : params) {
       if (!own_parameter(m.name, pname)) continue;
-      const auto bytes = [&](int64_t shards) {
-        const int64_t n = (p.numel() + shards - 1) / shards;
-        return static_cast<int64_t>(alloc.round_size(static_cast<std::size_t>(n * p.element_size())));
+      // numel and size captured by value: a lambda may not name a structured binding (clang).
+      const auto bytes = [&alloc, numel = p.numel(), size = p.element_size()](int64_t shards) {
+        const int64_t n = (numel + shards - 1) / shards;
+        return static_cast<int64_t>(alloc.round_size(static_cast<std::size_t>(n * size)));
       };
       const int64_t whole = bytes(1), grad = bytes(o.gradient_shards), state = bytes(o.optimizer_state_shards);
       const int64_t buffers = buffers_per_param(o.optimizer);
