@@ -18,19 +18,6 @@ std::vector<Tensor> parameters_of(DistributedDataParallel& ddp) {
   return out;
 }
 
-// "state.<i>.<name>" -> (i, name); an ember::Error otherwise.
-std::pair<size_t, std::string> parse_key(const std::string& key, size_t n_params) {
-  const size_t dot = key.find('.', 6);
-  const bool shaped = key.rfind("state.", 0) == 0 && dot != std::string::npos && dot > 6 && dot - 6 <= 9 &&
-                      key.find_first_not_of("0123456789", 6) == dot;
-  EMBER_CHECK(shaped, "ZeroOptimizer::load_state_dict: unexpected optimizer key '", key,
-              "' (expected state.<index>.<buffer>)");
-  const size_t i = std::stoul(key.substr(6, dot - 6));
-  EMBER_CHECK(i < n_params, "ZeroOptimizer::load_state_dict: '", key, "' names parameter ", i,
-              " but the model has ", n_params);
-  return {i, key.substr(dot + 1)};
-}
-
 }  // namespace
 
 ZeroOptimizer::ZeroOptimizer(DistributedDataParallel& ddp, int stage, const Factory& make_inner)
@@ -124,7 +111,7 @@ void ZeroOptimizer::consolidate_state_dict() {
   std::map<std::pair<size_t, std::string>, Tensor> shard_state;
   for (const auto& [key, t] : inner_->state_dict()) {
     if (key == "lr" || key == "step") continue;
-    const auto [b, name] = parse_key(key, buckets_.size());
+    const auto [b, name] = optim::parse_state_key(key, buckets_.size(), "ZeroOptimizer::consolidate_state_dict");
     if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
     shard_state[{b, name}] = t;
   }
@@ -168,7 +155,7 @@ void ZeroOptimizer::load_state_dict(const NamedTensors& state) {
   NamedTensors kept;
   for (const auto& [key, t] : state) {
     if (key == "lr" || key == "step") continue;
-    const auto [i, name] = parse_key(key, params_.size());
+    const auto [i, name] = optim::parse_state_key(key, params_.size(), "ZeroOptimizer::load_state_dict");
     EMBER_CHECK(t.shape() == params_[i].shape(), "ZeroOptimizer::load_state_dict: '", key, "' has shape ",
                 shape_str(t.shape()), " but parameter ", i, " has ", shape_str(params_[i].shape()));
     if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);

@@ -49,24 +49,27 @@ NamedTensors Optimizer::state_dict() const {
   return out;
 }
 
+std::pair<size_t, std::string> parse_state_key(const std::string& key, size_t n_params, const char* op) {
+  // i in decimal, at most 9 digits
+  const size_t dot = key.find('.', 6);
+  const bool shaped = key.rfind("state.", 0) == 0 && dot != std::string::npos && dot > 6 && dot - 6 <= 9 &&
+                      key.find_first_not_of("0123456789", 6) == dot;
+  EMBER_CHECK(shaped, op, ": unexpected optimizer key '", key, "' (expected state.<index>.<buffer>)");
+  const size_t i = std::stoul(key.substr(6, dot - 6));
+  EMBER_CHECK(i < n_params, op, ": '", key, "' names parameter ", i, " but there are ", n_params);
+  return {i, key.substr(dot + 1)};
+}
+
 void Optimizer::load_state_dict(const NamedTensors& state) {
   std::map<std::string, Tensor> given(state.begin(), state.end());
   EMBER_CHECK(given.count("lr") && given.count("step"), "load_state_dict: an optimizer state needs 'lr' and 'step'");
   std::vector<std::vector<std::pair<std::string, Tensor>>> loaded(params_.size());
   for (const auto& [key, t] : state) {
     if (key == "lr" || key == "step") continue;
-    // state.<i>.<name>, i in decimal, name one of this optimizer's buffers
-    const size_t dot = key.find('.', 6);
-    const bool shaped = key.rfind("state.", 0) == 0 && dot != std::string::npos && dot > 6 && dot - 6 <= 9 &&
-                        key.find_first_not_of("0123456789", 6) == dot;
-    EMBER_CHECK(shaped, "load_state_dict: unexpected optimizer key '", key, "' (expected state.<index>.<buffer>)");
-    const size_t i = std::stoul(key.substr(6, dot - 6));
-    const std::string name = key.substr(dot + 1);
+    const auto [i, name] = parse_state_key(key, params_.size(), "load_state_dict");
     const std::vector<std::string> names = buffer_names();
     EMBER_CHECK(std::find(names.begin(), names.end(), name) != names.end(), "load_state_dict: '", key,
                 "' is not a buffer of this optimizer (a state from another optimizer?)");
-    EMBER_CHECK(i < params_.size(), "load_state_dict: '", key, "' names parameter ", i, " but the optimizer has ",
-                params_.size());
     EMBER_CHECK(t.shape() == params_[i].shape(), "load_state_dict: '", key, "' has shape ", shape_str(t.shape()),
                 " but parameter ", i, " has ", shape_str(params_[i].shape()));
     loaded[i].emplace_back(name, t.to(params_[i].dtype()).to(params_[i].device()).contiguous().clone());

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/ops.h"
@@ -89,5 +90,9 @@ class AdamW : public Adam {
 // Scales the gradients so that their global 2-norm is at most max_norm; returns the norm
 // before clipping.
 double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm);
+
+// A state_dict key "state.<i>.<buffer>" split into (i, buffer), with i < n_params; any
+// other key is an ember::Error naming `op`.
+std::pair<size_t, std::string> parse_state_key(const std::string& key, size_t n_params, const char* op);
 
 }  // namespace ember::optim
