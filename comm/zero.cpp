@@ -7,7 +7,9 @@
 
 #include "base/error.h"
 #include "core/autograd.h"
+#include "core/memory.h"
 #include "core/ops.h"
+#include "memory/format.h"
 
 namespace ember::comm {
 namespace {
@@ -58,6 +60,15 @@ ZeroOptimizer::ZeroOptimizer(DistributedDataParallel& ddp, int stage, const Fact
     s.release_buffers = true;
   }
   ddp_.set_sharding(std::move(s));
+
+  if (!params_.empty()) {
+    device_ = params_[0].device();
+    note_ = device_allocator(device_).add_report_note([this] { return memory_summary(); });
+  }
+}
+
+ZeroOptimizer::~ZeroOptimizer() {
+  if (note_) device_allocator(device_).remove_report_note(note_);
 }
 
 Tensor ZeroOptimizer::gather_bucket(size_t b, const Tensor& shard) const {
@@ -92,6 +103,7 @@ void ZeroOptimizer::step() {
   }
   inner_->set_lr(lr_);
   inner_->step();
+  state_bytes_ = inner_->state_bytes();
   ++steps_;
   // One bucket at a time: the gathered copy is transient, at most a bucket's size.
   for (size_t b = 0; b < buckets_.size(); ++b) {
@@ -179,18 +191,14 @@ void ZeroOptimizer::load_state_dict(const NamedTensors& state) {
     }
   }
   inner_->load_state_dict(inner);  // checks the buffer names before it changes anything
+  state_bytes_ = inner_->state_bytes();
   set_lr(given.at("lr").item<double>());
   steps_ = given.at("step").item<int64_t>();
   consolidated_ = std::move(kept);
   consolidated_at_ = steps_;
 }
 
-int64_t ZeroOptimizer::state_bytes() const {
-  int64_t n = 0;
-  for (const auto& [key, t] : inner_->state_dict())
-    if (key != "lr" && key != "step") n += t.numel() * t.element_size();
-  return n;
-}
+int64_t ZeroOptimizer::state_bytes() const { return state_bytes_; }
 
 int64_t ZeroOptimizer::full_state_bytes() const {
   int64_t per_param = 0, shard = 0;  // buffer count from the shards' state
@@ -213,10 +221,18 @@ int64_t ZeroOptimizer::full_gradient_bytes() const {
 }
 
 std::string ZeroOptimizer::memory_summary() const {
+  // Reads only what is fixed at construction and the atomic state_bytes_: the report note
+  // may run on another thread than step().
+  auto size = [](int64_t bytes) { return memory::format_size(static_cast<std::size_t>(bytes)); };
+  const int64_t state = state_bytes(), full_state = full_state_bytes();
+  const int64_t grads = gradient_bytes(), full_grads = full_gradient_bytes();
   std::ostringstream os;
-  os << "optimizer state on this rank: " << state_bytes() << " of " << full_state_bytes() << " bytes; gradients: "
-     << gradient_bytes() << " of " << full_gradient_bytes() << " bytes (ZeRO-" << stage_ << ", " << pg_.size()
-     << " ranks)";
+  os << "ZeRO-" << stage_ << " over " << pg_.size() << " ranks: optimizer state on this rank ";
+  if (state == 0) os << "none yet (it is made at the first step)";
+  else os << size(state) << " of " << size(full_state) << " unsharded";
+  os << ", gradients after backward " << size(grads) << " of " << size(full_grads);
+  const int64_t saved = full_state + full_grads - state - grads;
+  if (saved > 0) os << "; " << size(saved) << " saved on this rank";
   return os.str();
 }
 

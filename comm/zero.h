@@ -25,6 +25,7 @@
 // reduce-scatter, which the ZeroOptimizer asks of the DDP it is given.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -44,6 +45,9 @@ class ZeroOptimizer : public optim::Optimizer {
   // stage: 1 (optimizer state sharded) or 2 (gradients too). Make it on every rank, after
   // the DDP and before the first backward.
   ZeroOptimizer(DistributedDataParallel& ddp, int stage, const Factory& make_inner);
+  ~ZeroOptimizer() override;
+  ZeroOptimizer(const ZeroOptimizer&) = delete;
+  ZeroOptimizer& operator=(const ZeroOptimizer&) = delete;
 
   // Waits for the gradient exchange, updates this rank's shards, all-gathers the parameters.
   void step() override;
@@ -58,12 +62,14 @@ class ZeroOptimizer : public optim::Optimizer {
 
   int stage() const { return stage_; }
   // Bytes of optimizer state on this rank, and what unsharded DDP keeps on each rank.
-  int64_t state_bytes() const;
+  int64_t state_bytes() const override;
   int64_t full_state_bytes() const;
   // Bytes of gradients kept on this rank after backward, and unsharded DDP's.
   int64_t gradient_bytes() const;
   int64_t full_gradient_bytes() const;
-  // "optimizer state on this rank: X of Y bytes (ZeRO-1, 4 ranks); gradients: ..."
+  // "ZeRO-1 over 4 ranks: optimizer state on this rank 1.00 MiB of 4.00 MiB unsharded, ...".
+  // The device's memory_summary() and OutOfMemoryError reports end with it while this
+  // optimizer lives.
   std::string memory_summary() const;
 
  protected:
@@ -88,6 +94,11 @@ class ZeroOptimizer : public optim::Optimizer {
   std::unique_ptr<optim::Optimizer> inner_;
   NamedTensors consolidated_;  // per-parameter state (no lr/step)
   int64_t consolidated_at_ = 0;  // steps_ when it was gathered or loaded
+  // inner_'s state bytes, refreshed by step() and load_state_dict(): the report note runs
+  // on whichever thread reports, under the allocator's lock, and reads only this.
+  std::atomic<int64_t> state_bytes_{0};
+  Device device_;
+  int note_ = 0;  // the device allocator's report note
 };
 
 }  // namespace ember::comm

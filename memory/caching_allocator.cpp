@@ -437,6 +437,17 @@ void CachingAllocator::remove_pressure_observer(int id) {
   std::erase_if(impl_->observers, [&](const auto& o) { return o.first == id; });
 }
 
+int CachingAllocator::add_report_note(ReportNote note) {
+  std::lock_guard lock(impl_->mu);
+  impl_->report_notes.emplace_back(impl_->next_note, std::move(note));
+  return impl_->next_note++;
+}
+
+void CachingAllocator::remove_report_note(int id) {
+  std::lock_guard lock(impl_->mu);
+  std::erase_if(impl_->report_notes, [&](const auto& n) { return n.first == id; });
+}
+
 void CachingAllocator::set_pressure_threshold(double fraction) {
   EMBER_CHECK(fraction > 0 && fraction <= 1, "set_pressure_threshold: the fraction must be in (0, 1], not ", fraction);
   std::lock_guard lock(impl_->mu);

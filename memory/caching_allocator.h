@@ -54,6 +54,11 @@ struct PressureEvent {
 };
 using PressureObserver = std::function<void(const PressureEvent&)>;
 
+// A line for the device's memory reports from a component that changes what the memory
+// holds (ZeRO's sharded optimizer state says what it saves). Called with the allocator's
+// lock held, so it must not call into the allocator (nor allocate tensors on its device).
+using ReportNote = std::function<std::string()>;
+
 // One block in a snapshot.
 struct BlockInfo {
   std::size_t address = 0, size = 0, requested = 0;
@@ -121,6 +126,10 @@ class CachingAllocator {
   int add_pressure_observer(PressureObserver observer);
   void remove_pressure_observer(int id);
   void set_pressure_threshold(double fraction);
+
+  // Notes end summary() and every OutOfMemoryError report while they are registered.
+  int add_report_note(ReportNote note);
+  void remove_report_note(int id);
 
   // Keeps the last `entries` alloc/free/segment events (0 turns the history off). Also
   // turned on by EMBER_MEMORY_HISTORY=N.

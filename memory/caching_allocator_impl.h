@@ -87,6 +87,8 @@ struct CachingAllocator::Impl {
 
   std::vector<std::pair<int, PressureObserver>> observers;
   int next_observer = 1;
+  std::vector<std::pair<int, ReportNote>> report_notes;
+  int next_note = 1;
   bool above_threshold = false;
 
   std::vector<RawTraceEvent> history;  // ring buffer
@@ -121,6 +123,7 @@ struct CachingAllocator::Impl {
 
   // report.cpp
   OomReport oom_report(std::size_t requested, StreamId stream) const;
+  std::vector<std::string> notes() const;
 };
 
 }  // namespace ember::memory

@@ -57,6 +57,7 @@ struct OomReport {
   int64_t batch_that_fits = 0;
   OomVerdict verdict = OomVerdict::kCapacity;
   std::string advice;
+  std::vector<std::string> notes;   // the allocator's report notes (add_report_note)
 
   // The whole message: figures, verdict, advice.
   std::string message() const;

@@ -87,16 +87,16 @@ std::string short_bytes(int64_t b) {
 std::string CachingAllocator::summary() const {
   const MemoryStats s = stats();
   std::ostringstream os;
-  const std::string rule(77, '='), thin(77, '-');
+  const std::string rule(82, '='), thin(82, '-');  // as wide as the metric rows
   char line[160];
   os << "|" << rule << "|\n";
-  std::snprintf(line, sizeof line, "| ember memory summary, %-54s|\n", device_name().c_str());
+  std::snprintf(line, sizeof line, "| ember memory summary, %-59s|\n", device_name().c_str());
   os << line << "|" << thin << "|\n";
-  std::snprintf(line, sizeof line, "| OOMs: %-12lld raw allocations: %-10lld raw frees: %-10lld retries: %-6lld|\n",
+  std::snprintf(line, sizeof line, "| OOMs: %-9lld raw allocations: %-10lld raw frees: %-10lld retries: %-6lld|\n",
                 static_cast<long long>(s.num_ooms), static_cast<long long>(s.num_device_alloc),
                 static_cast<long long>(s.num_device_free), static_cast<long long>(s.num_alloc_retries));
   os << line;
-  std::snprintf(line, sizeof line, "| cap in force: %-62s|\n", short_bytes(s.limit_bytes).c_str());
+  std::snprintf(line, sizeof line, "| cap in force: %-67s|\n", short_bytes(s.limit_bytes).c_str());
   os << line << "|" << rule << "|\n";
   std::snprintf(line, sizeof line, "| %-25s| %11s | %11s | %11s | %11s |\n", "metric", "current", "peak", "total alloc",
                 "total freed");
@@ -124,6 +124,28 @@ std::string CachingAllocator::summary() const {
   rows("non-releasable allocs", s.inactive_split, false);
   rows("oversize allocations", s.oversize_allocations, false);
   rows("oversize segments", s.oversize_segments, false);
+  std::vector<std::string> notes;
+  {
+    std::lock_guard lock(impl_->mu);
+    notes = impl_->notes();
+  }
+  // Each note as rows of the table, its words wrapped to the width.
+  for (const std::string& note : notes) {
+    std::istringstream words(note);
+    std::string word, row;
+    auto flush = [&] {
+      std::snprintf(line, sizeof line, "| %-81s|\n", row.c_str());
+      os << line;
+      row = "  ";
+    };
+    row.clear();
+    while (words >> word) {
+      if (row.size() > 2 && row.size() + 1 + word.size() > 80) flush();
+      row += (row.empty() || row == "  " ? "" : " ") + word;
+    }
+    flush();
+    os << "|" << thin << "|\n";
+  }
   return os.str();
 }
 
@@ -250,7 +272,14 @@ OomReport CachingAllocator::Impl::oom_report(std::size_t requested, StreamId str
   if (r.awaiting_streams > 0)
     advice << " " << format_bytes(r.awaiting_streams) << " is freed but waits for other streams to finish with it.";
   r.advice = advice.str();
+  r.notes = notes();
   return r;
+}
+
+std::vector<std::string> CachingAllocator::Impl::notes() const {
+  std::vector<std::string> out;
+  for (const auto& [id, note] : report_notes) out.push_back(note());
+  return out;
 }
 
 std::string OomReport::message() const {
@@ -272,6 +301,7 @@ std::string OomReport::message() const {
     for (const LiveBlock& b : largest_live)
       os << "\n    " << format_bytes(b.bytes) << "  " << b.op << (b.shape.empty() ? "" : " " + b.shape);
   }
+  for (const std::string& note : notes) os << "\n  note: " << note;
   os << "\nverdict: " << verdict_name(verdict) << "\nadvice: " << advice;
   return os.str();
 }

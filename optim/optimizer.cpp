@@ -40,6 +40,13 @@ bool Optimizer::has_buffer(size_t i, const std::string& name) const {
   return false;
 }
 
+int64_t Optimizer::state_bytes() const {
+  int64_t n = 0;
+  for (const auto& list : buffers_)
+    for (const auto& [name, t] : list) n += t.numel() * t.element_size();
+  return n;
+}
+
 NamedTensors Optimizer::state_dict() const {
   NamedTensors out;
   out.emplace_back("lr", scalar_tensor(lr_, {kFloat64, Device::cpu()}));

@@ -23,6 +23,9 @@ class Optimizer {
   void set_lr(double lr);
   const std::vector<Tensor>& params() const { return params_; }
   int64_t steps() const { return steps_; }
+  // Bytes of the per-parameter state kept (Adam's moments, SGD's momentum buffers); it is
+  // made at the first step.
+  virtual int64_t state_bytes() const;
 
   // Virtual for comm::ZeroOptimizer, whose state is sharded across ranks.
   virtual NamedTensors state_dict() const;

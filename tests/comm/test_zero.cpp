@@ -21,6 +21,7 @@
 #include "comm/zero.h"
 #include "core/autograd.h"
 #include "core/device.h"
+#include "core/memory.h"
 #include "optim/checkpoint.h"
 #include "tests/comm/comm_test_util.h"
 #include "tests/comm/ddp_test_util.h"
@@ -168,8 +169,13 @@ TEST(Zero, Stage2KeepsOnlyGradientShards) {
     EXPECT_EQ(opt.full_state_bytes(), 2 * 211 * 8);
     EXPECT_LE(opt.state_bytes(), opt.full_state_bytes() / 3 + 2 * 8 * int64_t(ddp.buckets().size()));
     EXPECT_LE(opt.gradient_bytes(), opt.full_gradient_bytes() / 3 + 8 * int64_t(ddp.buckets().size()));
-    EXPECT_NE(opt.memory_summary().find("(ZeRO-2, 3 ranks)"), std::string::npos) << opt.memory_summary();
+    EXPECT_NE(opt.memory_summary().find("ZeRO-2 over 3 ranks"), std::string::npos) << opt.memory_summary();
+    EXPECT_NE(opt.memory_summary().find("saved on this rank"), std::string::npos) << opt.memory_summary();
+    // The device's memory report carries it (the summary wraps it into rows; the OOM report keeps it whole).
+    const std::string summary = memory_summary(model->parameters()[0].device());
+    EXPECT_NE(summary.find("| ZeRO-2 over 3 ranks: optimizer state on this rank"), std::string::npos) << summary;
   });
+  EXPECT_EQ(memory_summary(Device::cpu()).find("ZeRO-"), std::string::npos) << "a destroyed optimizer's note stayed";
 }
 
 TEST(Zero, StateDictNeedsConsolidation) {

@@ -2,6 +2,8 @@
 // pressure observers (once per crossing; freeing memory before an OOM).
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include "memory/caching_allocator.h"
 #include "memory/site.h"
 #include "tests/memory/fake_device.h"
@@ -207,6 +209,29 @@ TEST_F(OomTest, AnObserverThatFreesNothingSeesTheOomComing) {
   EXPECT_THROW(a.allocate(100 * MiB), OutOfMemoryError);
   EXPECT_EQ(before_oom, 1);
   EXPECT_EQ(a.stats().num_ooms, 2);
+}
+
+TEST_F(OomTest, ReportNotesEndTheSummaryAndTheOomReportWhileRegistered) {
+  CachingAllocator& a = make(64 * MiB);
+  const std::string note =
+      "ZeRO-1 over 4 ranks: optimizer state on this rank 1.00 MiB of 4.00 MiB unsharded, gradients after backward "
+      "4.00 MiB of 4.00 MiB; 3.00 MiB saved on this rank";
+  const int id = a.add_report_note([&] { return note; });
+  const OomReport r = fail(128 * MiB);
+  ASSERT_EQ(r.notes.size(), 1u);
+  EXPECT_EQ(r.notes[0], note);
+  EXPECT_TRUE(contains(r.message(), "\n  note: " + note + "\nverdict: ")) << r.message();
+  // The summary wraps the note's words into its table, each row as wide as the others.
+  const std::string summary = a.summary();
+  EXPECT_TRUE(contains(summary, "| ZeRO-1 over 4 ranks: optimizer state on this rank 1.00 MiB of 4.00 MiB")) << summary;
+  EXPECT_TRUE(contains(summary, "\n|   unsharded, gradients after backward 4.00 MiB of 4.00 MiB; 3.00 MiB saved on    |\n"
+                                "|   this rank      ")) << summary;
+  std::istringstream rows(summary);
+  for (std::string row; std::getline(rows, row);) EXPECT_EQ(row.size(), 84u) << row;
+
+  a.remove_report_note(id);
+  EXPECT_TRUE(fail(128 * MiB).notes.empty());
+  EXPECT_FALSE(contains(a.summary(), "ZeRO")) << a.summary();
 }
 
 TEST_F(OomTest, OutOfMemoryErrorIsAnEmberError) {

@@ -202,7 +202,10 @@ TEST(Optim, StateDictRoundTripContinuesIdentically) {
     std::vector<Tensor> pa = {random_tensor({3, 4}, kFloat32), random_tensor({5}, kFloat32, Layout::Contiguous, 2)};
     for (Tensor& p : pa) p.set_requires_grad();
     auto a = make(pa);
+    EXPECT_EQ(a->state_bytes(), 0);  // made at the first step
     feed(*a, pa, 0, 3);
+    // 17 float32 elements: one momentum buffer, or Adam's two moments.
+    EXPECT_EQ(a->state_bytes(), (kind == "SGD" ? 1 : 2) * 17 * 4);
     std::vector<Tensor> pb = clones(pa);
     auto b = make(pb);
     b->set_lr(123);  // overwritten by the state
