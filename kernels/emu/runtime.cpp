@@ -217,6 +217,11 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
   return stream_idle(stream) ? cudaSuccess : cudaErrorNotReady;
 }
 
+cudaError_t cudaStreamGetDevice(cudaStream_t stream, int* device) {
+  *device = stream ? stream_device(stream) : current_device;
+  return cudaSuccess;
+}
+
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int) {
   if (!event) return fail(cudaErrorInvalidResourceHandle);
   std::shared_ptr<EventState> e = event->state;
