@@ -29,15 +29,19 @@ void report(cudaError_t err, const char* what) {
   if (err != cudaSuccess) std::fprintf(stderr, "ember: %s failed: %s\n", what, cudaGetErrorString(err));
 }
 
-// Events common to both sources: recorded on a stream of `device`.
+// Events common to both sources, each made on its stream's device: cudaEventRecord wants
+// the event and the stream on one device, and pinned memory serves streams of any device.
 class CudaEvents : public Source {
  public:
   explicit CudaEvents(int device) : device_(device) {}
   EventId record_event(StreamId stream) override {
-    DeviceGuard g(device_);
+    const auto s = reinterpret_cast<cudaStream_t>(stream);
+    int device = device_;
+    report(cudaStreamGetDevice(s, &device), "cudaStreamGetDevice");
+    DeviceGuard g(device);
     cudaEvent_t e = nullptr;
     report(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
-    report(cudaEventRecord(e, reinterpret_cast<cudaStream_t>(stream)), "cudaEventRecord");
+    report(cudaEventRecord(e, s), "cudaEventRecord");
     return reinterpret_cast<EventId>(e);
   }
   bool event_done(EventId event) override {
