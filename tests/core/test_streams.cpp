@@ -211,6 +211,23 @@ TEST(TwoDevices, CopiesBetweenDevicesAndVisibleDevices) {
   EXPECT_EQ(current_cuda_device(), 0);
 }
 
+// A non-blocking copy to another device reads its source when the destination's stream
+// gets to it; the source's memory, freed at once, must not be rewritten before that.
+TEST(TwoDevices, ANonBlockingCopyKeepsItsSourceUntilTheCopyHasReadIt) {
+  NEED_CUDA(2);
+  Tensor busy = full({1 << 18}, 1.0, {kFloat32, Device::cuda(1)});
+  for (int i = 0; i < 8; ++i) busy = mul(busy, Scalar(1.0));  // cuda:1's stream lags behind the host
+  Tensor y;
+  {
+    const Tensor x = tensor(ramp(1000), {1000}, Device::cuda(0));
+    y = x.to(Device::cuda(1), /*non_blocking=*/true);
+  }
+  // x's block is free: the next request on cuda:0 takes it and overwrites it.
+  const Tensor poison = full({1000}, -7.0, {y.dtype(), Device::cuda(0)});
+  EXPECT_EQ(test::values(y), test::values(tensor(ramp(1000), {1000}, Device::cpu())));
+  EXPECT_EQ(test::values(poison)[0], -7.0);
+}
+
 // Run by ctest with EMBER_EMU_DEVICE_MEMORY=64MiB (tests/CMakeLists.txt).
 TEST(SmallDevice, RunningOutIsAnOutOfMemoryErrorWithItsVerdict) {
   NEED_CUDA(1);
