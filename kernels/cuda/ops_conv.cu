@@ -165,6 +165,7 @@ struct ConvShape {
   }
 };
 
+// A tensor's elements as T; null for an undefined tensor (no bias, no bias gradient).
 template <class T>
 const T* data_of(const Tensor& t) {
   return t.defined() ? static_cast<const T*>(t.data_ptr()) : nullptr;
@@ -174,8 +175,8 @@ T* mutable_data_of(const Tensor& t) {
   return t.defined() ? static_cast<T*>(t.data_ptr()) : nullptr;
 }
 
-// count elements of t from offset in compute type: t itself, or (16-bit t) a float32 copy
-// in stage.
+// The count elements of t from offset, in compute type: t itself, or for a 16-bit t their
+// float32 copy in stage.
 template <class T>
 const compute_t<T>* staged(const T* t, int64_t offset, int64_t count, const DeviceScratch* stage, cudaStream_t s) {
   if constexpr (is_16bit_float_v<T>) {
