@@ -3,13 +3,13 @@
 #include "kernels/cuda/device.h"
 
 #include <array>
-#include <atomic>
 #include <mutex>
 
 #include "base/error.h"
 #include "core/device_runtime.h"
 #include "core/dispatch.h"
 #include "kernels/cuda/indexing.cuh"
+#include "memory/cuda_source.h"
 
 namespace ember::kernels::cuda {
 namespace {
@@ -41,10 +41,11 @@ void cuda_failed(cudaError_t err, const char* call, const char* file, int line) 
 DeviceGuard::DeviceGuard(int device) : previous_(0), device_(device) {
   EMBER_CUDA_CHECK(cudaGetDevice(&previous_));
   if (previous_ != device_) EMBER_CUDA_CHECK(cudaSetDevice(device_));
+  memory::mark_cuda_device_used(device_);
 }
 
 DeviceGuard::~DeviceGuard() {
-  if (previous_ != device_) cudaSetDevice(previous_);
+  if (previous_ != device_) memory::restore_cuda_device(previous_);
 }
 
 cudaStream_t compute_stream(int device) {
@@ -138,7 +139,10 @@ int cuda_current_device() {
 void cuda_set_device(int device) {
   cuda::check_device(device, "set_device");
   EMBER_CUDA_CHECK(cudaSetDevice(device));
+  memory::mark_cuda_device_used(device);
 }
+
+void cuda_restore_device(int device) noexcept { memory::restore_cuda_device(device); }
 
 uint64_t cuda_compute_stream(int device) { return id_of(cuda::compute_stream(device)); }
 uint64_t cuda_current_stream(int device) { return id_of(cuda::current_stream(device)); }

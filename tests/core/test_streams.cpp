@@ -211,6 +211,26 @@ TEST(TwoDevices, CopiesBetweenDevicesAndVisibleDevices) {
   EXPECT_EQ(current_cuda_device(), 0);
 }
 
+// Note [Restoring the current device]: a rank that works on cuda:1 only must not switch
+// back to device 0 after each op, which on a GPU would make a context there. Checked in a
+// fresh process, where nothing has used device 0.
+TEST(TwoDevicesDeathTest, WorkOnOneDeviceNeverSwitchesBackToAnUnusedOne) {
+  NEED_CUDA(2);
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        const Tensor y = add(full({64}, 1.0, {kFloat32, Device::cuda(1)}), Scalar(1.0));
+        const bool right = test::values(y)[63] == 2.0;
+        { CudaDeviceGuard on(1); }
+        std::exit(right && current_cuda_device() == 1 ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+  // Where device 0 has been used, a guard restores it.
+  (void)test::values(full({4}, 1.0, {kFloat32, Device::cuda(0)}));
+  { CudaDeviceGuard on(1); }
+  EXPECT_EQ(current_cuda_device(), 0);
+}
+
 // A non-blocking copy to another device reads its source when the destination's stream
 // gets to it; the source's memory, freed at once, must not be rewritten before that.
 TEST(TwoDevices, ANonBlockingCopyKeepsItsSourceUntilTheCopyHasReadIt) {
