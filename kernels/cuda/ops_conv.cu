@@ -360,7 +360,8 @@ void conv2d_backward_weight_kernel(const Tensor& gw, const Tensor& gb, const Ten
                                    const Conv2dParams& p) {
   if (gw.numel() == 0) return;
 #if defined(EMBER_WITH_CUDNN)
-  if (g_conv.load() != kIm2col) return cudnn_conv2d_backward_weight(gw, gb, gout, in, p);
+  // An empty batch gives zero gradients, which the path below writes; cuDNN takes no N = 0.
+  if (g_conv.load() != kIm2col && gout.numel() > 0) return cudnn_conv2d_backward_weight(gw, gb, gout, in, p);
 #endif
   by_float_dtype(gw.dtype(), "conv2d_backward_weight",
                  [&](auto v) { conv2d_backward_weight_typed<decltype(v)>(gw, gb, gout, in, p); });

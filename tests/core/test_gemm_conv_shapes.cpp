@@ -207,6 +207,7 @@ const ConvCase kConvCases[] = {
     {3, 6, 5, 5, 6, 3, 3, {1, 1}, {1, 1}, {1, 1}, 6, false},  // depthwise
     {2, 8, 4, 6, 3, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true},   // 1x1: the input is its own columns
     {1, 1, 33, 7, 2, 5, 1, {3, 1}, {2, 0}, {1, 1}, 1, true},  // tall kernel, stride 3
+    {0, 3, 5, 5, 4, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},   // an empty batch: zero weight gradients
 };
 
 // grad_x and grad_w of sum(y * gy) by direct loops, with their error scales.
