@@ -10,7 +10,7 @@
 
 #include "base/error.h"
 #include "core/device_runtime.h"
-#include "memory/caching_allocator.h"
+#include "core/memory.h"
 
 namespace ember {
 namespace {
@@ -57,7 +57,7 @@ void CudaGraph::capture_begin(Device device, CaptureMode mode) {
               "a stream of your own (CudaGraphCapture makes one current)");
   EMBER_CHECK(!capturing(stream), "CudaGraph::capture_begin: the current stream of ", device.str(),
               " is capturing already");
-  memory::CachingAllocator& allocator = kernels::cuda_allocator(device.index);
+  memory::CachingAllocator& allocator = device_allocator(device);
   // The pool before the capture, as PyTorch orders them: a free on the way never sees a
   // capture without its pool.
   pool_ = allocator.begin_allocate_to_pool(stream.id());
@@ -77,7 +77,7 @@ void CudaGraph::capture_end() {
   EMBER_CHECK(state_ == State::kCapturing, "CudaGraph::capture_end: no capture is under way (capture_begin first)");
   EMBER_CHECK(Stream::current(device_).id() == stream_, "CudaGraph::capture_end: the current stream of ",
               device_.str(), " is not the one the capture began on");
-  memory::CachingAllocator& allocator = kernels::cuda_allocator(device_.index);
+  memory::CachingAllocator& allocator = device_allocator(device_);
   try {
     exec_ = kernels::cuda_capture_end(device_.index, stream_);
   } catch (const Error& e) {
@@ -102,7 +102,7 @@ void CudaGraph::replay() const {
 void CudaGraph::reset() {
   if (state_ == State::kEmpty) return;
   const State was = std::exchange(state_, State::kEmpty);
-  memory::CachingAllocator& allocator = kernels::cuda_allocator(device_.index);
+  memory::CachingAllocator& allocator = device_allocator(device_);
   if (was == State::kCapturing) {
     try {  // an invalidated capture ends with an error and no graph: nothing to keep either way
       kernels::cuda_graph_destroy(kernels::cuda_capture_end(device_.index, stream_));

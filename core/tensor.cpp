@@ -339,10 +339,10 @@ Tensor Tensor::to(Device d, bool non_blocking) const {
   if (d == device()) return *this;
   EMBER_CHECK(!device().is_meta(), "to: cannot copy a tensor to ", d.str(), ": it has no data: it is on the meta device");
   const Tensor src = d.is_meta() ? Tensor() : detach().contiguous();  // to meta, the data is dropped
+  Tensor out = empty(shape(), {dtype(), d});
   // Only a non-blocking copy from pinned memory is left to the stream; the rest waits.
   if (!(d.is_cuda() && non_blocking && src.is_pinned()))
     for (Device side : {device(), d}) detail::check_not_capturing(Stream::current(side), "to");
-  Tensor out = empty(shape(), {dtype(), d});
   if (!d.is_meta()) {
     kernels::cuda_copy(out.data_ptr(), d, src.data_ptr(), device(), static_cast<size_t>(numel() * element_size()),
                        non_blocking);

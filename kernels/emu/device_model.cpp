@@ -242,10 +242,17 @@ std::shared_ptr<Capture> capture_of(CUstream_st* s) {
   return s->capture;
 }
 
+namespace {
+std::atomic<int> captures_under_way{0};  // streams that capture, on every device
+}  // namespace
+
 void set_capture(CUstream_st* s, std::shared_ptr<Capture> capture) {
   std::lock_guard lock(s->mu);
+  captures_under_way += (capture != nullptr) - (s->capture != nullptr);
   s->capture = std::move(capture);
 }
+
+bool any_capture() { return captures_under_way.load() > 0; }
 
 std::vector<std::shared_ptr<Capture>> captures(int device) {
   Runtime& r = runtime();
@@ -284,6 +291,7 @@ void destroy_stream(CUstream_st* s) {
   {
     std::lock_guard lock(s->mu);
     s->quit = true;
+    if (s->capture) --captures_under_way;  // the capture ends with its stream
   }
   s->wake.notify_one();
   s->worker.join();  // runs what was queued first, as a destroyed stream's work still completes

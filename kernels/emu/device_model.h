@@ -72,6 +72,7 @@ std::shared_ptr<Capture> capture_of(cudaStream_t stream);  // null when it does 
 // Starts (a capture) or ends (nullptr) the capture of `stream`.
 void set_capture(cudaStream_t stream, std::shared_ptr<Capture> capture);
 std::vector<std::shared_ptr<Capture>> captures(int device);  // under way on `device`
+bool any_capture();  // under way on any device: the rules' quick way out
 
 // The rules of capture (graph.cpp), as the CUDA programming guide states them. Each
 // returns cudaSuccess, or the error the call fails with after invalidating the captures

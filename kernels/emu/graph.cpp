@@ -47,7 +47,7 @@ cudaError_t refuse(const std::vector<std::shared_ptr<Capture>>& broken, const ch
 }  // namespace
 
 cudaError_t check_unsafe_call() {
-  if (thread_mode == cudaStreamCaptureModeRelaxed) return cudaSuccess;
+  if (!any_capture() || thread_mode == cudaStreamCaptureModeRelaxed) return cudaSuccess;
   const std::thread::id self = std::this_thread::get_id();
   std::vector<std::shared_ptr<Capture>> broken;
   for (int d = 0; d < device_count(); ++d)
