@@ -2,7 +2,9 @@
 # Defines CUDNN_FOUND, CUDNN_VERSION and the imported target CUDNN::cudnn.
 set(_cudnn_hints ${CUDNN_ROOT} $ENV{CUDNN_ROOT} ${CUDAToolkit_LIBRARY_ROOT} ${CUDAToolkit_TARGET_DIR})
 find_path(CUDNN_INCLUDE_DIR cudnn_version.h HINTS ${_cudnn_hints} ${CUDAToolkit_INCLUDE_DIRS} PATH_SUFFIXES include)
-find_library(CUDNN_LIBRARY cudnn HINTS ${_cudnn_hints} ${CUDAToolkit_LIBRARY_DIR} PATH_SUFFIXES lib64 lib)
+# The nvidia-cudnn wheels ship libcudnn.so.9 alone (no unversioned link): take it by name.
+find_library(CUDNN_LIBRARY NAMES cudnn libcudnn.so.9 NAMES_PER_DIR HINTS ${_cudnn_hints} ${CUDAToolkit_LIBRARY_DIR}
+             PATH_SUFFIXES lib64 lib)
 
 if(CUDNN_INCLUDE_DIR AND EXISTS "${CUDNN_INCLUDE_DIR}/cudnn_version.h")
   file(STRINGS "${CUDNN_INCLUDE_DIR}/cudnn_version.h" _cudnn_defs REGEX "^#define CUDNN_(MAJOR|MINOR|PATCHLEVEL) ")

@@ -35,6 +35,9 @@ memory::CachingAllocator& pinned_allocator();
 // build without CUDA each of these raises ember::Error.
 int cuda_current_device();
 void cuda_set_device(int device);
+// What a device guard's destructor calls: makes `device` current again if this process
+// has worked on it; never throws.
+void cuda_restore_device(int device) noexcept;
 uint64_t cuda_compute_stream(int device);  // the stream ops use unless another is made current
 uint64_t cuda_current_stream(int device);  // the calling thread's
 void cuda_set_current_stream(int device, uint64_t stream);

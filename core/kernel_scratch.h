@@ -3,8 +3,9 @@
 // it and free it again around the skipped kernel call (core/meta.h), so that a memory
 // estimate sees what the target device's allocator will. Only kernels whose scratch
 // matters beside the activations are here: conv2d's three passes (the CPU's Winograd
-// transforms, CUDA's im2col columns and 16-bit copies). Defined by the backends
-// (kernels/cpu/conv.cpp; kernels/cuda/ops_conv.cu, or kernels/cuda/no_cuda.cpp without CUDA).
+// transforms; CUDA's im2col columns and, for 16-bit tensors, float32 staging per chunk and
+// the weight's float32 copy). Defined by the backends (kernels/cpu/conv.cpp;
+// kernels/cuda/ops_conv.cu, or kernels/cuda/no_cuda.cpp without CUDA).
 #pragma once
 
 #include <cstddef>

@@ -62,7 +62,7 @@ int current_cuda_device() { return kernels::cuda_current_device(); }
 CudaDeviceGuard::CudaDeviceGuard(int device) : previous_(kernels::cuda_current_device()) {
   kernels::cuda_set_device(device);
 }
-CudaDeviceGuard::~CudaDeviceGuard() { kernels::cuda_set_device(previous_); }
+CudaDeviceGuard::~CudaDeviceGuard() { kernels::cuda_restore_device(previous_); }
 
 Event::Event(Device device, bool timing) : device_(device) {
   if (device.is_cuda()) id_ = kernels::cuda_event_create(device.index, timing);

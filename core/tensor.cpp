@@ -348,7 +348,8 @@ Tensor Tensor::to(Device d, bool non_blocking) const {
                        non_blocking);
     // A non-blocking copy reads its source later: keep the source's memory from reuse
     // until the copy's stream is done (the pinned and the device allocators honour it).
-    if (non_blocking) {
+    // Between two CUDA devices the copy orders the source's stream after itself instead.
+    if (non_blocking && !(d.is_cuda() && device().is_cuda())) {
       const Device cuda_side = d.is_cuda() ? d : device();
       src.record_stream(Stream::current(cuda_side));
     }

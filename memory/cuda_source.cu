@@ -2,6 +2,8 @@
 // host memory (cudaHostAlloc), with stream order kept by CUDA events.
 #include <cuda_runtime.h>
 
+#include <array>
+#include <atomic>
 #include <cstdio>
 
 #include "memory/cuda_source.h"
@@ -9,16 +11,20 @@
 namespace ember::memory {
 namespace {
 
-// Runs the rest of the scope with `device` current, restoring the caller's device.
+constexpr int kMaxDevices = 64;
+std::array<std::atomic<bool>, kMaxDevices> used_devices{};
+
+// Runs the rest of the scope with `device` current (Note [Restoring the current device]).
 class DeviceGuard {
  public:
   explicit DeviceGuard(int device) {
     cudaGetDevice(&prev_);
     if (prev_ != device) cudaSetDevice(device);
     device_ = device;
+    mark_cuda_device_used(device);
   }
   ~DeviceGuard() {
-    if (prev_ != device_) cudaSetDevice(prev_);
+    if (prev_ != device_) restore_cuda_device(prev_);
   }
 
  private:
@@ -29,15 +35,19 @@ void report(cudaError_t err, const char* what) {
   if (err != cudaSuccess) std::fprintf(stderr, "ember: %s failed: %s\n", what, cudaGetErrorString(err));
 }
 
-// Events common to both sources: recorded on a stream of `device`.
+// Events common to both sources, each made on its stream's device: cudaEventRecord wants
+// the event and the stream on one device, and pinned memory serves streams of any device.
 class CudaEvents : public Source {
  public:
   explicit CudaEvents(int device) : device_(device) {}
   EventId record_event(StreamId stream) override {
-    DeviceGuard g(device_);
+    const auto s = reinterpret_cast<cudaStream_t>(stream);
+    int device = device_;
+    report(cudaStreamGetDevice(s, &device), "cudaStreamGetDevice");
+    DeviceGuard g(device);
     cudaEvent_t e = nullptr;
     report(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
-    report(cudaEventRecord(e, reinterpret_cast<cudaStream_t>(stream)), "cudaEventRecord");
+    report(cudaEventRecord(e, s), "cudaEventRecord");
     return reinterpret_cast<EventId>(e);
   }
   bool event_done(EventId event) override {
@@ -115,5 +125,13 @@ class PinnedSource final : public CudaEvents {
 
 std::unique_ptr<Source> make_cuda_source(int device) { return std::make_unique<CudaDeviceSource>(device); }
 std::unique_ptr<Source> make_pinned_source() { return std::make_unique<PinnedSource>(); }
+
+void mark_cuda_device_used(int device) noexcept {
+  if (device >= 0 && device < kMaxDevices) used_devices[static_cast<size_t>(device)].store(true);
+}
+
+void restore_cuda_device(int device) noexcept {
+  if (device >= 0 && device < kMaxDevices && used_devices[static_cast<size_t>(device)].load()) cudaSetDevice(device);
+}
 
 }  // namespace ember::memory

@@ -19,6 +19,8 @@
 #                             ember's build dependencies (scripts/gpu-bundle.sh makes it)
 #   EMBER_SANITIZER_TOOLS="memcheck racecheck synccheck"   the compute-sanitizer tools
 #   EMBER_GPU_CHECK_QUICK=1   skip the sanitizer and the benchmarks
+#   EMBER_GPU_CHECK_BUDGET=S  seconds for the whole run (default 480): each step's limit is
+#                             cut to what is left, and a step with nothing left is skipped
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build-gpu}
@@ -26,14 +28,21 @@ data=${EMBER_DATA:-/usr/share/datasets/fashion-mnist}
 mkdir -p "$build"
 rows=()
 status=0
+budget=${EMBER_GPU_CHECK_BUDGET:-480}  # a lent machine's command runs at most 10 minutes
 
 # step NAME TIMEOUT_S CMD...: runs CMD with its output in BUILD_DIR/NAME.log; a row says
 # how it went and how long it took.
 step() {
   local name=$1 limit=$2
   shift 2
-  local t0=$SECONDS result
+  local t0=$SECONDS result left=$((budget - SECONDS))
   echo "== $name"
+  if [ "$left" -le 0 ]; then
+    rows+=("| $name | skipped: the ${budget}s budget is spent | 0 s |")
+    status=1
+    return
+  fi
+  [ "$limit" -gt "$left" ] && limit=$left
   if timeout "$limit" "$@" > "$build/$name.log" 2>&1; then
     result="ok"
   else

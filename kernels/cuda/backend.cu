@@ -37,9 +37,13 @@ memory::CachingAllocator& cuda_allocator(int index) {
   const int count = cuda_device_count();
   EMBER_CHECK(index >= 0 && index < count, "cuda_allocator: device ", index, " does not exist (", count,
               " CUDA devices)");
-  if (allocators.empty())
-    for (int i = 0; i < count; ++i) allocators.push_back(new memory::CachingAllocator(memory::make_cuda_source(i)));  // live for the process
-  return *allocators[index];
+  // Each made at its device's first use: making one asks its device for its size, which
+  // makes a context there (Note [Restoring the current device]), so a process that uses
+  // one GPU of eight keeps off the other seven.
+  if (allocators.empty()) allocators.resize(static_cast<size_t>(count), nullptr);
+  memory::CachingAllocator*& a = allocators[static_cast<size_t>(index)];
+  if (a == nullptr) a = new memory::CachingAllocator(memory::make_cuda_source(index));  // lives for the process
+  return *a;
 }
 
 memory::CachingAllocator& pinned_allocator() {

@@ -117,7 +117,16 @@ struct Descriptors {
 struct Choice {
   int algo;
   std::size_t workspace;
+  cudnnMathType_t math;
 };
+
+// cuDNN ranks (algorithm, math type) pairs, and its workspace size is that pair's: the
+// call must run with the pair's math type set on the descriptor (cudnn*AlgoPerf_t's
+// mathType; PyTorch's Note [behavior of cudnnFind and cudnnGet]).
+Choice use(Descriptors& d, const Choice& c) {
+  EMBER_CUDA_CHECK(cudnnSetConvolutionMathType(d.conv, c.math));
+  return c;
+}
 
 // The first of cuDNN's ranked algorithms (by heuristics, or by measured time in benchmark
 // mode) that works, fits kMaxWorkspace, keeps the math type asked for and, in
@@ -130,7 +139,7 @@ Choice choose(Descriptors& d, int kind, const char* op, Get&& get) {
   key.back() = kind;
   {
     std::lock_guard lock(mu);
-    if (auto it = cache.find(key); it != cache.end()) return it->second;
+    if (auto it = cache.find(key); it != cache.end()) return use(d, it->second);
   }
   constexpr int kRequested = 16;
   Perf perf[kRequested];
@@ -141,11 +150,11 @@ Choice choose(Descriptors& d, int kind, const char* op, Get&& get) {
     const Perf& r = perf[i];
     if (r.status != CUDNN_STATUS_SUCCESS || r.memory > kMaxWorkspace) continue;
     if (deterministic && r.determinism != CUDNN_DETERMINISTIC) continue;
-    if (d.math == CUDNN_FMA_MATH && r.mathType == CUDNN_TENSOR_OP_MATH) continue;
-    const Choice c{int(r.algo), r.memory};
+    if (d.math == CUDNN_FMA_MATH && r.mathType != CUDNN_FMA_MATH) continue;  // DEFAULT_MATH allows TF32
+    const Choice c{int(r.algo), r.memory, r.mathType};
     std::lock_guard lock(mu);
     cache.emplace(key, c);
-    return c;
+    return use(d, c);
   }
   EMBER_FAIL(op, " (cudnn): no algorithm for input [", d.key[1], ", ", d.key[2], ", ", d.key[3], ", ", d.key[4],
              "], weight [", d.key[5], ", ", d.key[2] / std::max<int64_t>(d.key[14], 1), ", ", d.key[6], ", ",

@@ -5,7 +5,7 @@
 
 #include <cusparse.h>
 
-#include <mutex>
+#include <map>
 #include <type_traits>
 
 #include "kernels/cuda/csr.cuh"
@@ -20,14 +20,15 @@ inline void check_status(cusparseStatus_t st, const char* call, const char* file
 
 namespace {
 
-cusparseHandle_t sparse_handle(int device) {
-  constexpr int kMaxDevices = 64;
-  static cusparseHandle_t handles[kMaxDevices] = {};
-  static std::mutex mu;
-  EMBER_CHECK(device >= 0 && device < kMaxDevices, "cusparse: device ", device, " out of range");
-  std::lock_guard lock(mu);
-  if (!handles[device]) EMBER_CUDA_CHECK(cusparseCreate(&handles[device]));  // lives for the process
-  return handles[device];
+// One handle per device and thread, bound to the call's stream: cuSPARSE's thread-safety
+// rules forbid two threads using one handle at once, and each call sets its stream on it.
+// Never destroyed (as conv_cudnn.cu's cuDNN handles: the runtime may be gone at exit).
+cusparseHandle_t sparse_handle(int device, cudaStream_t stream) {
+  thread_local std::map<int, cusparseHandle_t> handles;
+  cusparseHandle_t& h = handles[device];
+  if (!h) EMBER_CUDA_CHECK(cusparseCreate(&h));
+  EMBER_CUDA_CHECK(cusparseSetStream(h, stream));
+  return h;
 }
 
 // Owns the descriptors of one call.
@@ -49,8 +50,7 @@ void cusparse_csr_linear(T* out, const T* x, const int32_t* row_ptr, const int32
                          const std::function<Tensor(size_t)>& workspace, int device, cudaStream_t stream) {
   if (M == 0 || N == 0) return;
   constexpr cudaDataType_t type = std::is_same_v<T, double> ? CUDA_R_64F : CUDA_R_32F;
-  cusparseHandle_t h = sparse_handle(device);
-  EMBER_CUDA_CHECK(cusparseSetStream(h, stream));
+  cusparseHandle_t h = sparse_handle(device, stream);
   const T alpha = T(1), beta = bias ? T(1) : T(0);
   if (bias) launch<csr_bias_rows_kernel<T>>(csr_bias_rows_config(M * N), stream, out, bias, M, N);
   SpmmCall call;

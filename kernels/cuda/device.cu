@@ -3,7 +3,6 @@
 #include "kernels/cuda/device.h"
 
 #include <array>
-#include <atomic>
 #include <mutex>
 
 #include "base/error.h"
@@ -11,6 +10,7 @@
 #include "core/device_runtime.h"
 #include "core/dispatch.h"
 #include "kernels/cuda/indexing.cuh"
+#include "memory/cuda_source.h"
 
 namespace ember::kernels::cuda {
 namespace {
@@ -42,10 +42,11 @@ void cuda_failed(cudaError_t err, const char* call, const char* file, int line) 
 DeviceGuard::DeviceGuard(int device) : previous_(0), device_(device) {
   EMBER_CUDA_CHECK(cudaGetDevice(&previous_));
   if (previous_ != device_) EMBER_CUDA_CHECK(cudaSetDevice(device_));
+  memory::mark_cuda_device_used(device_);
 }
 
 DeviceGuard::~DeviceGuard() {
-  if (previous_ != device_) cudaSetDevice(previous_);
+  if (previous_ != device_) memory::restore_cuda_device(previous_);
 }
 
 cudaStream_t compute_stream(int device) {
@@ -139,7 +140,10 @@ int cuda_current_device() {
 void cuda_set_device(int device) {
   cuda::check_device(device, "set_device");
   EMBER_CUDA_CHECK(cudaSetDevice(device));
+  memory::mark_cuda_device_used(device);
 }
+
+void cuda_restore_device(int device) noexcept { memory::restore_cuda_device(device); }
 
 uint64_t cuda_compute_stream(int device) { return id_of(cuda::compute_stream(device)); }
 uint64_t cuda_current_stream(int device) { return id_of(cuda::current_stream(device)); }
@@ -257,18 +261,35 @@ void cuda_graph_launch(int device, uint64_t graph, uint64_t stream) {
 
 void cuda_graph_destroy(uint64_t graph) { EMBER_CUDA_CHECK(cudaGraphExecDestroy(reinterpret_cast<cudaGraphExec_t>(graph))); }
 
+namespace {
+
+// Makes `waiter` wait for the work queued so far on `stream` of `device` (no host wait).
+void stream_wait(cudaStream_t waiter, int device, cudaStream_t stream) {
+  DeviceGuard g(device);
+  cudaEvent_t e;
+  EMBER_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  EMBER_CUDA_CHECK(cudaEventRecord(e, stream));
+  EMBER_CUDA_CHECK(cudaStreamWaitEvent(waiter, e, 0));
+  EMBER_CUDA_CHECK(cudaEventDestroy(e));  // released once it has completed
+}
+
+}  // namespace
+
 void cuda_copy(void* dst, Device dst_device, const void* src, Device src_device, std::size_t bytes, bool non_blocking) {
   EMBER_CHECK(dst_device.is_cuda() || src_device.is_cuda(), "cuda_copy: neither side is a CUDA device");
   if (bytes == 0) return;
-  if (dst_device.is_cuda() && src_device.is_cuda() && dst_device.index != src_device.index) {
-    // The destination's stream knows nothing of the source's: wait for what it queued.
-    DeviceGuard g(src_device.index);
-    EMBER_CUDA_CHECK(cudaStreamSynchronize(cuda::current_stream(src_device.index)));
-  }
   const int device = dst_device.is_cuda() ? dst_device.index : src_device.index;
-  DeviceGuard g(device);
   cudaStream_t stream = cuda::current_stream(device);
+  // Between two devices the copy runs on the destination's stream, which knows nothing of
+  // the source's: it waits for the source's work, and the source's stream then waits for
+  // the copy, so the source's memory is reused only after it has been read (as PyTorch's
+  // copy between devices orders the two streams).
+  const bool peer = dst_device.is_cuda() && src_device.is_cuda() && dst_device.index != src_device.index;
+  cudaStream_t src_stream = peer ? cuda::current_stream(src_device.index) : nullptr;
+  if (peer) stream_wait(stream, src_device.index, src_stream);
+  DeviceGuard g(device);
   EMBER_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream));
+  if (peer) stream_wait(src_stream, device, stream);
   if (non_blocking) return;
   EMBER_CUDA_CHECK(cudaStreamSynchronize(stream));
   cuda::raise_index_errors();

@@ -25,7 +25,8 @@ inline void check_status(cudaError_t err, const char* call, const char* file, in
 
 #define EMBER_CUDA_CHECK(call) ::ember::kernels::cuda::check_status((call), #call, __FILE__, __LINE__)
 
-// Makes `device` current for the scope and restores the caller's device after.
+// Makes `device` current for the scope and restores the caller's device after, if this
+// process has worked on it (Note [Restoring the current device], memory/cuda_source.h).
 class DeviceGuard {
  public:
   explicit DeviceGuard(int device);

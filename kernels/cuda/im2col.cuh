@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cuda/types.cuh"
 #include "kernels/cuda/launch.h"
@@ -41,12 +42,13 @@ inline Im2colGeometry im2col_geometry(int64_t N, int64_t C, int64_t H, int64_t W
   return g;
 }
 
-// col [N, C*kh*kw, OH*OW] from x [N, C, H, W]. One thread per (n, c, oh, ow) writes the
-// kh * kw entries of its column (consecutive threads write consecutive addresses).
-// Memory bound: sizeof(T) bytes written per column entry; the input, read kh * kw times,
-// mostly from cache, costs sizeof(T) per input element from DRAM.
-template <class U>
-__global__ void __launch_bounds__(256) im2col_kernel(const U* __restrict__ x, U* __restrict__ col, Im2colGeometry g,
+// col [N, C*kh*kw, OH*OW] from x [N, C, H, W]: the same bits (U a carrier, V = U), or
+// 16-bit floats widened to float32 columns (V = float). One thread per (n, c, oh, ow)
+// writes the kh * kw entries of its column (consecutive threads write consecutive
+// addresses). Memory bound: sizeof(V) bytes written per column entry; the input, read
+// kh * kw times, mostly from cache, costs sizeof(U) per input element from DRAM.
+template <class U, class V>
+__global__ void __launch_bounds__(256) im2col_kernel(const U* __restrict__ x, V* __restrict__ col, Im2colGeometry g,
                                                      int64_t total) {
   const int64_t plane = g.OH * g.OW, step = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += step) {
@@ -54,25 +56,26 @@ __global__ void __launch_bounds__(256) im2col_kernel(const U* __restrict__ x, U*
     const int64_t ow = i - t * g.OW, oh = t % g.OH;
     t /= g.OH;  // n * C + c
     const U* xp = x + t * g.H * g.W;
-    U* cp = col + t * g.kh * g.kw * plane + oh * g.OW + ow;  // (n * C + c) * kh * kw rows before
+    V* cp = col + t * g.kh * g.kw * plane + oh * g.OW + ow;  // (n * C + c) * kh * kw rows before
     const int64_t h0 = oh * g.sh - g.ph, w0 = ow * g.sw - g.pw;
     for (int64_t ki = 0; ki < g.kh; ++ki) {
       const int64_t h = h0 + ki * g.dh;
       const bool row_in = h >= 0 && h < g.H;
       for (int64_t kj = 0; kj < g.kw; ++kj) {
         const int64_t w = w0 + kj * g.dw;
-        *cp = row_in && w >= 0 && w < g.W ? xp[h * g.W + w] : U(0);
+        *cp = row_in && w >= 0 && w < g.W ? V(widen(xp[h * g.W + w])) : V(0);
         cp += plane;
       }
     }
   }
 }
 
-// x [N, C, H, W] (overwritten) = col2im(col [N, C*kh*kw, OH*OW]). One thread per input
-// pixel gathers the entries of the windows that cover it. Memory bound: sizeof(T) bytes
-// read per column entry, sizeof(T) written per pixel; kh * kw additions per pixel.
-template <class T>
-__global__ void __launch_bounds__(256) col2im_kernel(const T* __restrict__ col, T* __restrict__ x, Im2colGeometry g,
+// x [N, C, H, W] (overwritten) = col2im(col [N, C*kh*kw, OH*OW]), col in T or in T's
+// compute type (float32 columns of a 16-bit x). One thread per input pixel gathers the
+// entries of the windows that cover it. Memory bound: sizeof(S) bytes read per column
+// entry, sizeof(T) written per pixel; kh * kw additions per pixel.
+template <class S, class T>
+__global__ void __launch_bounds__(256) col2im_kernel(const S* __restrict__ col, T* __restrict__ x, Im2colGeometry g,
                                                      int64_t total) {
   using C = compute_t<T>;
   const int64_t plane = g.OH * g.OW, step = int64_t(gridDim.x) * blockDim.x;
@@ -80,7 +83,7 @@ __global__ void __launch_bounds__(256) col2im_kernel(const T* __restrict__ col, 
     int64_t t = i / g.W;
     const int64_t w = i - t * g.W, h = t % g.H;
     t /= g.H;  // n * C + c
-    const T* cp = col + t * g.kh * g.kw * plane;
+    const S* cp = col + t * g.kh * g.kw * plane;
     C acc = C(0);
     for (int64_t ki = 0; ki < g.kh; ++ki) {
       const int64_t hs = h + g.ph - ki * g.dh;  // oh * sh if output row oh reads h with tap ki
@@ -104,22 +107,31 @@ inline LaunchConfig im2col_config(int64_t threads) {
 }
 
 // col [N, C*kh*kw, OH*OW] = im2col(x [N, C, H, W]); g from im2col_geometry(). Any element
-// type of 1, 2, 4 or 8 bytes (padding writes all-zero bits: +0.0).
-template <class T>
-void im2col(const T* x, T* col, const Im2colGeometry& g, cudaStream_t stream) {
-  static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8, "elements of 1, 2, 4 or 8 bytes");
-  using U = carrier_t<int(sizeof(T))>;
+// type of 1, 2, 4 or 8 bytes copied as it is (C = T; padding writes all-zero bits: +0.0),
+// or __half / __nv_bfloat16 widened to float32 columns (C = float), so that a 16-bit
+// input needs no float32 copy before the float32 GEMM.
+template <class T, class C>
+void im2col(const T* x, C* col, const Im2colGeometry& g, cudaStream_t stream) {
   const int64_t total = g.N * g.C * g.OH * g.OW;
-  launch<im2col_kernel<U>>(im2col_config(total), stream, reinterpret_cast<const U*>(x), reinterpret_cast<U*>(col), g,
-                           total);
+  if constexpr (std::is_same_v<T, C>) {
+    static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8,
+                  "elements of 1, 2, 4 or 8 bytes");
+    using U = carrier_t<int(sizeof(T))>;
+    launch<im2col_kernel<U, U>>(im2col_config(total), stream, reinterpret_cast<const U*>(x), reinterpret_cast<U*>(col),
+                                g, total);
+  } else {
+    static_assert(is_16bit_float_v<T> && std::is_same_v<C, float>, "im2col widens 16-bit floats to float32 only");
+    launch<im2col_kernel<T, float>>(im2col_config(total), stream, x, col, g, total);
+  }
 }
 
-// x [N, C, H, W] (overwritten) = col2im(col [N, C*kh*kw, OH*OW]). float, double, __half,
-// __nv_bfloat16 (summed in float, rounded once).
-template <class T>
-void col2im(const T* col, T* x, const Im2colGeometry& g, cudaStream_t stream) {
+// x [N, C, H, W] (overwritten) = col2im(col [N, C*kh*kw, OH*OW]). T: float, double, __half,
+// __nv_bfloat16 (summed in float, rounded once); col in T, or float32 for a 16-bit x.
+template <class S, class T>
+void col2im(const S* col, T* x, const Im2colGeometry& g, cudaStream_t stream) {
+  static_assert(std::is_same_v<S, T> || std::is_same_v<S, compute_t<T>>, "col2im: columns in T or its compute type");
   const int64_t total = g.N * g.C * g.H * g.W;
-  launch<col2im_kernel<T>>(im2col_config(total), stream, col, x, g, total);
+  launch<col2im_kernel<S, T>>(im2col_config(total), stream, col, x, g, total);
 }
 
 }  // namespace ember::kernels::cuda

@@ -23,6 +23,7 @@ void register_cuda_kernels() {}
 
 int cuda_current_device() { no_backend("current_device"); }
 void cuda_set_device(int) { no_backend("set_device"); }
+void cuda_restore_device(int) noexcept {}
 uint64_t cuda_compute_stream(int) { no_backend("Stream"); }
 uint64_t cuda_current_stream(int) { no_backend("Stream"); }
 void cuda_set_current_stream(int, uint64_t) { no_backend("Stream"); }

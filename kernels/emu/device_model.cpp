@@ -271,6 +271,8 @@ bool stream_idle(CUstream_st* s) {
   return s->queue.empty() && !s->busy;
 }
 
+int stream_device(CUstream_st* s) { return s->device; }
+
 cudaStream_t create_stream(int device) {
   auto* s = new CUstream_st;
   s->device = device;

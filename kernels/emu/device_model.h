@@ -58,6 +58,7 @@ void destroy_stream(cudaStream_t stream);  // runs what was queued first
 void push(cudaStream_t stream, std::function<void()> work);
 void drain(cudaStream_t stream);  // until its queue is empty and nothing runs
 bool stream_idle(cudaStream_t stream);
+int stream_device(cudaStream_t stream);
 void drain_device(int device);  // every stream of the device
 
 // Stream capture. While a stream captures, push() appends its work to the capture's

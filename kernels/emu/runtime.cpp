@@ -40,6 +40,7 @@ struct EventState {
 // The event handle's type, which driver_types.h leaves opaque.
 struct CUevent_st {
   std::shared_ptr<EventState> state = std::make_shared<EventState>();
+  int device = 0;  // the device current when it was made
 };
 
 using namespace ember::emu::model;
@@ -278,6 +279,11 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
   return stream_idle(stream) ? cudaSuccess : cudaErrorNotReady;
 }
 
+cudaError_t cudaStreamGetDevice(cudaStream_t stream, int* device) {
+  *device = stream ? stream_device(stream) : current_device;
+  return cudaSuccess;
+}
+
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int) {
   if (!event) return fail(cudaErrorInvalidResourceHandle);
   std::shared_ptr<EventState> e = event->state;
@@ -325,6 +331,7 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* user_
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
   *event = new CUevent_st;
+  (*event)->device = current_device;
   (*event)->state->timing = (flags & cudaEventDisableTiming) == 0;
   return cudaSuccess;
 }
@@ -338,7 +345,9 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
 }
 
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
-  if (!event) return fail(cudaErrorInvalidResourceHandle);
+  // The event and the stream must be on one device (the runtime API's cudaEventRecord).
+  if (!event || event->device != (stream ? stream_device(stream) : current_device))
+    return fail(cudaErrorInvalidResourceHandle);
   if (const cudaError_t e = sticky()) return e;
   if (stream)
     if (const cudaError_t e = check_enqueue(stream)) return e;

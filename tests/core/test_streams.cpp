@@ -211,6 +211,43 @@ TEST(TwoDevices, CopiesBetweenDevicesAndVisibleDevices) {
   EXPECT_EQ(current_cuda_device(), 0);
 }
 
+// Note [Restoring the current device]: a rank that works on cuda:1 only must not switch
+// back to device 0 after each op, which on a GPU would make a context there. Checked in a
+// fresh process, where nothing has used device 0.
+TEST(TwoDevicesDeathTest, WorkOnOneDeviceNeverSwitchesBackToAnUnusedOne) {
+  NEED_CUDA(2);
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        const Tensor y = add(full({64}, 1.0, {kFloat32, Device::cuda(1)}), Scalar(1.0));
+        const bool right = test::values(y)[63] == 2.0;
+        { CudaDeviceGuard on(1); }
+        std::exit(right && current_cuda_device() == 1 ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+  // Where device 0 has been used, a guard restores it.
+  (void)test::values(full({4}, 1.0, {kFloat32, Device::cuda(0)}));
+  { CudaDeviceGuard on(1); }
+  EXPECT_EQ(current_cuda_device(), 0);
+}
+
+// A non-blocking copy to another device reads its source when the destination's stream
+// gets to it; the source's memory, freed at once, must not be rewritten before that.
+TEST(TwoDevices, ANonBlockingCopyKeepsItsSourceUntilTheCopyHasReadIt) {
+  NEED_CUDA(2);
+  Tensor busy = full({1 << 18}, 1.0, {kFloat32, Device::cuda(1)});
+  for (int i = 0; i < 8; ++i) busy = mul(busy, Scalar(1.0));  // cuda:1's stream lags behind the host
+  Tensor y;
+  {
+    const Tensor x = tensor(ramp(1000), {1000}, Device::cuda(0));
+    y = x.to(Device::cuda(1), /*non_blocking=*/true);
+  }
+  // x's block is free: the next request on cuda:0 takes it and overwrites it.
+  const Tensor poison = full({1000}, -7.0, {y.dtype(), Device::cuda(0)});
+  EXPECT_EQ(test::values(y), test::values(tensor(ramp(1000), {1000}, Device::cpu())));
+  EXPECT_EQ(test::values(poison)[0], -7.0);
+}
+
 // Run by ctest with EMBER_EMU_DEVICE_MEMORY=64MiB (tests/CMakeLists.txt).
 TEST(SmallDevice, RunningOutIsAnOutOfMemoryErrorWithItsVerdict) {
   NEED_CUDA(1);

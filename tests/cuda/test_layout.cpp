@@ -234,6 +234,12 @@ TEST(CudaIm2col, Im2colMatchesFloat64Reference) {
     DeviceArray<double> dx64(x), col64(want.size());
     im2col(dx64.data(), col64.data(), g, nullptr);
     EXPECT_TRUE(all_close(col64.host(), want, 0.0));
+    // A bf16 input widened to float32 columns (conv2d's 16-bit path): exact, of the
+    // rounded input.
+    DeviceArray<__nv_bfloat16> dxb(from_doubles<__nv_bfloat16>(x));
+    DeviceArray<float> colb(want.size(), 1);
+    im2col(dxb.data(), colb.data(), g, nullptr);
+    EXPECT_TRUE(all_close(colb.host(), im2col_reference(rounded<__nv_bfloat16>(x), g), 0.0));
   }
 }
 
@@ -252,11 +258,15 @@ TEST(CudaIm2col, Col2imMatchesFloat64Reference) {
     for (size_t i = 0; i < col.size(); ++i) abs_col[i] = std::abs(col[i]);
     const std::vector<double> S = col2im_reference(abs_col, g);
     const double T = double(c.kh * c.kw), ud = 0x1p-53, uf = 0x1p-24, uh = 0x1p-11;
-    std::vector<double> tol64(S.size()), tol32(S.size()), tol16(S.size());
+    // bf16 from float32 columns (conv2d's 16-bit path): inputs rounded to float32, summed
+    // in float, rounded once (2^-8 |x|).
+    const double ub = 0x1p-8;
+    std::vector<double> tol64(S.size()), tol32(S.size()), tol16(S.size()), tolb(S.size());
     for (size_t i = 0; i < S.size(); ++i) {
       tol64[i] = 2 * gamma_n(T, ud) * S[i];
       tol32[i] = (gamma_n(T, uf) + gamma_n(T, ud)) * S[i];
       tol16[i] = uh * std::abs(want[i]) + ((1 + uh) * (uh + gamma_n(T, uf)) + gamma_n(T, ud)) * S[i];
+      tolb[i] = ub * std::abs(want[i]) + ((1 + ub) * (uf + gamma_n(T, uf)) + gamma_n(T, ud)) * S[i];
     }
     DeviceArray<double> dcol(col), x64(want.size());
     col2im(dcol.data(), x64.data(), g, nullptr);
@@ -267,6 +277,9 @@ TEST(CudaIm2col, Col2imMatchesFloat64Reference) {
     DeviceArray<__half> dcolh(from_doubles<__half>(col)), xh(want.size());
     col2im(dcolh.data(), xh.data(), g, nullptr);
     EXPECT_TRUE(all_within(xh.host(), want, tol16));
+    DeviceArray<__nv_bfloat16> xb(want.size());
+    col2im(dcolf.data(), xb.data(), g, nullptr);
+    EXPECT_TRUE(all_within(xb.host(), want, tolb));
   }
 }
 
