@@ -5,6 +5,7 @@
 #include "base/error.h"
 #include "core/autocast.h"
 #include "core/autograd.h"
+#include "core/cuda_graph.h"
 #include "core/device.h"
 #include "core/dtype.h"
 #include "core/memory.h"

@@ -109,7 +109,9 @@ class AccumulateGrad final : public Node {
     Tensor gc = g.shape() == leaf_->shape ? g : sum_to(g, leaf_->shape);
     if (gc.dtype() != leaf_->dtype) gc = gc.to(leaf_->dtype);
     if (meta.grad.defined()) {
-      meta.grad = add(meta.grad, gc);
+      // In place, as PyTorch: the gradient keeps its address from step to step, which a
+      // captured CUDA graph and gradient buckets rely on.
+      meta.grad.copy_(add(meta.grad, gc));
     } else {
       meta.grad = gc.contiguous();
       // Never alias a tensor somebody else can see; a buffer only the engine holds is

@@ -1,10 +1,10 @@
 // What the backends provide to core besides kernels: device discovery, each device's
-// caching allocator, the pinned host allocator, CUDA streams, events and copies, and the
-// CPU pool's controls. Core declares them here and the backends define them
+// caching allocator, the pinned host allocator, CUDA streams, events, copies and graphs,
+// and the CPU pool's controls. Core declares them here and the backends define them
 // (kernels/cpu/parallel.cpp, kernels/cuda/backend.cu and device.cu, or
 // kernels/cuda/no_cuda.cpp in a build without CUDA), so core, and anything above it
 // (comm/ too), reaches devices without including kernels/. Users see them through
-// core/stream.h.
+// core/stream.h and core/cuda_graph.h.
 #pragma once
 
 #include <cstddef>
@@ -12,7 +12,10 @@
 
 #include "core/device.h"
 
-namespace ember::memory { class CachingAllocator; }
+namespace ember {
+enum class CaptureMode;  // core/cuda_graph.h
+namespace memory { class CachingAllocator; }
+}  // namespace ember
 
 namespace ember::kernels {
 
@@ -49,6 +52,14 @@ void cuda_stream_wait_event(int device, uint64_t stream, uint64_t event);  // th
 bool cuda_event_query(uint64_t event);
 void cuda_event_synchronize(uint64_t event);
 float cuda_event_elapsed_ms(uint64_t start, uint64_t end);
+
+// CUDA graphs (core/cuda_graph.h): stream capture, and the instantiated graph as an
+// opaque id (a cudaGraphExec_t's value). Raise ember::Error in a build without CUDA.
+bool cuda_stream_capturing(int device, uint64_t stream);
+void cuda_capture_begin(int device, uint64_t stream, CaptureMode mode);
+uint64_t cuda_capture_end(int device, uint64_t stream);  // ends the capture and instantiates the graph
+void cuda_graph_launch(int device, uint64_t graph, uint64_t stream);
+void cuda_graph_destroy(uint64_t graph);
 
 // Copies `bytes` from src on src_device to dst on dst_device, one of which is CUDA, in
 // the order of the CUDA side's current stream (the destination's, between two CUDA

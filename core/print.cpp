@@ -9,6 +9,8 @@
 #include <string>
 
 #include "base/error.h"
+#include "core/cuda_graph.h"
+#include "core/stream.h"
 #include "core/tensor.h"
 
 namespace ember {
@@ -79,6 +81,7 @@ std::string Tensor::str() const {
     return detail::str("tensor(..., size=", shape_str(shape()),
                        dtype() != kFloat32 ? detail::str(", dtype=", dtype_name(dtype())) : std::string(),
                        ", device='meta')");
+  detail::check_not_capturing(Stream::current(device()), "printing a tensor");
   std::vector<double> vals = to_vector<double>();
   Format f{is_floating(dtype()), false, 0};
   double lo = INFINITY, hi = 0;

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "base/error.h"
+#include "core/cuda_graph.h"
 #include "core/device_runtime.h"
 
 namespace ember {
@@ -21,10 +22,18 @@ Stream Stream::create(Device device) {
 }
 
 void Stream::synchronize() const {
-  if (device_.is_cuda()) kernels::cuda_stream_synchronize(device_.index, id_);
+  if (!device_.is_cuda()) return;
+  detail::check_not_capturing(*this, "Stream::synchronize");
+  detail::check_not_capturing(current(device_), "Stream::synchronize");
+  kernels::cuda_stream_synchronize(device_.index, id_);
 }
 
-bool Stream::query() const { return device_.is_cpu() || kernels::cuda_stream_query(device_.index, id_); }
+bool Stream::query() const {
+  if (!device_.is_cuda()) return true;
+  detail::check_not_capturing(*this, "Stream::query");
+  detail::check_not_capturing(current(device_), "Stream::query");
+  return kernels::cuda_stream_query(device_.index, id_);
+}
 
 void Stream::wait(const Stream& other) const {
   if (device_.is_cpu() && other.device_.is_cpu()) return;
@@ -80,10 +89,16 @@ void Event::record(const Stream& stream) {
   if (id_ != 0) kernels::cuda_event_record(id_, device_.index, stream.id());
 }
 
-bool Event::query() const { return id_ == 0 || kernels::cuda_event_query(id_); }
+bool Event::query() const {
+  if (id_ == 0) return true;
+  detail::check_not_capturing(Stream::current(device_), "Event::query");
+  return kernels::cuda_event_query(id_);
+}
 
 void Event::synchronize() const {
-  if (id_ != 0) kernels::cuda_event_synchronize(id_);
+  if (id_ == 0) return;
+  detail::check_not_capturing(Stream::current(device_), "Event::synchronize");
+  kernels::cuda_event_synchronize(id_);
 }
 
 float Event::elapsed_ms(const Event& end) const {
@@ -92,7 +107,9 @@ float Event::elapsed_ms(const Event& end) const {
 }
 
 void synchronize(Device device) {
-  if (device.is_cuda()) kernels::cuda_device_synchronize(device.index);
+  if (!device.is_cuda()) return;
+  detail::check_not_capturing(Stream::current(device), "synchronize");
+  kernels::cuda_device_synchronize(device.index);
 }
 
 }  // namespace ember

@@ -9,6 +9,7 @@
 #include "base/error.h"
 #include "core/autograd.h"
 #include "core/autograd_graph.h"
+#include "core/cuda_graph.h"
 #include "core/device_runtime.h"
 #include "core/dispatch.h"
 #include "core/meta.h"
@@ -339,6 +340,9 @@ Tensor Tensor::to(Device d, bool non_blocking) const {
   EMBER_CHECK(!device().is_meta(), "to: cannot copy a tensor to ", d.str(), ": it has no data: it is on the meta device");
   const Tensor src = d.is_meta() ? Tensor() : detach().contiguous();  // to meta, the data is dropped
   Tensor out = empty(shape(), {dtype(), d});
+  // Only a non-blocking copy from pinned memory is left to the stream; the rest waits.
+  if (!(d.is_cuda() && non_blocking && src.is_pinned()))
+    for (Device side : {device(), d}) detail::check_not_capturing(Stream::current(side), "to");
   if (!d.is_meta()) {
     kernels::cuda_copy(out.data_ptr(), d, src.data_ptr(), device(), static_cast<size_t>(numel() * element_size()),
                        non_blocking);
@@ -402,6 +406,7 @@ T Tensor::item() const {
   EMBER_CHECK(numel() == 1, "item: the tensor has ", numel(), " elements (shape ", shape_str(shape()),
               "), expected exactly one");
   detail::check_has_data(!device().is_meta(), "item");
+  detail::check_not_capturing(Stream::current(device()), "item");
   return to_vector<T>()[0];
 }
 
@@ -417,6 +422,7 @@ template <class T>
 std::vector<T> Tensor::to_vector() const {
   // A device tensor is read through a copy, which waits for the work that writes it.
   detail::check_has_data(!device().is_meta(), "to_vector");
+  detail::check_not_capturing(Stream::current(device()), "to_vector");
   Tensor c = detach().to(dtype_of<T>()).contiguous().to(Device::cpu());
   const T* p = c.data<const T>();
   return std::vector<T>(p, p + numel());

@@ -47,12 +47,19 @@ std::size_t Impl::round_size(std::size_t bytes) const {
   return (bytes + kMinBlockSize - 1) / kMinBlockSize * kMinBlockSize;
 }
 
-Block* Impl::best_fit(Pool& pool, StreamId stream, std::size_t size) {
+PoolId Impl::pool_of(StreamId stream) const {
+  for (const Capture& c : captures)
+    if (c.stream == stream) return c.pool;
+  return 0;
+}
+
+Block* Impl::best_fit(Pool& pool, PoolId private_pool, StreamId stream, std::size_t size) {
   Block key;
+  key.private_pool = private_pool;
   key.stream = stream;
   key.size = size;
   auto it = pool.blocks.lower_bound(&key);
-  if (it == pool.blocks.end() || (*it)->stream != stream) return nullptr;
+  if (it == pool.blocks.end() || (*it)->private_pool != private_pool || (*it)->stream != stream) return nullptr;
   Block* b = *it;
   const std::size_t max_split = config.max_split_size;
   // An unsplittable (oversize) block serves only a request of nearly its size.
@@ -63,15 +70,17 @@ Block* Impl::best_fit(Pool& pool, StreamId stream, std::size_t size) {
   return b;
 }
 
-Block* Impl::new_segment(Pool& pool, StreamId stream, std::size_t size, std::vector<PressureEvent>& notes) {
+Block* Impl::new_segment(Pool& pool, PoolId private_pool, StreamId stream, std::size_t size,
+                         std::vector<PressureEvent>& notes) {
   if (stats.reserved_bytes[kAllPools].current + static_cast<int64_t>(size) > static_cast<int64_t>(cap()))
     return nullptr;
   char* p = static_cast<char*>(source->allocate(size));
   if (!p) return nullptr;
-  auto* seg = new Segment{p, size, stream, &pool, nullptr};
+  auto* seg = new Segment{p, size, stream, private_pool, &pool, nullptr};
   auto* b = new Block;
   b->size = size;
   b->stream = stream;
+  b->private_pool = private_pool;
   b->pool = &pool;
   b->segment = seg;
   b->ptr = p;
@@ -106,6 +115,7 @@ void Impl::split(Block* block, std::size_t size) {
   auto* rest = new Block;
   rest->size = remaining;
   rest->stream = block->stream;
+  rest->private_pool = block->private_pool;
   rest->pool = &pool;
   rest->segment = block->segment;
   rest->ptr = block->ptr + size;
@@ -126,22 +136,27 @@ void Impl::split(Block* block, std::size_t size) {
 }
 
 Block* Impl::try_allocate(std::size_t bytes, StreamId stream, std::vector<PressureEvent>& notes) {
-  if (!pending.empty()) process_events();
+  const bool capturing = !captures.empty();  // then nothing is returned and no event queried
+  if (!pending.empty() && !capturing) process_events();
   const std::size_t size = round_size(bytes);
   Pool& pool = pool_for(size);
+  const PoolId private_pool = pool_of(stream);
   const std::size_t segment_size = pool.small ? kSmallBuffer : size < kMinLargeAlloc ? kLargeBuffer : min_segment(size);
-  Block* block = best_fit(pool, stream, size);
+  Block* block = best_fit(pool, private_pool, stream, size);
   if (!block) {
-    if (config.garbage_collection_threshold > 0) garbage_collect(segment_size);
-    block = new_segment(pool, stream, segment_size, notes);
+    if (config.garbage_collection_threshold > 0 && !capturing) garbage_collect(segment_size);
+    block = new_segment(pool, private_pool, stream, segment_size, notes);
   }
   if (!block) {
     // Return every cached segment to the source, then try once more; when a whole
     // standard segment no longer fits, the smallest one that holds the request may.
-    ++stats.num_alloc_retries;
-    release_cached();
-    block = new_segment(pool, stream, segment_size, notes);
-    if (!block && min_segment(size) < segment_size) block = new_segment(pool, stream, min_segment(size), notes);
+    if (!capturing) {
+      ++stats.num_alloc_retries;
+      release_cached();
+      block = new_segment(pool, private_pool, stream, segment_size, notes);
+    }
+    if (!block && min_segment(size) < segment_size)
+      block = new_segment(pool, private_pool, stream, min_segment(size), notes);
     if (!block) return nullptr;
   }
   split(block, size);
@@ -229,7 +244,7 @@ void Impl::release_cached() {
   for (Pool* pool : {&large, &small}) {
     for (auto it = pool->blocks.begin(); it != pool->blocks.end();) {
       Block* b = *it++;
-      if (!b->is_split()) release_segment(b);
+      if (releasable(b)) release_segment(b);
     }
   }
 }
@@ -245,12 +260,21 @@ void Impl::garbage_collect(std::size_t incoming) {
   std::vector<Block*> whole;
   for (Pool* pool : {&large, &small})
     for (Block* b : pool->blocks)
-      if (!b->is_split()) whole.push_back(b);
+      if (releasable(b)) whole.push_back(b);
   std::sort(whole.begin(), whole.end(), [](const Block* a, const Block* b) { return a->freed_at < b->freed_at; });
   for (Block* b : whole) {
     if (stats.reserved_bytes[kAllPools].current <= target) break;
     release_segment(b);
   }
+}
+
+// Used on other streams: reusable once what they have queued so far is done.
+void Impl::insert_events(Block* block) {
+  for (StreamId s : block->stream_uses) {
+    pending.emplace_back(source->record_event(s), block);
+    ++block->pending_events;
+  }
+  block->stream_uses.clear();
 }
 
 void Impl::process_events() {
@@ -364,14 +388,13 @@ void CachingAllocator::free(Block* block) noexcept {
            block->site);
   if (block->stream_uses.empty()) {
     m.free_block(block);
-    return;
-  }
-  // Used on other streams: reusable once what they have queued so far is done.
-  for (StreamId s : block->stream_uses) {
-    m.pending.emplace_back(m.source->record_event(s), block);
+  } else if (m.captures.empty()) {
+    m.insert_events(block);
+  } else {
+    // An event recorded now could not be queried until the capture ends: record it then.
     ++block->pending_events;
+    m.deferred.push_back(block);
   }
-  block->stream_uses.clear();
 }
 
 void CachingAllocator::record_stream(Block* block, StreamId stream) {
@@ -381,8 +404,48 @@ void CachingAllocator::record_stream(Block* block, StreamId stream) {
     block->stream_uses.push_back(stream);
 }
 
+PoolId CachingAllocator::begin_allocate_to_pool(StreamId stream) {
+  Impl& m = *impl_;
+  std::lock_guard lock(m.mu);
+  EMBER_CHECK(m.pool_of(stream) == 0, "begin_allocate_to_pool: stream ", stream, " of ", m.device,
+              " already allocates to private pool ", m.pool_of(stream));
+  const PoolId pool = m.next_pool++;
+  m.captures.push_back({pool, stream});
+  m.live_pools.insert(pool);
+  return pool;
+}
+
+void CachingAllocator::end_allocate_to_pool(PoolId pool) {
+  Impl& m = *impl_;
+  std::lock_guard lock(m.mu);
+  std::erase_if(m.captures, [&](const Impl::Capture& c) { return c.pool == pool; });
+  if (!m.captures.empty()) return;
+  for (Block* b : m.deferred) {
+    --b->pending_events;  // the placeholder free() counted
+    m.insert_events(b);
+    if (b->pending_events == 0) m.free_block(b);
+  }
+  m.deferred.clear();
+}
+
+void CachingAllocator::release_pool(PoolId pool) {
+  Impl& m = *impl_;
+  std::lock_guard lock(m.mu);
+  EMBER_CHECK(std::none_of(m.captures.begin(), m.captures.end(), [&](const Impl::Capture& c) { return c.pool == pool; }),
+              "release_pool: private pool ", pool, " of ", m.device, " is still being captured into");
+  m.live_pools.erase(pool);
+  if (!m.captures.empty()) return;  // returned by a later empty_cache()
+  for (Pool* p : {&m.large, &m.small})
+    for (auto it = p->blocks.begin(); it != p->blocks.end();) {
+      Block* b = *it++;
+      if (b->private_pool == pool && m.releasable(b)) m.release_segment(b);
+    }
+}
+
 void CachingAllocator::empty_cache() {
   std::lock_guard lock(impl_->mu);
+  EMBER_CHECK(impl_->captures.empty(), "empty_cache: cannot return memory to ", impl_->device,
+              " while a CUDA graph is being captured (cudaFree is not allowed during a capture)");
   impl_->release_cached();
 }
 

@@ -18,6 +18,19 @@
 //   fails, the pressure observers are told and may free memory, the allocation is retried
 //   once more, and then an OutOfMemoryError explains the failure (memory/oom.h).
 // Every public function is thread-safe; observers are called without the lock held.
+//
+// Note [Private pools], for CUDA graphs (core/cuda_graph.h), as PyTorch's graph mempools.
+// A captured graph replays with the addresses its capture was given, so that memory
+// must stay the graph's while it lives. From begin_allocate_to_pool(stream) until
+// end_allocate_to_pool, allocations on `stream` come from a private pool: blocks whose
+// key is (pool, stream) instead of (0, stream), so the best fit of any other request never
+// finds them. Blocks freed during the capture are reused by its later allocations, in
+// the order replays repeat; after the capture the pool's free blocks wait for nothing
+// but the graph. Its segments are never returned to the source while the graph lives
+// (release_pool ends that). While any capture is under way, nothing is returned to the
+// source (cudaFree is illegal during a capture: an OOM then says so), no event is
+// queried (cudaEventQuery would invalidate the capture), and a block freed with other
+// streams' uses records its events only once the last capture has ended.
 #pragma once
 
 #include <cstddef>
@@ -37,6 +50,9 @@ namespace ember::memory {
 struct Block;     // a piece of a segment; opaque outside the allocator
 struct Pool;
 struct Segment;
+
+// A CUDA graph's private pool (Note [Private pools]); 0 stands for the shared pools.
+using PoolId = uint64_t;
 
 struct Allocation {
   void* ptr = nullptr;
@@ -69,6 +85,7 @@ struct SegmentInfo {
   std::size_t address = 0, size = 0;
   StreamId stream = 0;
   bool small_pool = false;
+  PoolId private_pool = 0;  // the CUDA graph pool it serves; 0: the shared pools
   std::vector<BlockInfo> blocks;  // in address order, covering the segment
 };
 // One entry of the event history.
@@ -103,7 +120,17 @@ class CachingAllocator {
   // queued on `stream` until then has completed.
   void record_stream(Block* block, StreamId stream);
 
-  // Returns every cached free segment to the source.
+  // CUDA graph capture (Note [Private pools]): allocations on `stream` come from a new
+  // private pool, whose id is returned, until end_allocate_to_pool. release_pool, once
+  // the graph is gone, returns the pool's free segments to the source (unless a capture
+  // is under way); the rest, such as segments that still hold a tensor made during the
+  // capture, go back as any cached segment does, by empty_cache() or an allocation that
+  // needs the room.
+  PoolId begin_allocate_to_pool(StreamId stream);
+  void end_allocate_to_pool(PoolId pool);
+  void release_pool(PoolId pool);
+
+  // Returns every cached free segment to the source (an error during a CUDA graph capture).
   void empty_cache();
   // Caps: at most `fraction` of the device's capacity, or at most `bytes`, reserved.
   // The smaller of the two is in force; 0 (or 1.0 for the fraction) lifts a cap.

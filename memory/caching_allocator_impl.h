@@ -25,6 +25,7 @@ struct Segment {
   char* ptr;
   std::size_t size;
   StreamId stream;
+  PoolId private_pool;  // the CUDA graph pool it serves (0: the shared pools)
   Pool* pool;
   Block* head;  // the block at the segment's start
 };
@@ -33,6 +34,7 @@ struct Block {
   std::size_t size = 0;
   std::size_t requested = 0;  // what the caller asked for, while allocated
   StreamId stream = 0;
+  PoolId private_pool = 0;  // its segment's
   Pool* pool = nullptr;
   Segment* segment = nullptr;
   char* ptr = nullptr;
@@ -48,10 +50,11 @@ struct Block {
   bool is_split() const { return prev != nullptr || next != nullptr; }
 };
 
-// Free blocks ordered by (stream, size, address): lower_bound finds the best fit.
+// Free blocks ordered by (private pool, stream, size, address): lower_bound finds the
+// best fit among the blocks a request may take.
 struct BlockOrder {
   bool operator()(const Block* a, const Block* b) const {
-    return std::tie(a->stream, a->size, a->ptr) < std::tie(b->stream, b->size, b->ptr);
+    return std::tie(a->private_pool, a->stream, a->size, a->ptr) < std::tie(b->private_pool, b->stream, b->size, b->ptr);
   }
 };
 
@@ -80,6 +83,17 @@ struct CachingAllocator::Impl {
   Pool small{true, {}}, large{false, {}};
   std::set<Segment*> segments;
   std::vector<std::pair<EventId, Block*>> pending;  // events outstanding on freed blocks
+  // Note [Private pools]: captures under way (allocations on `stream` go to `pool`), the
+  // pools whose graphs live, and blocks freed during a capture whose other streams'
+  // events wait until no capture is under way.
+  struct Capture {
+    PoolId pool;
+    StreamId stream;
+  };
+  std::vector<Capture> captures;
+  std::set<PoolId> live_pools;
+  std::vector<Block*> deferred;
+  PoolId next_pool = 1;
   MemoryStats stats;
   std::size_t limit_bytes = 0;  // set_memory_limit; 0: none
   double fraction = 0;          // set_memory_fraction; 0: none
@@ -107,11 +121,18 @@ struct CachingAllocator::Impl {
   static std::size_t min_segment(std::size_t size) {
     return size <= kSmallSize ? kSmallBuffer : (size + kRoundLarge - 1) / kRoundLarge * kRoundLarge;
   }
+  // The private pool allocations on `stream` come from now (0: the shared pools).
+  PoolId pool_of(StreamId stream) const;
+  // Whether the cached free block `b` may go back to the source: a whole segment, and no
+  // live graph's.
+  bool releasable(const Block* b) const { return !b->is_split() && !live_pools.count(b->private_pool); }
   Block* try_allocate(std::size_t bytes, StreamId stream, std::vector<PressureEvent>& notes);
-  Block* best_fit(Pool& pool, StreamId stream, std::size_t size);
-  Block* new_segment(Pool& pool, StreamId stream, std::size_t size, std::vector<PressureEvent>& notes);
+  Block* best_fit(Pool& pool, PoolId private_pool, StreamId stream, std::size_t size);
+  Block* new_segment(Pool& pool, PoolId private_pool, StreamId stream, std::size_t size,
+                     std::vector<PressureEvent>& notes);
   void split(Block* block, std::size_t size);
   void free_block(Block* block);
+  void insert_events(Block* block);
   std::size_t merge(Block* dst, Block* src);
   void release_segment(Block* block);
   void release_cached();

@@ -75,8 +75,15 @@ class CudaDeviceSource final : public CudaEvents {
   using CudaEvents::CudaEvents;
   void* allocate(std::size_t bytes) noexcept override {
     DeviceGuard g(device_);
+    // cudaMalloc is a potentially unsafe call while a CUDA graph is captured; it is safe
+    // here because the caching allocator frees nothing during a capture (Note [Private
+    // pools]), so it runs in relaxed mode, as PyTorch's allocator does.
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    report(cudaThreadExchangeStreamCaptureMode(&mode), "cudaThreadExchangeStreamCaptureMode");
     void* p = nullptr;
-    if (cudaMalloc(&p, bytes) != cudaSuccess) {
+    const cudaError_t err = cudaMalloc(&p, bytes);
+    report(cudaThreadExchangeStreamCaptureMode(&mode), "cudaThreadExchangeStreamCaptureMode");
+    if (err != cudaSuccess) {
       cudaGetLastError();  // an out-of-memory error is not sticky: clear it
       return nullptr;
     }

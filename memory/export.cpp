@@ -43,6 +43,7 @@ std::string to_json(const Snapshot& snap) {
                     {"size", s.size},
                     {"stream", s.stream},
                     {"pool", s.small_pool ? "small" : "large"},
+                    {"private_pool", s.private_pool},
                     {"blocks", std::move(blocks)}});
   }
   j["segments"] = std::move(segs);

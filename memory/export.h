@@ -1,7 +1,8 @@
 // Snapshots of the caching allocator as files people can read and tools can draw.
 //
 // to_json: {"device", "stats": {PyTorch's keys}, "segments": [{"address", "size",
-// "stream", "pool", "blocks": [{"address", "size", "requested", "state", "op", "shape"}]}],
+// "stream", "pool", "private_pool" (a CUDA graph's; 0: none), "blocks": [{"address", "size",
+// "requested", "state", "op", "shape"}]}],
 // "history": [{"action", "address", "size", "stream", "time_ns", "op", "shape"}]}. States
 // are "allocated", "awaiting_streams", "free"; actions "alloc", "free_requested",
 // "free_completed", "segment_alloc", "segment_free", "oom".

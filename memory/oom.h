@@ -49,6 +49,7 @@ struct OomReport {
   std::size_t pool_free = 0;        // free in the request's pool (and stream), in all
   std::size_t largest_free = 0;     // the largest of those blocks
   std::size_t awaiting_streams = 0; // freed, waiting on other streams before reuse
+  bool capturing = false;           // a CUDA graph capture was under way: nothing was released
   std::vector<LiveBlock> largest_live;  // the five largest live allocations
   int64_t batch = 0;                // samples in the training step, when one was open
   // When a step was open: the largest batch whose step's allocations so far would fit,

@@ -158,7 +158,8 @@ Snapshot CachingAllocator::snapshot() const {
   std::vector<const Segment*> segs(m.segments.begin(), m.segments.end());
   std::sort(segs.begin(), segs.end(), [](const Segment* a, const Segment* b) { return a->ptr < b->ptr; });
   for (const Segment* seg : segs) {
-    SegmentInfo si{reinterpret_cast<std::size_t>(seg->ptr), seg->size, seg->stream, seg->pool->small, {}};
+    SegmentInfo si{reinterpret_cast<std::size_t>(seg->ptr), seg->size, seg->stream, seg->pool->small,
+                   seg->private_pool, {}};
     for (const Block* b = seg->head; b; b = b->next) {
       BlockInfo bi;
       bi.address = reinterpret_cast<std::size_t>(b->ptr);
@@ -202,13 +203,15 @@ OomReport CachingAllocator::Impl::oom_report(std::size_t requested, StreamId str
   r.reserved_free = r.reserved - r.allocated;
   r.outside = r.device_total > r.device_free + r.reserved ? r.device_total - r.device_free - r.reserved : 0;
   const std::size_t rounded = round_size(requested);
+  const PoolId private_pool = pool_of(stream);
   r.small_pool = rounded <= kSmallSize;
+  r.capturing = !captures.empty();
   std::vector<const Block*> live;
   for (const Segment* seg : segments)
     for (const Block* b = seg->head; b; b = b->next) {
       if (b->allocated) live.push_back(b);
       else if (b->pending_events > 0) r.awaiting_streams += b->size;
-      else if (b->stream == stream && seg->pool->small == (rounded <= kSmallSize)) {
+      else if (b->stream == stream && b->private_pool == private_pool && seg->pool->small == (rounded <= kSmallSize)) {
         r.pool_free += b->size;
         r.largest_free = std::max(r.largest_free, b->size);
       }
@@ -271,6 +274,9 @@ OomReport CachingAllocator::Impl::oom_report(std::size_t requested, StreamId str
   }
   if (r.awaiting_streams > 0)
     advice << " " << format_bytes(r.awaiting_streams) << " is freed but waits for other streams to finish with it.";
+  if (r.capturing)
+    advice << " A CUDA graph was being captured: cached memory is not returned to the device during a capture "
+              "(cudaFree is not allowed then), so call empty_cache() before capture_begin, or capture a smaller step.";
   r.advice = advice.str();
   r.notes = notes();
   return r;
@@ -296,6 +302,7 @@ std::string OomReport::message() const {
      << (small_pool ? "small pool (requests up to 1 MiB): " : "large pool: ") << format_bytes(pool_free)
      << ", largest block " << format_bytes(largest_free);
   os << "\n  waiting on other streams: " << format_bytes(awaiting_streams);
+  if (capturing) os << "\n  during CUDA graph capture: cached memory was not returned to the device";
   if (!largest_live.empty()) {
     os << "\n  largest live allocations:";
     for (const LiveBlock& b : largest_live)

@@ -1,11 +1,12 @@
-// The CUDA backend's devices, streams, events and copies (kernels/cuda/device.h, and the
-// stream functions core/device_runtime.h declares for core/stream.h).
+// The CUDA backend's devices, streams, events, copies and graphs (kernels/cuda/device.h,
+// and the functions core/device_runtime.h declares for core/stream.h and core/cuda_graph.h).
 #include "kernels/cuda/device.h"
 
 #include <array>
 #include <mutex>
 
 #include "base/error.h"
+#include "core/cuda_graph.h"
 #include "core/device_runtime.h"
 #include "core/dispatch.h"
 #include "kernels/cuda/indexing.cuh"
@@ -220,6 +221,45 @@ float cuda_event_elapsed_ms(uint64_t start, uint64_t end) {
   EMBER_CUDA_CHECK(cudaEventElapsedTime(&ms, as_event(start), as_event(end)));
   return ms;
 }
+
+bool cuda_stream_capturing(int device, uint64_t stream) {
+  DeviceGuard g(device);
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  EMBER_CUDA_CHECK(cudaStreamIsCapturing(as_stream(stream), &status));
+  return status != cudaStreamCaptureStatusNone;  // an invalidated capture is under way until it ends
+}
+
+void cuda_capture_begin(int device, uint64_t stream, CaptureMode mode) {
+  const cudaStreamCaptureMode m = mode == CaptureMode::kGlobal        ? cudaStreamCaptureModeGlobal
+                                  : mode == CaptureMode::kThreadLocal ? cudaStreamCaptureModeThreadLocal
+                                                                      : cudaStreamCaptureModeRelaxed;
+  DeviceGuard g(device);
+  EMBER_CUDA_CHECK(cudaStreamBeginCapture(as_stream(stream), m));
+}
+
+uint64_t cuda_capture_end(int device, uint64_t stream) {
+  DeviceGuard g(device);
+  cudaGraph_t graph = nullptr;
+  EMBER_CUDA_CHECK(cudaStreamEndCapture(as_stream(stream), &graph));
+  // Instantiated once, and the graph dropped, as PyTorch does without keep_graph. No flag:
+  // the graph has no memory nodes (the caching allocator's pool holds its memory).
+  cudaGraphExec_t exec = nullptr;
+  try {
+    EMBER_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  } catch (...) {
+    cudaGraphDestroy(graph);  // the instantiation's error is the one to report
+    throw;
+  }
+  EMBER_CUDA_CHECK(cudaGraphDestroy(graph));
+  return reinterpret_cast<uint64_t>(exec);
+}
+
+void cuda_graph_launch(int device, uint64_t graph, uint64_t stream) {
+  DeviceGuard g(device);
+  EMBER_CUDA_CHECK(cudaGraphLaunch(reinterpret_cast<cudaGraphExec_t>(graph), as_stream(stream)));
+}
+
+void cuda_graph_destroy(uint64_t graph) { EMBER_CUDA_CHECK(cudaGraphExecDestroy(reinterpret_cast<cudaGraphExec_t>(graph))); }
 
 namespace {
 

@@ -39,6 +39,11 @@ bool cuda_event_query(uint64_t) { no_backend("Event"); }
 void cuda_event_synchronize(uint64_t) { no_backend("Event"); }
 float cuda_event_elapsed_ms(uint64_t, uint64_t) { no_backend("Event"); }
 void cuda_copy(void*, Device, const void*, Device, std::size_t, bool) { no_backend("to"); }
+bool cuda_stream_capturing(int, uint64_t) { no_backend("CudaGraph"); }
+void cuda_capture_begin(int, uint64_t, CaptureMode) { no_backend("CudaGraph"); }
+uint64_t cuda_capture_end(int, uint64_t) { no_backend("CudaGraph"); }
+void cuda_graph_launch(int, uint64_t, uint64_t) { no_backend("CudaGraph"); }
+void cuda_graph_destroy(uint64_t) { no_backend("CudaGraph"); }
 
 
 void cuda::set_gemm_variant(std::string_view) { no_backend("set_gemm_variant"); }

@@ -36,6 +36,7 @@ struct CUstream_st {
   std::deque<std::function<void()>> queue;
   bool busy = false, quit = false;
   std::thread worker;
+  std::shared_ptr<ember::emu::model::Capture> capture;  // while it captures
 };
 
 namespace ember::emu {
@@ -227,9 +228,42 @@ void drain_device(int device) {
 void push(CUstream_st* s, std::function<void()> work) {
   {
     std::lock_guard lock(s->mu);
+    if (s->capture) {
+      s->capture->nodes.push_back(std::move(work));
+      return;
+    }
     s->queue.push_back(std::move(work));
   }
   s->wake.notify_one();
+}
+
+std::shared_ptr<Capture> capture_of(CUstream_st* s) {
+  std::lock_guard lock(s->mu);
+  return s->capture;
+}
+
+namespace {
+std::atomic<int> captures_under_way{0};  // streams that capture, on every device
+}  // namespace
+
+void set_capture(CUstream_st* s, std::shared_ptr<Capture> capture) {
+  std::lock_guard lock(s->mu);
+  captures_under_way += (capture != nullptr) - (s->capture != nullptr);
+  s->capture = std::move(capture);
+}
+
+bool any_capture() { return captures_under_way.load() > 0; }
+
+std::vector<std::shared_ptr<Capture>> captures(int device) {
+  Runtime& r = runtime();
+  std::lock_guard lock(r.mu);
+  std::vector<std::shared_ptr<Capture>> out;
+  if (device < 0 || device >= static_cast<int>(r.devices.size())) return out;
+  for (CUstream_st* s : r.devices[static_cast<size_t>(device)].streams) {
+    std::lock_guard sl(s->mu);
+    if (s->capture) out.push_back(s->capture);
+  }
+  return out;
 }
 
 bool stream_idle(CUstream_st* s) {
@@ -259,6 +293,7 @@ void destroy_stream(CUstream_st* s) {
   {
     std::lock_guard lock(s->mu);
     s->quit = true;
+    if (s->capture) --captures_under_way;  // the capture ends with its stream
   }
   s->wake.notify_one();
   s->worker.join();  // runs what was queued first, as a destroyed stream's work still completes

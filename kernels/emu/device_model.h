@@ -1,15 +1,21 @@
 // The emulated devices' model, internal to kernels/emu: the devices and their memory
-// capacity, allocations, pinned host buffers, streams and their worker threads, the sticky
-// failure, and the host-access check. device_model.cpp alone owns that state; runtime.cpp
-// maps the CUDA runtime API onto these functions (argument checks, error codes), and
-// runtime.h's enqueue and queries are defined beside them. Include after emu.h or any
-// toolkit header.
+// capacity, allocations, pinned host buffers, streams and their worker threads, stream
+// captures, the sticky failure, and the host-access check. device_model.cpp alone owns
+// that state; runtime.cpp maps the CUDA runtime API onto these functions (argument
+// checks, error codes), graph.cpp the stream capture and graph API and the rules of what
+// may run during a capture, and runtime.h's enqueue and queries are defined beside them.
+// Include after emu.h or any toolkit header.
 #pragma once
 
 #include <driver_types.h>  // cudaStream_t (CUstream_st, defined in device_model.cpp)
 
+#include <atomic>
 #include <cstddef>
 #include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
 
 namespace ember::emu::model {
 
@@ -54,5 +60,34 @@ void drain(cudaStream_t stream);  // until its queue is empty and nothing runs
 bool stream_idle(cudaStream_t stream);
 int stream_device(cudaStream_t stream);
 void drain_device(int device);  // every stream of the device
+
+// Stream capture. While a stream captures, push() appends its work to the capture's
+// nodes (under the stream's lock) instead of queuing it; a replay queues them in order.
+struct Capture {
+  std::vector<std::function<void()>> nodes;
+  cudaStreamCaptureMode mode;
+  std::thread::id thread;  // that began it
+  std::atomic<bool> invalidated{false};  // a rule was broken: ending it yields no graph
+};
+std::shared_ptr<Capture> capture_of(cudaStream_t stream);  // null when it does not capture
+// Starts (a capture) or ends (nullptr) the capture of `stream`.
+void set_capture(cudaStream_t stream, std::shared_ptr<Capture> capture);
+std::vector<std::shared_ptr<Capture>> captures(int device);  // under way on `device`
+bool any_capture();  // under way on any device: the rules' quick way out
+
+// The rules of capture (graph.cpp), as the CUDA programming guide states them. Each
+// returns cudaSuccess, or the error the call fails with after invalidating the captures
+// it breaks. A potentially unsafe call (cudaMalloc, synchronous copies, syncs and
+// queries) from this thread, under its capture mode (cudaThreadExchangeStreamCaptureMode):
+cudaError_t check_unsafe_call();
+// A call that waits for or queries `stream`'s work, or the whole of `device`'s:
+cudaError_t check_stream_sync(cudaStream_t stream);
+cudaError_t check_device_sync(int device);
+// Work queued on `stream`: an error when its capture has been invalidated.
+cudaError_t check_enqueue(cudaStream_t stream);
+
+// Records `e` as the calling thread's last error (cudaGetLastError), with a sentence that
+// cudaGetErrorString adds to the error's own message until the next failure (runtime.cpp).
+cudaError_t fail(cudaError_t e, std::string detail = {});
 
 }  // namespace ember::emu::model
