@@ -161,6 +161,15 @@ using MultiSgdUpdateFn = void(std::span<const Tensor> params, std::span<const Te
 using MultiAdamUpdateFn = void(std::span<const Tensor> params, std::span<const Tensor> grads,
                                std::span<const Tensor> exp_avgs, std::span<const Tensor> exp_avg_sqs,
                                const ops_adam& u);
+// The capturable forms (PyTorch's capturable=True): the learning rate and Adam's 1-based
+// step are float64 scalar tensors on the parameters' device, read by the kernel when it
+// runs, so a CUDA graph's replay uses the values of that replay; u's lr and bias
+// corrections are not used, and Adam computes its corrections with AdamUpdate::at.
+using MultiSgdUpdateCapturableFn = void(std::span<const Tensor> params, std::span<const Tensor> grads,
+                                        std::span<const Tensor> bufs, const ops_sgd& u, const Tensor& lr);
+using MultiAdamUpdateCapturableFn = void(std::span<const Tensor> params, std::span<const Tensor> grads,
+                                         std::span<const Tensor> exp_avgs, std::span<const Tensor> exp_avg_sqs,
+                                         const ops_adam& u, const Tensor& lr, const Tensor& step);
 // out = x * (u >= p) / (1 - p), u the uniform draw of rand(x.shape(), x.dtype()) at
 // `state`, rounded as rand rounds it; keep [numel] uint8 holds (u >= p). 0 <= p < 1.
 using DropoutFn = void(const Tensor& out, const Tensor& keep, const Tensor& x, double p, PhiloxState state);
@@ -259,7 +268,9 @@ class OpStub : public OpStubBase {
   X(cross_entropy, CrossEntropyFn) X(cross_entropy_backward, CrossEntropyBackwardFn) \
   X(layer_norm, LayerNormFn) X(layer_norm_backward, LayerNormBackwardFn) X(batch_norm_stats, BatchNormStatsFn) \
   X(embedding_backward, EmbeddingBackwardFn) X(multi_sgd_update, MultiSgdUpdateFn) \
-  X(multi_adam_update, MultiAdamUpdateFn) X(dropout, DropoutFn) X(dropout_backward, DropoutBackwardFn) \
+  X(multi_adam_update, MultiAdamUpdateFn) X(multi_sgd_update_capturable, MultiSgdUpdateCapturableFn) \
+  X(multi_adam_update_capturable, MultiAdamUpdateCapturableFn) \
+  X(dropout, DropoutFn) X(dropout_backward, DropoutBackwardFn) \
   X(csr_linear, CsrLinearFn) X(csr_sddmm, CsrSddmmFn)
 
 #define EMBER_DECLARE_UNARY(name) extern OpStub<UnaryFn> name##_stub;

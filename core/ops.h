@@ -224,6 +224,17 @@ void sgd_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& gra
 void adam_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                 const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
                 const AdamStepOptions& o);
+// Capturable list steps, for CUDA graphs (PyTorch's capturable=True): the learning rate
+// (o.lr is not used) and Adam's 1-based step (o.step is not used) are float64 scalar
+// tensors on the parameters' one device, read when the update runs; a graph replays them
+// with their values at each replay. The caller advances `step` (on the device) before.
+// The results equal the forms above given the same numbers (Adam: see AdamUpdate::at).
+void sgd_step_capturable_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                          const std::vector<Tensor>& momentum_buffers, const SgdStepOptions& o, bool first_step,
+                          const Tensor& lr);
+void adam_step_capturable_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                           const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
+                           const AdamStepOptions& o, const Tensor& lr, const Tensor& step);
 
 // ----- comparisons of whole tensors, for tests and checks -----
 // True when shapes match and |a - b| <= atol + rtol |b| elementwise (NaNs equal when equal_nan).

@@ -2,6 +2,7 @@
 // multi-tensor kernel per list, whose math is the shared functor of
 // kernels/common/optim_ops.h.
 #include <cmath>
+#include <array>
 #include <map>
 
 #include "core/dispatch.h"
@@ -18,9 +19,17 @@ void check_state(const char* op, const Tensor& param, const Tensor& t, const cha
 }
 
 kernels::ops::AdamUpdate adam_update(const AdamStepOptions& o) {
-  const double t = static_cast<double>(o.step);
-  return {o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.decoupled_weight_decay, 1 - std::pow(o.beta1, t),
-          std::sqrt(1 - std::pow(o.beta2, t))};
+  const kernels::ops::AdamUpdate u{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.decoupled_weight_decay, 0, 0};
+  return u.at(static_cast<double>(o.step), o.lr);
+}
+
+// A capturable step's lr or step: a float64 scalar on the parameters' device.
+void check_scalar_state(const char* op, const std::vector<Tensor>& params, const Tensor& t, const char* what) {
+  EMBER_CHECK(t.defined() && t.numel() == 1 && t.dtype() == kFloat64, op, ": ", what,
+              " must be a float64 tensor of one element");
+  for (size_t i = 0; i < params.size(); ++i)
+    EMBER_CHECK(params[i].device() == t.device(), op, ": param ", i, " is on ", params[i].device().str(), " but ",
+                what, " on ", t.device().str(), " (a capturable step takes the parameters of one device)");
 }
 
 // Calls f(device, indices) for the indices of `params` on each device, in order.
@@ -57,9 +66,11 @@ void adam_step_(const Tensor& param, const Tensor& grad, const Tensor& m, const 
   if (param.numel() > 0) kernels::adam_update_stub(param.device(), param, g, m, v, adam_update(o));
 }
 
-void sgd_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads, const std::vector<Tensor>& bufs,
-               const SgdStepOptions& o, bool first_step) {
-  EMBER_OP_SITE("sgd_step");
+namespace {
+
+// The gradients of a list step, checked with its state, as the kernels take them.
+std::vector<Tensor> sgd_list_grads(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                                   const std::vector<Tensor>& bufs, const SgdStepOptions& o) {
   EMBER_CHECK(grads.size() == params.size() && bufs.size() == params.size(), "sgd_step_: ", params.size(),
               " parameters with ", grads.size(), " gradients and ", bufs.size(), " momentum buffers");
   std::vector<Tensor> g(params.size());
@@ -70,25 +81,14 @@ void sgd_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& gra
     check_state("sgd_step_", params[i], g[i], "grad");
     if (o.momentum != 0) check_state("sgd_step_", params[i], bufs[i], "momentum_buffer");
   }
-  const kernels::ops::SgdUpdate u{o.lr, o.momentum, o.dampening, o.weight_decay, o.nesterov, first_step};
-  per_device(params, [&](Device d, const std::vector<size_t>& idx) {
-    std::vector<Tensor> p, gg, b;
-    for (size_t i : idx) {
-      p.push_back(params[i]);
-      gg.push_back(g[i]);
-      b.push_back(o.momentum != 0 ? bufs[i] : Tensor());
-    }
-    kernels::multi_sgd_update_stub(d, p, gg, b, u);
-  });
+  return g;
 }
 
-void adam_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads, const std::vector<Tensor>& m,
-                const std::vector<Tensor>& v, const AdamStepOptions& o) {
-  EMBER_OP_SITE("adam_step");
+std::vector<Tensor> adam_list_grads(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                                    const std::vector<Tensor>& m, const std::vector<Tensor>& v) {
   EMBER_CHECK(grads.size() == params.size() && m.size() == params.size() && v.size() == params.size(), "adam_step_: ",
               params.size(), " parameters with ", grads.size(), " gradients and ", m.size(), " / ", v.size(),
               " moment buffers");
-  EMBER_CHECK(o.step >= 1, "adam_step_: step is 1-based, got ", o.step);
   std::vector<Tensor> g(params.size());
   for (size_t i = 0; i < params.size(); ++i) {
     detail::check_defined("adam_step_", params[i], "param");
@@ -98,17 +98,67 @@ void adam_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& gr
     check_state("adam_step_", params[i], m[i], "exp_avg");
     check_state("adam_step_", params[i], v[i], "exp_avg_sq");
   }
+  return g;
+}
+
+// The tensors of `lists` at `idx`, one list each (a device's share of a list step).
+template <size_t N>
+std::array<std::vector<Tensor>, N> pick(const std::array<const std::vector<Tensor>*, N>& lists,
+                                        const std::vector<size_t>& idx) {
+  std::array<std::vector<Tensor>, N> out;
+  for (size_t k = 0; k < N; ++k)
+    for (size_t i : idx) out[k].push_back((*lists[k])[i]);
+  return out;
+}
+
+}  // namespace
+
+void sgd_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads, const std::vector<Tensor>& bufs,
+               const SgdStepOptions& o, bool first_step) {
+  EMBER_OP_SITE("sgd_step");
+  const std::vector<Tensor> g = sgd_list_grads(params, grads, bufs, o);
+  const std::vector<Tensor> b = o.momentum != 0 ? bufs : std::vector<Tensor>(params.size());
+  const kernels::ops::SgdUpdate u{o.lr, o.momentum, o.dampening, o.weight_decay, o.nesterov, first_step};
+  per_device(params, [&](Device d, const std::vector<size_t>& idx) {
+    const auto [p, gg, bb] = pick<3>({&params, &g, &b}, idx);
+    kernels::multi_sgd_update_stub(d, p, gg, bb, u);
+  });
+}
+
+void adam_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads, const std::vector<Tensor>& m,
+                const std::vector<Tensor>& v, const AdamStepOptions& o) {
+  EMBER_OP_SITE("adam_step");
+  EMBER_CHECK(o.step >= 1, "adam_step_: step is 1-based, got ", o.step);
+  const std::vector<Tensor> g = adam_list_grads(params, grads, m, v);
   const kernels::ops::AdamUpdate u = adam_update(o);
   per_device(params, [&](Device d, const std::vector<size_t>& idx) {
-    std::vector<Tensor> p, gg, mm, vv;
-    for (size_t i : idx) {
-      p.push_back(params[i]);
-      gg.push_back(g[i]);
-      mm.push_back(m[i]);
-      vv.push_back(v[i]);
-    }
+    const auto [p, gg, mm, vv] = pick<4>({&params, &g, &m, &v}, idx);
     kernels::multi_adam_update_stub(d, p, gg, mm, vv, u);
   });
+}
+
+void sgd_step_capturable_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                          const std::vector<Tensor>& bufs, const SgdStepOptions& o, bool first_step,
+                          const Tensor& lr) {
+  EMBER_OP_SITE("sgd_step");
+  const std::vector<Tensor> g = sgd_list_grads(params, grads, bufs, o);
+  check_scalar_state("sgd_step_capturable_", params, lr, "lr");
+  if (params.empty()) return;
+  const std::vector<Tensor> b = o.momentum != 0 ? bufs : std::vector<Tensor>(params.size());
+  const kernels::ops::SgdUpdate u{o.lr, o.momentum, o.dampening, o.weight_decay, o.nesterov, first_step};
+  kernels::multi_sgd_update_capturable_stub(lr.device(), params, g, b, u, lr);
+}
+
+void adam_step_capturable_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                           const std::vector<Tensor>& m, const std::vector<Tensor>& v, const AdamStepOptions& o,
+                           const Tensor& lr, const Tensor& step) {
+  EMBER_OP_SITE("adam_step");
+  const std::vector<Tensor> g = adam_list_grads(params, grads, m, v);
+  check_scalar_state("adam_step_capturable_", params, lr, "lr");
+  check_scalar_state("adam_step_capturable_", params, step, "step");
+  if (params.empty()) return;
+  const kernels::ops::AdamUpdate u = adam_update(o);
+  kernels::multi_adam_update_capturable_stub(lr.device(), params, g, m, v, u, lr, step);
 }
 
 }  // namespace ember

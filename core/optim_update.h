@@ -5,6 +5,8 @@
 // kernels/common/optim_ops.h, which the kernels include; core only fills the numbers.
 #pragma once
 
+#include <cmath>
+
 #include "core/macros.h"
 
 namespace ember::kernels::ops {
@@ -21,6 +23,20 @@ struct AdamUpdate {
   double lr, beta1, beta2, eps, weight_decay;
   bool decoupled;                                  // AdamW
   double bias_correction1, bias_correction2_sqrt;  // 1 - b1^t, sqrt(1 - b2^t)
+
+  // This update at the 1-based step t with learning rate lr. Core calls it on the host for
+  // an ordinary step, the capturable kernels on the device with t and lr read from device
+  // memory: one formula, in double, so both give the same corrections wherever pow rounds
+  // alike (the CPU, the emulator; a GPU's pow may differ from the host's by an ulp).
+  EMBER_HD AdamUpdate at(double t, double lr_t) const {
+    using std::pow;
+    using std::sqrt;
+    AdamUpdate u = *this;
+    u.lr = lr_t;
+    u.bias_correction1 = 1 - pow(beta1, t);
+    u.bias_correction2_sqrt = sqrt(1 - pow(beta2, t));
+    return u;
+  }
 
   // The per-element rule with its constants folded once, in the parameter's type T.
   template <class T>

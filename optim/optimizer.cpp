@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "core/autograd.h"
+#include "core/cuda_graph.h"
 
 namespace ember::optim {
 
@@ -20,11 +21,42 @@ Optimizer::Optimizer(std::vector<Tensor> params, double lr) : params_(std::move(
 
 void Optimizer::set_lr(double lr) {
   EMBER_CHECK(lr >= 0 && std::isfinite(lr), "Optimizer: learning rate must be finite and >= 0, got ", lr);
+  if (capturable()) {
+    // A fill inside a capture would run only at replays, and the host's lr_ would disagree.
+    EMBER_CHECK(!is_current_stream_capturing(lr_t_.device()),
+                "Optimizer::set_lr: not inside a CUDA graph capture (set the learning rate between replays)");
+    lr_t_.fill_(lr);
+  }
   lr_ = lr;
 }
 
-void Optimizer::zero_grad() {
-  for (const Tensor& p : params_) p.set_grad({});
+void Optimizer::zero_grad(bool set_to_none) {
+  for (const Tensor& p : params_) {
+    if (set_to_none)
+      p.set_grad({});
+    else if (p.grad().defined())
+      p.grad().zero_();
+  }
+}
+
+int64_t Optimizer::steps() const {
+  return capturable() ? static_cast<int64_t>(step_t_.item<double>()) : steps_;
+}
+
+void Optimizer::make_capturable() {
+  const Device d = params_[0].device();
+  for (size_t i = 0; i < params_.size(); ++i)
+    EMBER_CHECK(params_[i].device() == d, "Optimizer: a capturable optimizer takes the parameters of one device; "
+                "parameter 0 is on ", d.str(), ", parameter ", i, " on ", params_[i].device().str());
+  lr_t_ = scalar_tensor(lr_, {kFloat64, d});
+  step_t_ = scalar_tensor(static_cast<double>(steps_), {kFloat64, d});
+}
+
+void Optimizer::count_step() {
+  if (capturable())
+    step_t_.copy_(add(step_t_, Scalar(1)));
+  else
+    ++steps_;
 }
 
 Tensor Optimizer::buffer(size_t i, const std::string& name) {
@@ -50,7 +82,7 @@ int64_t Optimizer::state_bytes() const {
 NamedTensors Optimizer::state_dict() const {
   NamedTensors out;
   out.emplace_back("lr", scalar_tensor(lr_, {kFloat64, Device::cpu()}));
-  out.emplace_back("step", scalar_tensor(steps_, {kInt64, Device::cpu()}));
+  out.emplace_back("step", scalar_tensor(steps(), {kInt64, Device::cpu()}));
   for (size_t i = 0; i < buffers_.size(); ++i)
     for (const auto& [n, t] : buffers_[i]) out.emplace_back("state." + std::to_string(i) + "." + n, t.detach());
   return out;
@@ -83,12 +115,14 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
   }
   set_lr(given.at("lr").item<double>());
   steps_ = given.at("step").item<int64_t>();
+  if (capturable()) step_t_.fill_(static_cast<double>(steps_));
   buffers_ = std::move(loaded);
 }
 
 SGD::SGD(std::vector<Tensor> params, Options o) : Optimizer(std::move(params), o.lr), o_(o) {
   EMBER_CHECK(o.momentum >= 0 && o.weight_decay >= 0, "SGD: momentum and weight_decay must be >= 0");
   EMBER_CHECK(!o.nesterov || (o.momentum > 0 && o.dampening == 0), "SGD: Nesterov needs momentum > 0 and no dampening");
+  if (o.capturable) make_capturable();
 }
 
 void SGD::step() {
@@ -104,9 +138,15 @@ void SGD::step() {
     g[first].push_back(grad);
     b[first].push_back(o_.momentum != 0 ? buffer(i, "momentum_buffer") : Tensor());
   }
-  for (int first = 0; first < 2; ++first)
-    if (!p[first].empty()) sgd_step_(p[first], g[first], b[first], so, first == 1);
-  ++steps_;
+  // A momentum buffer starts as the host sees it: a graph captures a step after the first.
+  for (int first = 0; first < 2; ++first) {
+    if (p[first].empty()) continue;
+    if (capturable())
+      sgd_step_capturable_(p[first], g[first], b[first], so, first == 1, lr_t_);
+    else
+      sgd_step_(p[first], g[first], b[first], so, first == 1);
+  }
+  count_step();
 }
 
 Adam::Adam(std::vector<Tensor> params, Options o, bool decoupled)
@@ -114,12 +154,13 @@ Adam::Adam(std::vector<Tensor> params, Options o, bool decoupled)
   EMBER_CHECK(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1, "Adam: betas must be in [0, 1), got ",
               o.beta1, " and ", o.beta2);
   EMBER_CHECK(o.eps >= 0 && o.weight_decay >= 0, "Adam: eps and weight_decay must be >= 0");
+  if (o.capturable) make_capturable();
 }
 
 void Adam::step() {
   NoGradGuard no_grad;
-  ++steps_;
-  AdamStepOptions ao{lr_, o_.beta1, o_.beta2, o_.eps, o_.weight_decay, decoupled_, steps_};
+  count_step();
+  AdamStepOptions ao{lr_, o_.beta1, o_.beta2, o_.eps, o_.weight_decay, decoupled_, capturable() ? 1 : steps_};
   std::vector<Tensor> p, g, m, v;
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor grad = params_[i].grad();
@@ -129,7 +170,11 @@ void Adam::step() {
     m.push_back(buffer(i, "exp_avg"));
     v.push_back(buffer(i, "exp_avg_sq"));
   }
-  if (!p.empty()) adam_step_(p, g, m, v, ao);
+  if (p.empty()) return;
+  if (capturable())
+    adam_step_capturable_(p, g, m, v, ao, lr_t_, step_t_);
+  else
+    adam_step_(p, g, m, v, ao);
 }
 
 double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {

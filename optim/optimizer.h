@@ -1,7 +1,14 @@
 // Optimizers (SGD, Adam, AdamW) with PyTorch's update rules, computed by the fused
 // in-place updates of core (sgd_step_, adam_step_). zero_grad() clears gradients
-// (PyTorch's set_to_none). state_dict() holds the learning rate, the step count and every
-// per-parameter buffer, so a resumed run continues exactly.
+// (PyTorch's set_to_none), or zeroes them in place. state_dict() holds the learning rate,
+// the step count and every per-parameter buffer, so a resumed run continues exactly.
+//
+// Options::capturable (PyTorch's capturable=True) makes step() capturable in a CUDA graph
+// (core/cuda_graph.h): the learning rate and the step count live in float64 scalar
+// tensors on the parameters' device, step() advances the count there and the kernels read
+// both when they run, so each replay is the next step. set_lr() writes the device's copy
+// (between replays, never inside a capture). The updates equal the ordinary ones
+// (docs/training.md, "Capturable optimizers"); the state_dict format is the same.
 #pragma once
 
 #include <string>
@@ -18,11 +25,15 @@ class Optimizer {
   virtual ~Optimizer() = default;
   // Updates every parameter that has a gradient.
   virtual void step() = 0;
-  void zero_grad();
+  // set_to_none = false zeroes existing gradients in place, so they keep their addresses
+  // (what a CUDA graph that accumulates into them needs).
+  void zero_grad(bool set_to_none = true);
   double lr() const { return lr_; }
   void set_lr(double lr);
   const std::vector<Tensor>& params() const { return params_; }
-  int64_t steps() const { return steps_; }
+  // Steps taken; when capturable, read from the device (it waits for the device).
+  int64_t steps() const;
+  bool capturable() const { return step_t_.defined(); }
   // Bytes of the per-parameter state kept (Adam's moments, SGD's momentum buffers); it is
   // made at the first step.
   virtual int64_t state_bytes() const;
@@ -39,9 +50,14 @@ class Optimizer {
   // Per-parameter buffers by name ("momentum_buffer", "exp_avg", ...), made on demand.
   Tensor buffer(size_t param, const std::string& name);
   bool has_buffer(size_t param, const std::string& name) const;
+  // Keeps lr and the step count on the parameters' device from now on (one device only).
+  void make_capturable();
+  // Counts a step: on the device when capturable (a captured step counts at each replay).
+  void count_step();
   std::vector<Tensor> params_;
   double lr_;
-  int64_t steps_ = 0;
+  int64_t steps_ = 0;  // when not capturable
+  Tensor lr_t_, step_t_;  // float64 scalars on the device, when capturable
 
  private:
   std::vector<std::vector<std::pair<std::string, Tensor>>> buffers_;
@@ -52,6 +68,7 @@ class SGD : public Optimizer {
   struct Options {
     double lr = 0.01, momentum = 0, dampening = 0, weight_decay = 0;
     bool nesterov = false;
+    bool capturable = false;
   };
   SGD(std::vector<Tensor> params, Options options);
   void step() override;
@@ -67,6 +84,7 @@ class Adam : public Optimizer {
  public:
   struct Options {
     double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
+    bool capturable = false;
   };
   Adam(std::vector<Tensor> params, Options options) : Adam(std::move(params), options, false) {}
   void step() override;
@@ -85,9 +103,10 @@ class AdamW : public Adam {
  public:
   struct Options {
     double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 1e-2;
+    bool capturable = false;
   };
   AdamW(std::vector<Tensor> params, Options o)
-      : Adam(std::move(params), {o.lr, o.beta1, o.beta2, o.eps, o.weight_decay}, true) {}
+      : Adam(std::move(params), {o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.capturable}, true) {}
 };
 
 // Scales the gradients so that their global 2-norm is at most max_norm; returns the norm

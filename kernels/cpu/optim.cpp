@@ -1,7 +1,8 @@
 // CPU optimizer updates: one pass over each parameter applying the shared functors of
 // kernels/common/optim_ops.h. Memory-bound: SGD with momentum reads p, g, buf and writes
 // p, buf (20 bytes per float32 element); Adam reads p, g, m, v and writes p, m, v (28).
-// The multi-tensor forms take a list of parameters in one call.
+// The multi-tensor forms take a list of parameters in one call; the capturable ones read
+// the learning rate and step from tensors.
 #include "kernels/common/optim_ops.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/loops.h"
@@ -55,9 +56,28 @@ void multi_adam_kernel(std::span<const Tensor> params, std::span<const Tensor> g
   for (size_t i = 0; i < params.size(); ++i) adam_kernel(params[i], grads[i], m[i], v[i], u);
 }
 
+// The capturable forms read lr and step where they live (here, host memory), then are the
+// forms above: the same numbers give the same bits.
+double scalar_of(const Tensor& t) { return *static_cast<const double*>(t.data_ptr()); }
+
+void multi_sgd_capturable_kernel(std::span<const Tensor> params, std::span<const Tensor> grads,
+                                 std::span<const Tensor> bufs, const ops::SgdUpdate& u, const Tensor& lr) {
+  ops::SgdUpdate at = u;
+  at.lr = scalar_of(lr);
+  multi_sgd_kernel(params, grads, bufs, at);
+}
+
+void multi_adam_capturable_kernel(std::span<const Tensor> params, std::span<const Tensor> grads,
+                                  std::span<const Tensor> m, std::span<const Tensor> v, const ops::AdamUpdate& u,
+                                  const Tensor& lr, const Tensor& step) {
+  multi_adam_kernel(params, grads, m, v, u.at(scalar_of(step), scalar_of(lr)));
+}
+
 }  // namespace
 
 void register_optim() {
+  multi_sgd_update_capturable_stub.set(DeviceType::CPU, multi_sgd_capturable_kernel);
+  multi_adam_update_capturable_stub.set(DeviceType::CPU, multi_adam_capturable_kernel);
   multi_sgd_update_stub.set(DeviceType::CPU, multi_sgd_kernel);
   multi_adam_update_stub.set(DeviceType::CPU, multi_adam_kernel);
   sgd_update_stub.set(DeviceType::CPU, sgd_kernel);

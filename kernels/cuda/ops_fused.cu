@@ -140,16 +140,31 @@ void embedding_backward_kernel(const Tensor& grad_weight, const Tensor& grad_out
   });
 }
 
+template <class T>
+std::vector<SgdTensor<T>> sgd_list(std::span<const Tensor> params, std::span<const Tensor> grads,
+                                   std::span<const Tensor> bufs) {
+  std::vector<SgdTensor<T>> list;
+  for (size_t i = 0; i < params.size(); ++i)
+    list.push_back({ptr<T>(params[i]), ptr<const T>(grads[i]), ptr<T>(bufs[i]), params[i].numel()});
+  return list;
+}
+
+template <class T>
+std::vector<AdamTensor<T>> adam_list(std::span<const Tensor> params, std::span<const Tensor> grads,
+                                     std::span<const Tensor> m, std::span<const Tensor> v) {
+  std::vector<AdamTensor<T>> list;
+  for (size_t i = 0; i < params.size(); ++i)
+    list.push_back({ptr<T>(params[i]), ptr<const T>(grads[i]), ptr<T>(m[i]), ptr<T>(v[i]), params[i].numel()});
+  return list;
+}
+
 void multi_sgd_kernel(std::span<const Tensor> params, std::span<const Tensor> grads, std::span<const Tensor> bufs,
                       const ops::SgdUpdate& u) {
   if (params.empty()) return;
   const OpScope scope(params[0]);
   visit_floating<true>(params[0].dtype(), "multi_sgd_update", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    std::vector<SgdTensor<T>> list;
-    for (size_t i = 0; i < params.size(); ++i)
-      list.push_back({ptr<T>(params[i]), ptr<const T>(grads[i]), ptr<T>(bufs[i]), params[i].numel()});
-    sgd_update<T>(list, u, scope.stream());
+    sgd_update<T>(sgd_list<T>(params, grads, bufs), u, scope.stream());
   });
 }
 
@@ -159,10 +174,29 @@ void multi_adam_kernel(std::span<const Tensor> params, std::span<const Tensor> g
   const OpScope scope(params[0]);
   visit_floating<true>(params[0].dtype(), "multi_adam_update", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    std::vector<AdamTensor<T>> list;
-    for (size_t i = 0; i < params.size(); ++i)
-      list.push_back({ptr<T>(params[i]), ptr<const T>(grads[i]), ptr<T>(m[i]), ptr<T>(v[i]), params[i].numel()});
-    adam_update<T>(list, u, scope.stream());
+    adam_update<T>(adam_list<T>(params, grads, m, v), u, scope.stream());
+  });
+}
+
+void multi_sgd_capturable_kernel(std::span<const Tensor> params, std::span<const Tensor> grads,
+                                 std::span<const Tensor> bufs, const ops::SgdUpdate& u, const Tensor& lr) {
+  if (params.empty()) return;
+  const OpScope scope(params[0]);
+  visit_floating<true>(params[0].dtype(), "multi_sgd_update_capturable", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    sgd_update_capturable<T>(sgd_list<T>(params, grads, bufs), u, ptr<const double>(lr), scope.stream());
+  });
+}
+
+void multi_adam_capturable_kernel(std::span<const Tensor> params, std::span<const Tensor> grads,
+                                  std::span<const Tensor> m, std::span<const Tensor> v, const ops::AdamUpdate& u,
+                                  const Tensor& lr, const Tensor& step) {
+  if (params.empty()) return;
+  const OpScope scope(params[0]);
+  visit_floating<true>(params[0].dtype(), "multi_adam_update_capturable", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    adam_update_capturable<T>(adam_list<T>(params, grads, m, v), u, ptr<const double>(lr), ptr<const double>(step),
+                              scope.stream());
   });
 }
 
@@ -195,6 +229,8 @@ void register_fused() {
   embedding_backward_stub.set(DeviceType::CUDA, embedding_backward_kernel);
   multi_sgd_update_stub.set(DeviceType::CUDA, multi_sgd_kernel);
   multi_adam_update_stub.set(DeviceType::CUDA, multi_adam_kernel);
+  multi_sgd_update_capturable_stub.set(DeviceType::CUDA, multi_sgd_capturable_kernel);
+  multi_adam_update_capturable_stub.set(DeviceType::CUDA, multi_adam_capturable_kernel);
   dropout_stub.set(DeviceType::CUDA, dropout_kernel);
   dropout_backward_stub.set(DeviceType::CUDA, dropout_backward_slot);
 }

@@ -106,11 +106,78 @@ struct AdamOp {
   }
 };
 
+// The capturable forms (CUDA graphs): the learning rate, and Adam's 1-based step, read
+// from device memory when the kernel runs, so that a replay uses that replay's values.
+// Each block reads them and folds the constants once per tile (two double pow for Adam: a
+// few hundred cycles against a tile's memory traffic; the step stays memory-bound).
+template <class P, class S>
+struct SgdCapturableOp {
+  static constexpr int kDepth = SgdOp<P, S>::kDepth;
+  using Shape = typename SgdOp<P, S>::Shape;
+  static constexpr int64_t kTile = Shape::kTile;
+  ops::SgdUpdate u;
+  const double* lr;  // [1]
+
+  __device__ __forceinline__ void operator()(void* const (&ptr)[kDepth], int64_t n, int64_t base) const {
+    SgdOp<P, S> op{u};
+    op.u.lr = *lr;
+    op(ptr, n, base);
+  }
+};
+
+template <class P, class S>
+struct AdamCapturableOp {
+  static constexpr int kDepth = AdamOp<P, S>::kDepth;
+  using Shape = typename AdamOp<P, S>::Shape;
+  static constexpr int64_t kTile = Shape::kTile;
+  ops::AdamUpdate u;
+  const double* lr;    // [1]
+  const double* step;  // [1], 1-based
+
+  __device__ __forceinline__ void operator()(void* const (&ptr)[kDepth], int64_t n, int64_t base) const {
+    const AdamOp<P, S> op{u.at(*step, *lr).template prepare<S>()};
+    op(ptr, n, base);
+  }
+};
+
 // What every tensor of a list must satisfy; `what` names the launcher.
 inline void check_optim_tensor(const char* what, size_t i, int64_t numel, bool pointers_present) {
   EMBER_CHECK(numel >= 0, what, ": tensor ", i, " has ", numel, " elements");
   EMBER_CHECK(numel == 0 || pointers_present, what, ": tensor ", i, " (", numel,
               " elements) lacks a pointer (param, grad and every state buffer are required)");
+}
+
+// The launch of every tensor of a list with the update op, after the checks.
+template <class P, class S, class Op>
+void launch_sgd(std::span<const SgdTensor<P, S>> tensors, bool momentum, const Op& op, cudaStream_t stream) {
+  static_assert(kOptimTypes<P, S>, "sgd_update: (float, float), (double, double) or (16-bit, float)");
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const SgdTensor<P, S>& t = tensors[i];
+    check_optim_tensor("sgd_update", i, t.numel, t.param && t.grad && (t.momentum_buffer || !momentum));
+  }
+  multi_tensor_apply(
+      tensors.size(),
+      [&](size_t i) {
+        const SgdTensor<P, S>& t = tensors[i];
+        return TensorPtrs<3>{{t.param, const_cast<P*>(t.grad), momentum ? t.momentum_buffer : nullptr}, t.numel};
+      },
+      op, stream);
+}
+
+template <class P, class S, class Op>
+void launch_adam(std::span<const AdamTensor<P, S>> tensors, const Op& op, cudaStream_t stream) {
+  static_assert(kOptimTypes<P, S>, "adam_update: (float, float), (double, double) or (16-bit, float)");
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const AdamTensor<P, S>& t = tensors[i];
+    check_optim_tensor("adam_update", i, t.numel, t.param && t.grad && t.exp_avg && t.exp_avg_sq);
+  }
+  multi_tensor_apply(
+      tensors.size(),
+      [&](size_t i) {
+        const AdamTensor<P, S>& t = tensors[i];
+        return TensorPtrs<4>{{t.param, const_cast<P*>(t.grad), t.exp_avg, t.exp_avg_sq}, t.numel};
+      },
+      op, stream);
 }
 
 }  // namespace detail
@@ -127,19 +194,7 @@ static_assert(TensorListMeta<3>::kMaxTensors == 95 && TensorListMeta<4>::kMaxTen
 template <class P, class S = P>
 void sgd_update(std::type_identity_t<std::span<const SgdTensor<P, S>>> tensors, const ops::SgdUpdate& u,
                 cudaStream_t stream) {
-  static_assert(detail::kOptimTypes<P, S>, "sgd_update: (float, float), (double, double) or (16-bit, float)");
-  const bool momentum = u.momentum != 0;
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    const SgdTensor<P, S>& t = tensors[i];
-    detail::check_optim_tensor("sgd_update", i, t.numel, t.param && t.grad && (t.momentum_buffer || !momentum));
-  }
-  multi_tensor_apply(
-      tensors.size(),
-      [&](size_t i) {
-        const SgdTensor<P, S>& t = tensors[i];
-        return TensorPtrs<3>{{t.param, const_cast<P*>(t.grad), momentum ? t.momentum_buffer : nullptr}, t.numel};
-      },
-      detail::SgdOp<P, S>{u}, stream);
+  detail::launch_sgd(tensors, u.momentum != 0, detail::SgdOp<P, S>{u}, stream);
 }
 
 // One Adam or AdamW step (u: ops::AdamUpdate, as core's adam_step_ builds it, with the
@@ -147,18 +202,24 @@ void sgd_update(std::type_identity_t<std::span<const SgdTensor<P, S>>> tensors, 
 template <class P, class S = P>
 void adam_update(std::type_identity_t<std::span<const AdamTensor<P, S>>> tensors, const ops::AdamUpdate& u,
                  cudaStream_t stream) {
-  static_assert(detail::kOptimTypes<P, S>, "adam_update: (float, float), (double, double) or (16-bit, float)");
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    const AdamTensor<P, S>& t = tensors[i];
-    detail::check_optim_tensor("adam_update", i, t.numel, t.param && t.grad && t.exp_avg && t.exp_avg_sq);
-  }
-  multi_tensor_apply(
-      tensors.size(),
-      [&](size_t i) {
-        const AdamTensor<P, S>& t = tensors[i];
-        return TensorPtrs<4>{{t.param, const_cast<P*>(t.grad), t.exp_avg, t.exp_avg_sq}, t.numel};
-      },
-      detail::AdamOp<P, S>{u.prepare<S>()}, stream);
+  detail::launch_adam(tensors, detail::AdamOp<P, S>{u.prepare<S>()}, stream);
+}
+
+// The capturable forms: as above, with the learning rate (and Adam's 1-based step) read
+// from the device pointers lr and step (one double each) when the kernels run; u's lr and
+// bias corrections are not used (Adam's come from ops::AdamUpdate::at).
+template <class P, class S = P>
+void sgd_update_capturable(std::type_identity_t<std::span<const SgdTensor<P, S>>> tensors, const ops::SgdUpdate& u,
+                           const double* lr, cudaStream_t stream) {
+  EMBER_CHECK(lr, "sgd_update_capturable: no learning rate pointer");
+  detail::launch_sgd(tensors, u.momentum != 0, detail::SgdCapturableOp<P, S>{u, lr}, stream);
+}
+
+template <class P, class S = P>
+void adam_update_capturable(std::type_identity_t<std::span<const AdamTensor<P, S>>> tensors,
+                            const ops::AdamUpdate& u, const double* lr, const double* step, cudaStream_t stream) {
+  EMBER_CHECK(lr && step, "adam_update_capturable: no learning rate or step pointer");
+  detail::launch_adam(tensors, detail::AdamCapturableOp<P, S>{u, lr, step}, stream);
 }
 
 }  // namespace ember::kernels::cuda
