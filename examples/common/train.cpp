@@ -15,6 +15,7 @@
 #include "data/dataset.h"
 #include "data/prefetch.h"
 #include "data/sampler.h"
+#include "examples/common/graph_step.h"
 #include "memory/oom.h"
 #include "optim/checkpoint.h"
 #include "optim/memory_estimate.h"
@@ -27,11 +28,17 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-std::unique_ptr<optim::Optimizer> make_optimizer(const std::string& name, std::vector<Tensor> params, double lr) {
-  if (name == "adam") return std::make_unique<optim::Adam>(std::move(params), optim::Adam::Options{.lr = lr});
-  if (name == "adamw") return std::make_unique<optim::AdamW>(std::move(params), optim::AdamW::Options{.lr = lr});
+// capturable: lr and step on the device, for --cuda-graph (optim/optimizer.h).
+std::unique_ptr<optim::Optimizer> make_optimizer(const std::string& name, std::vector<Tensor> params, double lr,
+                                                 bool capturable) {
+  if (name == "adam")
+    return std::make_unique<optim::Adam>(std::move(params), optim::Adam::Options{.lr = lr, .capturable = capturable});
+  if (name == "adamw")
+    return std::make_unique<optim::AdamW>(std::move(params),
+                                          optim::AdamW::Options{.lr = lr, .capturable = capturable});
   if (name == "sgd")
-    return std::make_unique<optim::SGD>(std::move(params), optim::SGD::Options{.lr = lr, .momentum = 0.9});
+    return std::make_unique<optim::SGD>(std::move(params),
+                                        optim::SGD::Options{.lr = lr, .momentum = 0.9, .capturable = capturable});
   EMBER_FAIL("--optimizer: unknown optimizer '", name, "' (expected sgd, adam or adamw)");
 }
 
@@ -68,6 +75,23 @@ double evaluate(nn::Module& model, const data::TensorDataset& test, int64_t B, b
     right = t.item<int64_t>();
   }
   return static_cast<double>(right) / static_cast<double>(std::max<int64_t>(test.size(), 1));
+}
+
+// --cuda-graph's needs, and the options it does not take, as errors that say why.
+void check_cuda_graph_flags(const TrainConfig& c, Device device, int world) {
+  if (!c.cuda_graph) return;
+  EMBER_CHECK(device.is_cuda(), "--cuda-graph: needs --device cuda (a CUDA graph replays work on a CUDA device), got ",
+              device.str());
+  EMBER_CHECK(c.data_on_device, "--cuda-graph: needs --data-on-device (each batch is gathered on the device into the "
+              "graph's static inputs)");
+  EMBER_CHECK(world == 1, "--cuda-graph: runs in one process only (DDP's gradient exchange is not captured)");
+  EMBER_CHECK(!c.auto_microbatch, "--cuda-graph: not with --auto-microbatch (a graph replays one fixed step; it "
+              "cannot split a step that runs out of memory)");
+  EMBER_CHECK(!c.checkpoint, "--cuda-graph: not with --checkpoint (activation checkpointing is not captured yet)");
+  EMBER_CHECK(c.precision == "fp32", "--cuda-graph: needs --precision fp32 (bf16 autocast is not captured yet)");
+  EMBER_CHECK(c.prune == 0, "--cuda-graph: not with --prune (its masks are applied between steps)");
+  EMBER_CHECK(!c.profile, "--cuda-graph: not with --profile (a replay is one launch; the op profiler times ops as "
+              "they are queued)");
 }
 
 // --estimate-memory: the model built on the meta device, one step estimated, nothing allocated.
@@ -116,6 +140,10 @@ void add_train_flags(CLI::App& app, TrainConfig& c) {
   app.add_flag("--data-on-device", c.data_on_device,
                "keep the whole training set on the device (a CUDA device otherwise gets each batch through pinned "
                "memory, copied while the previous step runs)");
+  app.add_flag("--cuda-graph", c.cuda_graph,
+               "capture the whole training step (forward, loss, backward, optimizer step) once in a CUDA graph and "
+               "replay it for every batch; needs --device cuda and --data-on-device (the last partial batch runs "
+               "eagerly)");
   app.add_option("--epochs", c.epochs, "epochs in all (a resumed run trains the remaining ones)")->capture_default_str();
   app.add_option("--batch-size", c.batch_size, "samples per step")->capture_default_str();
   app.add_option("--lr", c.lr, "learning rate")->capture_default_str();
@@ -216,6 +244,7 @@ int train_main(const std::string& model_name, const TrainConfig& c,
                                         : detail::str("this process sees ", count, " CUDA device(s)"));
     }
 
+    check_cuda_graph_flags(c, device, world);
     if (c.estimate_memory) {  // every rank's step is alike: rank 0 prints it
       if (lead) print_memory_estimate(c, device, rank_batch, world, make_model);
       return 0;
@@ -255,7 +284,9 @@ int train_main(const std::string& model_name, const TrainConfig& c,
     std::unique_ptr<comm::DistributedDataParallel> ddp;
     if (pg) ddp = std::make_unique<comm::DistributedDataParallel>(model, pg);
     EMBER_CHECK(c.zero == 0 || ddp, "--zero ", c.zero, " needs several processes (run under ember-run)");
-    auto inner = [&](std::vector<Tensor> params) { return make_optimizer(c.optimizer, std::move(params), c.lr); };
+    auto inner = [&](std::vector<Tensor> params) {
+      return make_optimizer(c.optimizer, std::move(params), c.lr, c.cuda_graph);
+    };
     std::unique_ptr<optim::Optimizer> opt =
         c.zero ? std::make_unique<comm::ZeroOptimizer>(*ddp, c.zero, inner) : inner(model->parameters());
     int64_t first_epoch = 0;
@@ -308,6 +339,17 @@ int train_main(const std::string& model_name, const TrainConfig& c,
       correct_in_step = correct_in_step.defined() ? add(correct_in_step, right) : right;
       return criterion(logits, y);
     };
+    std::optional<GraphStep> graph_step;
+    if (c.cuda_graph) {
+      auto loss_and_right = [&](const Tensor& x, const Tensor& y) {
+        correct_in_step = {};
+        Tensor l = piece_loss(x, y);
+        return std::pair{l, correct_in_step};
+      };
+      const Shape& shape = train.data().shape();
+      graph_step.emplace(*opt, loss_and_right, device, rank_batch, Shape(shape.begin() + 1, shape.end()),
+                         train.data().dtype());
+    }
     int64_t micro_batch = 0, retries = 0;
     // Evaluation goes in batches of the step's pieces: it then needs less memory than a step.
     auto test_accuracy = [&] {
@@ -328,12 +370,19 @@ int train_main(const std::string& model_name, const TrainConfig& c,
       const auto t0 = Clock::now();
       batches.start_epoch(e);
       Tensor loss_sum = zeros({}, {kFloat64, device}), correct = zeros({}, {kInt64, device});
+      if (graph_step) {  // its own sums, which its graph updates in place
+        graph_step->start_epoch();
+        loss_sum = graph_step->loss_sum();
+        correct = graph_step->correct();
+      }
       int64_t seen = 0, step = 0;
       while (auto batch = batches.next()) {
         const int64_t raw_before = mem.stats().num_device_alloc;
         const int64_t n = batch->data.size(0);
         Tensor loss;  // the step's mean loss, on the device
-        if (c.auto_microbatch) {
+        if (graph_step) {
+          graph_step->step(batch->data, batch->target);
+        } else if (c.auto_microbatch) {
           optim::MicroBatchResult r;
           if (ddp) {  // accumulate locally, exchange once per step
             auto no_sync = ddp->no_sync();
@@ -355,11 +404,13 @@ int train_main(const std::string& model_name, const TrainConfig& c,
           l.backward();
           loss = l.detach();
         }
-        if (ddp) ddp->synchronize();  // at once: backward's last gradient completed the exchange
-        opt->step();
-        if (after_step) after_step();
-        loss_sum = add(loss_sum, mul(loss.to(kFloat64), Scalar(static_cast<double>(n))));
-        correct = add(correct, correct_in_step);
+        if (!graph_step) {
+          if (ddp) ddp->synchronize();  // at once: backward's last gradient completed the exchange
+          opt->step();
+          if (after_step) after_step();
+          loss_sum = add(loss_sum, mul(loss.to(kFloat64), Scalar(static_cast<double>(n))));
+          correct = add(correct, correct_in_step);
+        }
         seen += n;
         ++step;
         if (first_step_done++) raw_allocs_after_first += mem.stats().num_device_alloc - raw_before;
@@ -457,6 +508,7 @@ int train_main(const std::string& model_name, const TrainConfig& c,
                           {"peak_reserved_bytes", memory_stats(device).at("reserved_bytes.all.peak")},
                           {"step_peak_bytes", memory_stats(device).at("allocated_bytes.all.peak") - data_bytes},
                           {"checkpoint", c.checkpoint},
+                          {"cuda_graph_replays", graph_step ? graph_step->replays() : 0},
                           {"precision", c.precision},
                           {"image_size", c.image_size},
                           {"raw_allocs_after_first_step", raw_allocs_after_first},

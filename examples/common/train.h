@@ -17,6 +17,7 @@ struct TrainConfig {
   std::string data = "/usr/share/datasets/fashion-mnist";
   std::string device = "auto";
   bool data_on_device = false;  // the whole training set on the device
+  bool cuda_graph = false;      // capture the training step once, replay it per batch (graph_step.h)
   int64_t epochs = 1;
   int64_t batch_size = 128;
   double lr = 1e-3;
