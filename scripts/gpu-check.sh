@@ -5,7 +5,8 @@
 #   2. the tests that need a GPU (label gpu), and the core, layer and training tests on
 #      cuda (EMBER_TEST_DEVICE=cuda), each compared with its float64 reference;
 #   3. the hand-written kernels' tests under compute-sanitizer (memcheck by default);
-#   4. the MLP and the CNN example, one epoch each on the GPU, data on the device;
+#   4. the MLP and the CNN example, two epochs each on the GPU, data on the device, and the
+#      MLP again with --cuda-graph (its whole step captured and replayed);
 #   5. the PyTorch peer of the same two models (bench/peers/gpu_peer.py), eager and with
 #      a CUDA graph, when python3 has torch;
 #   6. the kernel and allocator benchmarks, and bench_ddp's per-bucket backward timeline on
@@ -122,6 +123,10 @@ if [ -d "$data" ]; then
       --data-on-device --epochs 2 --json
     figures+=("| ember $model, epoch 2 | $(figure "$model" "$build/example_$model.log") |")
   done
+  # The whole step in one CUDA graph, as the peer's graph mode (README, --cuda-graph).
+  step example_mlp_graph 180 "$build/examples/ember_mlp" --device cuda --data "$data" --data-on-device --cuda-graph \
+    --epochs 2 --json
+  figures+=("| ember mlp --cuda-graph, epoch 2 | $(figure mlp "$build/example_mlp_graph.log") |")
 else
   rows+=("| examples | skipped: no Fashion-MNIST in $data (set EMBER_DATA) | |")
 fi
