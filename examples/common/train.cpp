@@ -87,8 +87,6 @@ void check_cuda_graph_flags(const TrainConfig& c, Device device, int world) {
   EMBER_CHECK(world == 1, "--cuda-graph: runs in one process only (DDP's gradient exchange is not captured)");
   EMBER_CHECK(!c.auto_microbatch, "--cuda-graph: not with --auto-microbatch (a graph replays one fixed step; it "
               "cannot split a step that runs out of memory)");
-  EMBER_CHECK(!c.checkpoint, "--cuda-graph: not with --checkpoint (activation checkpointing is not captured yet)");
-  EMBER_CHECK(c.precision == "fp32", "--cuda-graph: needs --precision fp32 (bf16 autocast is not captured yet)");
   EMBER_CHECK(c.prune == 0, "--cuda-graph: not with --prune (its masks are applied between steps)");
   EMBER_CHECK(!c.profile, "--cuda-graph: not with --profile (a replay is one launch; the op profiler times ops as "
               "they are queued)");
