@@ -240,13 +240,19 @@ void expect_state_within(const std::vector<Param<T>>& params, const std::vector<
 
 
 // `steps` SGD steps of every layout on both backends, then the params and buffers compared.
+// capturable: the kernels read lr from device memory, written before each step, and it
+// changes every step (lr / step).
 template <class T>
-void check_sgd(const SgdStepOptions& o, const std::vector<Layout>& layouts, int steps) {
+void check_sgd(SgdStepOptions o, const std::vector<Layout>& layouts, int steps, bool capturable = false) {
+  const double base_lr = o.lr;
+  DeviceArray<double> lr_dev(1);
   auto params = make_params<T>(layouts, 1);
   std::vector<Tracker> tracks;
   for (const Param<T>& q : params) tracks.emplace_back(q.p.template to_vector<double>(), test::compute_roundoff<T>());
   for (int step = 0; step < steps; ++step) {
     const bool first = step == 0;
+    if (capturable) o.lr = base_lr / (step + 1);
+    lr_dev.upload({o.lr});
     auto g = make_grads(params, 1000 + 100 * step);
     const ops::SgdUpdate u{o.lr, o.momentum, o.dampening, o.weight_decay, o.nesterov, first};
     std::vector<SgdTensor<T>> list;
@@ -255,7 +261,11 @@ void check_sgd(const SgdStepOptions& o, const std::vector<Layout>& layouts, int 
       tracks[i].sgd(g.values[i], u);
       list.push_back({params[i].dp->data(), g.dev[i]->data(), params[i].ds1->data(), params[i].layout.n});
     }
-    sgd_update<T>(list, u, nullptr);
+    if (capturable)
+      sgd_update_capturable<T>(list, {0, o.momentum, o.dampening, o.weight_decay, o.nesterov, first}, lr_dev.data(),
+                               nullptr);
+    else
+      sgd_update<T>(list, u, nullptr);
   }
   expect_state_within(params, tracks, o.momentum != 0, false);
 }
@@ -267,13 +277,20 @@ ops::AdamUpdate adam_update_of(const AdamStepOptions& o) {
           std::sqrt(1 - std::pow(o.beta2, t))};
 }
 
+// capturable: as check_sgd's, with the step read from device memory too (the kernel
+// computes the bias corrections from it).
 template <class T>
-void check_adam(AdamStepOptions o, const std::vector<Layout>& layouts, int steps) {
+void check_adam(AdamStepOptions o, const std::vector<Layout>& layouts, int steps, bool capturable = false) {
+  const double base_lr = o.lr;
+  DeviceArray<double> lr_dev(1), step_dev(1);
   auto params = make_params<T>(layouts, 7);
   std::vector<Tracker> tracks;
   for (const Param<T>& q : params) tracks.emplace_back(q.p.template to_vector<double>(), test::compute_roundoff<T>());
   for (int step = 1; step <= steps; ++step) {
     o.step = step;
+    if (capturable) o.lr = base_lr / step;
+    lr_dev.upload({o.lr});
+    step_dev.upload({double(step)});
     auto g = make_grads(params, 2000 + 100 * step);
     std::vector<AdamTensor<T>> list;
     for (size_t i = 0; i < params.size(); ++i) {
@@ -282,7 +299,13 @@ void check_adam(AdamStepOptions o, const std::vector<Layout>& layouts, int steps
       tracks[i].adam(g.values[i], adam_update_of(o));
       list.push_back({q.dp->data(), g.dev[i]->data(), q.ds1->data(), q.ds2->data(), q.layout.n});
     }
-    adam_update<T>(list, adam_update_of(o), nullptr);
+    if (capturable) {
+      ops::AdamUpdate u = adam_update_of(o);
+      u.lr = u.bias_correction1 = u.bias_correction2_sqrt = 0;  // not used: the kernel computes them
+      adam_update_capturable<T>(list, u, lr_dev.data(), step_dev.data(), nullptr);
+    } else {
+      adam_update<T>(list, adam_update_of(o), nullptr);
+    }
   }
   expect_state_within(params, tracks, true, true);
 }
@@ -319,6 +342,13 @@ TEST(CudaOptim, Float64MatchesCpu) {
   EMBER_NEED_DEVICE();
   check_sgd<double>(kSgdConfigs[2], awkward_layouts(), 3);
   check_adam<double>(kAdamConfigs[2], awkward_layouts(), 3);
+}
+
+TEST(CudaOptim, CapturableLaunchesReadLrAndStepFromTheDevice) {
+  EMBER_NEED_DEVICE();
+  for (const SgdStepOptions& o : kSgdConfigs) check_sgd<float>(o, awkward_layouts(), 3, /*capturable=*/true);
+  for (const AdamStepOptions& o : kAdamConfigs) check_adam<float>(o, awkward_layouts(), 4, /*capturable=*/true);
+  check_adam<double>(kAdamConfigs[2], awkward_layouts(), 3, /*capturable=*/true);
 }
 
 TEST(CudaOptim, ListsLongerThanOneLaunchHoldsMatchCpu) {
