@@ -367,12 +367,9 @@ int train_main(const std::string& model_name, const TrainConfig& c,
     auto train_epoch = [&](int64_t e) {
       const auto t0 = Clock::now();
       batches.start_epoch(e);
-      Tensor loss_sum = zeros({}, {kFloat64, device}), correct = zeros({}, {kInt64, device});
-      if (graph_step) {  // its own sums, which its graph updates in place
-        graph_step->start_epoch();
-        loss_sum = graph_step->loss_sum();
-        correct = graph_step->correct();
-      }
+      if (graph_step) graph_step->start_epoch();  // its own sums, which its graph updates in place
+      Tensor loss_sum = graph_step ? graph_step->loss_sum() : zeros({}, {kFloat64, device});
+      Tensor correct = graph_step ? graph_step->correct() : zeros({}, {kInt64, device});
       int64_t seen = 0, step = 0;
       while (auto batch = batches.next()) {
         const int64_t raw_before = mem.stats().num_device_alloc;
