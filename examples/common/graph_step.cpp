@@ -1,3 +1,5 @@
+// The training step of --cuda-graph (graph_step.h): eager warm-up and odd-sized batches,
+// one capture of the whole step, then a replay per batch.
 #include "examples/common/graph_step.h"
 
 #include "base/error.h"
