@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # Everything that needs a real GPU, in one run that fits a lent machine's few minutes
 # (one GPU, many cores, CUDA's compiler, no network, maybe not Debian's packages):
-#   1. build, for this GPU alone, only what the steps below run;
-#   2. the tests that need a GPU (label gpu), and the core, layer and training tests on
-#      cuda (EMBER_TEST_DEVICE=cuda), each compared with its float64 reference;
-#   3. the hand-written kernels' tests under compute-sanitizer (memcheck by default);
-#   4. the MLP and the CNN example, two epochs each on the GPU, data on the device, and the
-#      MLP again with --cuda-graph (its whole step captured and replayed);
-#   5. the PyTorch peer of the same two models (bench/peers/gpu_peer.py), eager and with
+#   1. build, for this GPU alone, only what the steps below run (or take the programs
+#      built elsewhere: EMBER_GPU_PREBUILT);
+#   2. the tests that need a GPU, and the core, layer and training tests on cuda
+#      (EMBER_TEST_DEVICE=cuda), each compared with its float64 reference;
+#   3. the MLP and the CNN example, two epochs each on the GPU, data on the device, again
+#      with --cuda-graph (the whole step captured and replayed), and one epoch with
+#      --profile (where the time goes);
+#   4. the PyTorch peer of the same two models (bench/peers/gpu_peer.py), eager and with
 #      a CUDA graph, when python3 has torch;
-#   6. the kernel and allocator benchmarks, and bench_ddp's per-bucket backward timeline on
-#      the GPU (it replaces the H200 estimate in docs/ddp-scaling.md with measurements).
+#   5. the kernel and allocator benchmarks, and bench_ddp's per-bucket backward timeline on
+#      the GPU (it replaces the H200 estimate in docs/ddp-scaling.md with measurements);
+#   6. the hand-written kernels' tests under compute-sanitizer (memcheck by default), last
+#      since it takes longest.
 # Each step reports and the next still runs; the table at the end gives every result and
 # the examples' figures beside PyTorch's. Logs stay in BUILD_DIR.
 #
@@ -18,14 +21,18 @@
 #   EMBER_DATA=DIR            Fashion-MNIST (default /usr/share/datasets/fashion-mnist)
 #   EMBER_DEPS_DIR=DIR        Debian packages to unpack first, on a machine that lacks
 #                             ember's build dependencies (scripts/gpu-bundle.sh makes it)
+#   EMBER_GPU_PREBUILT=DIR    run the programs built elsewhere and unpacked in DIR
+#                             (scripts/gpu-prebuilt.sh packs them), instead of building
 #   EMBER_SANITIZER_TOOLS="memcheck racecheck synccheck"   the compute-sanitizer tools
 #   EMBER_GPU_CHECK_QUICK=1   skip the sanitizer and the benchmarks
+#   EMBER_GPU_CHECK_ONLY=RE   run only the steps whose name matches RE (a rerun of some)
 #   EMBER_GPU_CHECK_BUDGET=S  seconds for the whole run (default 480): each step's limit is
 #                             cut to what is left, and a step with nothing left is skipped
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=${1:-$root/build-gpu}
+build=${EMBER_GPU_PREBUILT:-${1:-$root/build-gpu}}
 data=${EMBER_DATA:-/usr/share/datasets/fashion-mnist}
+[ -n "${EMBER_GPU_PREBUILT:-}" ] && [ -z "${EMBER_DATA:-}" ] && [ -d "$build/data" ] && data=$build/data
 mkdir -p "$build"
 rows=()
 status=0
@@ -37,6 +44,7 @@ step() {
   local name=$1 limit=$2
   shift 2
   local t0=$SECONDS result left=$((budget - SECONDS))
+  [[ $name =~ ${EMBER_GPU_CHECK_ONLY:-.} ]] || return 0
   echo "== $name"
   if [ "$left" -le 0 ]; then
     rows+=("| $name | skipped: the ${budget}s budget is spent | 0 s |")
@@ -74,6 +82,28 @@ if python3 -c 'import nvidia' >/dev/null 2>&1; then
   done
 fi
 
+if [ -n "${EMBER_GPU_PREBUILT:-}" ]; then
+  # The binaries look for libember.so and ember-run where they were built, and the tests
+  # for tests/refcases in the source folder they were built from: put this checkout and the
+  # unpacked folder there, and the libraries packed beside them on the search path.
+  for link in "source-dir:$root" "build-dir:$build"; do
+    orig=$(cat "$build/${link%%:*}" 2>/dev/null || true)
+    if [ -n "$orig" ] && [ ! -e "$orig" ]; then mkdir -p "$(dirname "$orig")" && ln -s "${link#*:}" "$orig"; fi
+  done
+  export LD_LIBRARY_PATH="$build:$build/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  # CUDA's libraries come from this machine, wherever it keeps them (the toolkit, or
+  # Python wheels' folders): add the folder of each one the loader cannot find yet.
+  sites=$(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null || true)
+  for lib in $(ldd "$build/libember.so" | awk '/not found/ {print $1}'); do
+    found=$(find /usr/local/cuda*/ $sites /usr/lib /opt -name "$lib" 2>/dev/null | head -n 1)
+    [ -n "$found" ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$(dirname "$found")"
+  done
+  missing=$(ldd "$build/libember.so" | awk '/not found/ {print $1}' | tr '\n' ' ')
+  echo "libraries: $(ldd "$build/libember.so" | awk '/cudnn|nccl|cublasLt|cudart/ {print $3}' | xargs -r realpath | tr '\n' ' ')"
+  [ -n "$missing" ] && echo "libember.so: not found on this machine: $missing"
+  echo "export LD_LIBRARY_PATH=$LD_LIBRARY_PATH" > "$build/env.sh"  # for runs by hand after this one
+fi
+
 gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo "nvidia-smi: not available")
 echo "GPU: $gpu"
 
@@ -83,35 +113,26 @@ gen=()
 command -v ninja >/dev/null 2>&1 && gen=(-G Ninja)
 targets=(ember_tests_gpu ember_tests_cuda_gpu ember_tests_core ember_tests_layers ember_tests_optim ember_tests_comm
          ember_mlp ember_cnn ember-run ember_bench_cuda_kernels ember_bench_allocator ember_bench_ddp)
-step build 420 bash -c "cmake -S '$root' -B '$build' ${gen[*]} -DCMAKE_BUILD_TYPE=Release -DEMBER_CUDA=ON \
+[ -z "${EMBER_GPU_PREBUILT:-}" ] && step build 420 bash -c "cmake -S '$root' -B '$build' ${gen[*]} -DCMAKE_BUILD_TYPE=Release -DEMBER_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES=native && cmake --build '$build' --parallel $(nproc) --target ${targets[*]}"
 
 # 2. Tests on the GPU.
-step tests_gpu 120 ctest --test-dir "$build" -L '^(gpu)$' --output-on-failure -j 4
+step tests_gpu 120 "$build/tests/ember_tests_gpu"
 for suite in core layers optim; do
-  step "tests_${suite}_on_cuda" 180 env EMBER_TEST_DEVICE=cuda "$build/tests/ember_tests_$suite" --gtest_brief=1
+  step "tests_${suite}_on_cuda" 180 env EMBER_TEST_DEVICE=cuda "$build/tests/ember_tests_$suite"
 done
-step tests_cuda_kernels 180 "$build/tests/ember_tests_cuda_gpu" --gtest_brief=1
+step tests_cuda_kernels 180 "$build/tests/ember_tests_cuda_gpu"
 # csr_linear under each SpMM variant (variants.h): cuSPARSE, which the emulator cannot run,
 # and the hand-written kernel, against the dense Linear (tests/layers/test_sparse.cpp).
 for spmm in cusparse handwritten; do
   step "tests_sparse_spmm_$spmm" 60 env EMBER_TEST_DEVICE=cuda EMBER_SPMM=$spmm "$build/tests/ember_tests_layers" \
-    --gtest_brief=1 --gtest_filter='SparseLinear.*'
+    --gtest_filter='SparseLinear.*'
 done
 # NCCL on real GPUs: the collectives at every world size the GPUs allow (one H200: world
 # size 1), the watchdog and DDP where there are two.
-step tests_comm_nccl 120 "$build/tests/ember_tests_comm" --gtest_brief=1 --gtest_filter='*cuda*:*Nccl*'
+step tests_comm_nccl 120 "$build/tests/ember_tests_comm" --gtest_filter='*cuda*:*Nccl*'
 
-# 3. The kernel tests under compute-sanitizer: a memory error, a race on shared memory or
-# a misused barrier fails the check.
-if [ -z "${EMBER_GPU_CHECK_QUICK:-}" ]; then
-  sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-  for tool in ${EMBER_SANITIZER_TOOLS:-memcheck}; do
-    step "sanitizer_$tool" 300 "$sanitizer" --tool "$tool" --error-exitcode 1 "$build/tests/ember_tests_cuda_gpu" --gtest_brief=1
-  done
-fi
-
-# 4. The examples, one epoch each on the GPU (data on the device, as the peer's).
+# 3. The examples, one epoch each on the GPU (data on the device, as the peer's).
 figure() {  # figure MODEL LOG: "epoch s, accuracy" from the --json line
   python3 -c 'import json,sys; j=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); print("%.3f s, %.2f%%" % (j["epoch_seconds"][-1], 100*j["test_accuracy"]))' "$2" 2>/dev/null || echo "n/a"
 }
@@ -124,14 +145,22 @@ if [ -d "$data" ]; then
     figures+=("| ember $model, epoch 2 | $(figure "$model" "$build/example_$model.log") |")
   done
   # The whole step in one CUDA graph, as the peer's graph mode (README, --cuda-graph).
-  step example_mlp_graph 180 "$build/examples/ember_mlp" --device cuda --data "$data" --data-on-device --cuda-graph \
-    --epochs 2 --json
-  figures+=("| ember mlp --cuda-graph, epoch 2 | $(figure mlp "$build/example_mlp_graph.log") |")
+  for model in mlp cnn; do
+    step "example_${model}_graph" 180 env EMBER_CUDNN_BENCHMARK=1 "$build/examples/ember_$model" --device cuda \
+      --data "$data" --data-on-device --cuda-graph --epochs 2 --json
+    figures+=("| ember $model --cuda-graph, epoch 2 | $(figure "$model" "$build/example_${model}_graph.log") |")
+  done
+  # Where an eager epoch's time goes: each op timed from the host, which is what a small
+  # model's step is made of on a GPU (launches, not arithmetic).
+  for model in mlp cnn; do
+    step "example_${model}_profile" 60 env EMBER_CUDNN_BENCHMARK=1 "$build/examples/ember_$model" --device cuda \
+      --data "$data" --data-on-device --epochs 1 --profile
+  done
 else
   rows+=("| examples | skipped: no Fashion-MNIST in $data (set EMBER_DATA) | |")
 fi
 
-# 5. The PyTorch peer, when there is one.
+# 4. The PyTorch peer, when there is one.
 if [ -d "$data" ] && python3 -c 'import torch; assert torch.cuda.is_available()' >/dev/null 2>&1; then
   step pytorch_peer 300 python3 "$root/bench/peers/gpu_peer.py" --data "$data" --epochs 1
   while read -r line; do
@@ -141,13 +170,22 @@ else
   rows+=("| pytorch_peer | skipped: no torch with CUDA, or no data | |")
 fi
 
-# 6. Benchmarks: the caching allocator beside cudaMalloc, the kernels against the ceiling and cuBLAS.
+# 5. Benchmarks: the caching allocator beside cudaMalloc, the kernels against the ceiling and cuBLAS.
 if [ -z "${EMBER_GPU_CHECK_QUICK:-}" ]; then
   step bench_allocator 120 "$build/bench/ember_bench_allocator"
   step bench_cuda_kernels 240 "$build/bench/ember_bench_cuda_kernels"
   # Per-bucket ready times measured with CUDA events and the 8/64/512-GPU prediction from
   # them (docs/ddp-scaling.md); the Gloo scaling part runs on the CPU only.
   step bench_ddp 120 "$build/bench/ember_bench_ddp" --device cuda
+fi
+
+# 6. The kernel tests under compute-sanitizer: a memory error, a race on shared memory or
+# a misused barrier fails the check.
+if [ -z "${EMBER_GPU_CHECK_QUICK:-}" ]; then
+  sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  for tool in ${EMBER_SANITIZER_TOOLS:-memcheck}; do
+    step "sanitizer_$tool" 300 "$sanitizer" --tool "$tool" --error-exitcode 1 "$build/tests/ember_tests_cuda_gpu"
+  done
 fi
 
 echo
