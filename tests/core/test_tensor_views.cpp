@@ -59,13 +59,16 @@ TEST(TensorViews, TypedDataChecksTheDType) {
   Tensor x = iota({4});
   float* p = x.data<float>();
   EXPECT_EQ(static_cast<void*>(p), x.data_ptr());
-  EXPECT_EQ(p[3], 3.0f);
   EXPECT_THROW(x.data<double>(), Error);
   EXPECT_THROW(x.data<int32_t>(), Error);
   // A view's data_ptr points at its first element, not at the storage's.
   Tensor v = x.narrow(0, 2, 2);
   EXPECT_EQ(v.data<float>(), p + 2);
-  EXPECT_EQ(*v.data<float>(), 2.0f);
+  // The pointer is the device's: only the host may read through it.
+  if (x.device().is_cpu()) {
+    EXPECT_EQ(p[3], 3.0f);
+    EXPECT_EQ(*v.data<float>(), 2.0f);
+  }
 }
 
 // ----- view and reshape -----
