@@ -111,7 +111,7 @@ class AccumulateGrad final : public Node {
     if (meta.grad.defined()) {
       // In place, as PyTorch: the gradient keeps its address from step to step, which a
       // captured CUDA graph and gradient buckets rely on.
-      meta.grad.copy_(add(meta.grad, gc));
+      meta.grad.add_(gc);
     } else {
       meta.grad = gc.contiguous();
       // Never alias a tensor somebody else can see; a buffer only the engine holds is

@@ -392,6 +392,20 @@ const Tensor& Tensor::copy_(const Tensor& src) const {
   return *this;
 }
 
+const Tensor& Tensor::add_(const Tensor& other) const {
+  EMBER_CHECK(other.device() == device(), "add_: the operand is on ", other.device().str(), " but this tensor on ",
+              device().str());
+  EMBER_CHECK(!(grad_enabled() && requires_grad()), "add_: cannot write in place into a tensor that requires grad "
+              "(for parameter updates, use a NoGradGuard)");
+  const Tensor o = other.detach().to(dtype()).expand(shape());
+  if (numel() == 0) return *this;
+  // The elementwise kernels read each element before writing it, so the output may be
+  // the first operand when both have one layout; other views take the two-pass route.
+  if (is_contiguous()) kernels::add_stub(device(), *this, *this, o);
+  else copy_(ember::add(detach(), o));
+  return *this;
+}
+
 const Tensor& Tensor::fill_(Scalar value) const {
   EMBER_CHECK(!(grad_enabled() && requires_grad()), "fill_: cannot write in place into a tensor that requires grad "
               "(for parameter updates, use a NoGradGuard)");

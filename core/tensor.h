@@ -117,6 +117,9 @@ class Tensor {
   const Tensor& copy_(const Tensor& src) const;
   const Tensor& fill_(Scalar value) const;
   const Tensor& zero_() const { return fill_(0); }
+  // Adds other (broadcast to this shape, converted to this dtype) into this view: one
+  // pass where copy_(add(...)) makes two, and no temporary. Not recorded by autograd.
+  const Tensor& add_(const Tensor& other) const;
 
   // Makes every handle of this tensor see `src`'s data, shape and dtype (src's storage is
   // shared, not copied). Keeps autograd state, so a parameter moved with Module::to()

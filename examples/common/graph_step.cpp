@@ -25,13 +25,16 @@ void GraphStep::start_epoch() {
 }
 
 void GraphStep::run(const Tensor& x, const Tensor& y) {
-  opt_.zero_grad(/*set_to_none=*/false);  // in place: the graph accumulates into these addresses
+  // As PyTorch's whole-network capture: backward makes the gradients (in a capture, from
+  // the graph's private pool, so every replay writes them at the same addresses), rather
+  // than zeroing and adding into old ones, two kernels a parameter that a replay would run.
+  opt_.zero_grad(/*set_to_none=*/true);
   auto [loss, right] = loss_(x, y);
   loss.backward();
   opt_.step();
   // The eager loop's sums, written into the same tensors at every replay.
-  loss_sum_.copy_(add(loss_sum_, mul(loss.detach().to(kFloat64), Scalar(static_cast<double>(x.size(0))))));
-  correct_.copy_(add(correct_, right));
+  loss_sum_.add_(mul(loss.detach().to(kFloat64), Scalar(static_cast<double>(x.size(0)))));
+  correct_.add_(right);
 }
 
 void GraphStep::step(const Tensor& x, const Tensor& y) {

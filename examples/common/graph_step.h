@@ -1,13 +1,15 @@
-// --cuda-graph: the whole training step (gradients zeroed in place, forward, loss,
-// backward, the capturable optimizer step, the device-side sums of loss and right
-// answers) captured once in a CUDA graph (core/cuda_graph.h) and replayed per batch, as
-// PyTorch's whole-network capture: one launch per step instead of a few hundred.
+// --cuda-graph: the whole training step (forward, loss, backward, the capturable
+// optimizer step, the device-side sums of loss and right answers) captured once in a CUDA
+// graph (core/cuda_graph.h) and replayed per batch, as PyTorch's whole-network capture:
+// one launch per step instead of a few hundred.
 //
 // Each batch is copied into static input tensors on the device, then the graph replays.
-// The first kWarmupSteps batches run eagerly, so that the gradients, the optimizer's state
-// and the allocator's pools exist before the capture (a capture may not make the tensors
-// later steps keep, and the gradients must keep their addresses). A batch of another size
-// (the epoch's last, partial one) runs eagerly too: the same update, no second graph.
+// The first kWarmupSteps batches run eagerly, so that the optimizer's state and the
+// allocator's pools exist before the capture (state made in a capture would be made again,
+// zeroed, at every replay). The gradients are made by the captured backward, in the
+// graph's private pool: each replay writes them at the same addresses, where the captured
+// step reads them. A batch of another size (the epoch's last, partial one) runs eagerly
+// too: the same update, no second graph.
 #pragma once
 
 #include <cstdint>

@@ -439,6 +439,24 @@ TEST(TensorViews, CopyRejectsShapesThatDoNotBroadcast) {
   EXPECT_THROW(zeros({1, 3}).copy_(zeros({2, 3})), Error);  // the destination does not broadcast
 }
 
+TEST(TensorViews, AddInPlaceBroadcastsConvertsAndWritesStridedViews) {
+  Tensor x = iota({2, 3});
+  EXPECT_EQ(&x.add_(tensor({10.0, 20.0, 30.0}, {3}, {kFloat64})), &x);  // converted to float32, broadcast over rows
+  EXPECT_EQ(x.dtype(), kFloat32);
+  EXPECT_EQ(values(x), (std::vector<double>{10, 21, 32, 13, 24, 35}));
+  Tensor y = iota({3, 4}, kInt64);
+  y.t().narrow(0, 1, 2).add_(full({2, 3}, 100, {kInt64}));  // columns 1 and 2: a strided view
+  EXPECT_EQ(values(y), (std::vector<double>{0, 101, 102, 3, 4, 105, 106, 7, 8, 109, 110, 11}));
+  EXPECT_THROW(x.add_(zeros({4})), Error);  // does not broadcast to the destination
+  EXPECT_THROW(zeros({1, 3}).add_(zeros({2, 3})), Error);
+  Tensor w = zeros({3});
+  w.set_requires_grad();
+  EXPECT_THROW(w.add_(ones({3})), Error);
+  NoGradGuard no_grad;
+  w.add_(ones({3}));
+  EXPECT_EQ(values(w), (std::vector<double>{1, 1, 1}));
+}
+
 TEST(TensorViews, FillStridedViewLeavesOthersUntouched) {
   Tensor x = zeros({3, 4});
   x.select(1, 2).fill_(7);
