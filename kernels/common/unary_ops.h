@@ -19,18 +19,12 @@ struct Rsqrt {
 };
 // max(x, 0) that keeps NaN, as PyTorch's relu does.
 struct Relu { template <class T> EMBER_HD T operator()(T x) const { return x < T(0) ? T(0) : x; } };
-// Exact GELU: x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)).
+// Exact GELU: x * Phi(x) = 0.5 x erfc(-x / sqrt 2). Not 0.5 x (1 + erf(x / sqrt 2)): where
+// erf is near -1 the sum cancels, and the few ulp of the device's erf grow a hundredfold.
 struct Gelu {
   template <class T> EMBER_HD T operator()(T x) const {
-    using std::erf;
-    return T(0.5) * x * (T(1) + erf(x * T(0.70710678118654752440)));
-  }
-};
-// GELU's tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
-struct GeluTanh {
-  template <class T> EMBER_HD T operator()(T x) const {
-    using std::tanh;
-    return T(0.5) * x * (T(1) + tanh(T(0.79788456080286535588) * (x + T(0.044715) * x * x * x)));
+    using std::erfc;
+    return T(0.5) * x * erfc(x * T(-0.70710678118654752440));
   }
 };
 struct Erf { template <class T> EMBER_HD T operator()(T x) const { using std::erf; return erf(x); } };
@@ -42,6 +36,13 @@ struct Sigmoid {
     if (x >= T(0)) return T(1) / (T(1) + exp(-x));
     T e = exp(x);
     return e / (T(1) + e);
+  }
+};
+// GELU's tanh approximation, 0.5 x (1 + tanh(u)) with u = sqrt(2/pi) (x + 0.044715 x^3),
+// computed as x sigmoid(2u), its equal without the cancellation where tanh(u) is near -1.
+struct GeluTanh {
+  template <class T> EMBER_HD T operator()(T x) const {
+    return x * Sigmoid{}(T(1.59576912160573071175) * (x + T(0.044715) * x * x * x));
   }
 };
 // Clamp to [lo, hi]; NaN stays NaN (PyTorch's clamp).

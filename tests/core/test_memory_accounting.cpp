@@ -16,7 +16,12 @@ memory::CachingAllocator& test_allocator() { return device_allocator(test::test_
 
 // Caps the test device's allocator for one test and lifts the cap afterwards.
 struct HostCap {
-  explicit HostCap(std::size_t bytes) { test_allocator().set_memory_limit(bytes); }
+  // From an empty cache: a block cached by an earlier test may serve a request the cap
+  // alone would refuse (seen on an H200, after cuDNN's workspaces).
+  explicit HostCap(std::size_t bytes) {
+    test_allocator().empty_cache();
+    test_allocator().set_memory_limit(bytes);
+  }
   ~HostCap() {
     test_allocator().set_memory_limit(0);
     test_allocator().empty_cache();
