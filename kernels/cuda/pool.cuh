@@ -3,9 +3,13 @@
 // ceil_mode (through the output size), count_include_pad and divisor_override (average),
 // NaN handling and tie-breaking from kernels/common/pool_ops.h.
 //
-// Both backwards are gathers: one thread per input pixel visits the windows that
-// contain it, in output order (the CPU backend's order of additions, so float results
-// match it bit for bit), and writes the pixel once. No atomics, no zeroing pass.
+// Two families of kernels (Note [Pool kernels]): the general ones take any geometry; the
+// windows ones (max pooling) take windows that tile the input without overlap, the CNNs'
+// 2x2 / stride 2. The general backwards are gathers: one thread per input pixel visits
+// the windows that contain it, in output order (the CPU backend's order of additions, so
+// float results match it bit for bit), and writes the pixel once. The windows backward
+// has one thread per output write its window. No atomics, no zeroing pass, and every
+// kernel gives the bits of the general one.
 //
 // Max-pool indices come in the two forms of Note [Max-pool indices] (kernels/cpu/pool.cpp):
 // int64 h * W + w within the input plane (PyTorch's), or a uint8 code i * kw + j of the
@@ -17,10 +21,16 @@
 // floor only if its index arithmetic is cheap. The first kernels split every flat index
 // with 64-bit division and modulo, a long emulated sequence on a GPU: on an H200 the
 // CNN's first pool (float32 [128, 32, 28, 28], 2x2 / 2, uint8 codes) took 14.6 us forward
-// and 50 us backward, against a floor of about 4 us each (17 MB at ~4 TB/s). So every
-// kernel is instantiated for int32 and int64 index arithmetic (I), and the launchers take
-// int32 when every index fits (pool_fits_int32), as it does but for tensors of 2^31
-// elements or more.
+// and 50 us backward (one thread per input pixel, each finding its covering windows with
+// more divisions), against a floor of about 4 us each (17 MB at ~4 TB/s). Hence:
+//  - every kernel is instantiated for int32 and int64 index arithmetic (I); the launchers
+//    take int32 when every index fits (pool_fits_int32), as it does but for tensors of
+//    2^31 elements or more;
+//  - windows that tile the input (kernel == stride, no padding, no dilation; ceil_mode
+//    may clip the last ones) have their own max-pool kernels, one thread per output both
+//    ways: two 32-bit divisions per output, and the backward writes each input pixel from
+//    the one window that covers it (or as 0, below or right of the last windows when H or
+//    W is not a multiple of the stride), kw = 2 rows as one aligned pair store.
 #pragma once
 
 #include <cmath>
@@ -69,10 +79,18 @@ inline bool pool_fits_int32(const PoolGeometry& g) {
          g.H + 2 * g.ph + g.kh * g.dh + g.OH * g.sh <= kMax && g.W + 2 * g.pw + g.kw * g.dw + g.OW * g.sw <= kMax;
 }
 
+// Whether g's windows tile the input without overlap (each input pixel in at most one
+// window, every window at least one pixel): the windows kernels' geometry.
+inline bool pool_windows_tile(const PoolGeometry& g) {
+  return g.kh == g.sh && g.kw == g.sw && g.ph == 0 && g.pw == 0 && g.dh == 1 && g.dw == 1 && g.OH > 0 && g.OW > 0 &&
+         (g.OH - 1) * g.kh < g.H && (g.OW - 1) * g.kw < g.W;
+}
+
 // Which kernels a launcher may choose (Note [Pool kernels]). Tests forbid a choice to
 // check the other kernels on small tensors.
 struct PoolKernelChoice {
-  bool int32 = true;  // int32 index arithmetic where pool_fits_int32(g)
+  bool windows = true;  // the windows kernels where pool_windows_tile(g)
+  bool int32 = true;    // int32 index arithmetic where pool_fits_int32(g)
 };
 
 namespace pool_detail {
@@ -130,10 +148,13 @@ __device__ __forceinline__ void covering_outputs(I x, I k, I s, I p, I d, I out,
 
 }  // namespace pool_detail
 
+// ---------------------------------------------------------------------------------------
+// General kernels: any geometry.
+
 // Max pooling forward: one thread per output scans its window. Memory bound: sizeof(T)
 // written per output (plus 8 or 1 index bytes), the input read once from DRAM (the
-// overlapping windows' re-reads hit cache); kh * kw comparisons and two divisions per
-// output.
+// overlapping windows' re-reads hit cache); kh * kw comparisons and up to six divisions
+// per output.
 template <class T, pool_detail::MaxIndex K, class I>
 __global__ void __launch_bounds__(256) max_pool2d_kernel(const T* __restrict__ x, T* __restrict__ y,
                                                          int64_t* __restrict__ plane_idx, uint8_t* __restrict__ codes,
@@ -252,6 +273,95 @@ __global__ void __launch_bounds__(256) avg_pool2d_backward_kernel(const T* __res
 }
 
 // ---------------------------------------------------------------------------------------
+// Windows kernels: max pooling over windows that tile the input (pool_windows_tile).
+
+// Max pooling forward over tiling windows: one thread per output, two divisions per
+// output, then the general kernel's scan. Memory bound: each input element read once
+// (kh kw sizeof(T) per output; adjacent threads' windows share sectors, which L1 serves),
+// sizeof(T) plus the index (8 or 1 bytes) written per output. Float32 2x2 with codes:
+// 16 + 4 + 1 = 21 bytes per output.
+template <class T, pool_detail::MaxIndex K, class I>
+__global__ void __launch_bounds__(256) max_pool2d_windows_kernel(const T* __restrict__ x, T* __restrict__ y,
+                                                                 int64_t* __restrict__ plane_idx,
+                                                                 uint8_t* __restrict__ codes, pool_detail::Dims<I> g,
+                                                                 bool relu, int64_t total) {
+  using C = compute_t<T>;
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t o = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; o < total; o += step) {
+    I pl, oh, ow;
+    pool_detail::split_index(I(o), g.OH, g.OW, pl, oh, ow);
+    const I h0 = oh * g.kh, w0 = ow * g.kw;
+    const I nh = pool_detail::min_of(g.kh, g.H - h0), nw = pool_detail::min_of(g.kw, g.W - w0);  // ceil_mode clips
+    const T* win = x + (pl * g.H + h0) * g.W + w0;
+    C best = C(-INFINITY);
+    I bi = 0, bj = 0;
+    for (I i = 0; i < nh; ++i)
+      for (I j = 0; j < nw; ++j) {
+        const C v = widen(win[i * g.W + j]);
+        if ((i == 0 && j == 0) || ops::pool_replaces(v, best)) {
+          best = v;
+          bi = i;
+          bj = j;
+        }
+      }
+    y[o] = round_to<T>(relu && best < C(0) ? C(0) : best);  // a NaN stays NaN
+    if constexpr (K == pool_detail::MaxIndex::kPlane) plane_idx[o] = int64_t((h0 + bi) * g.W + w0 + bj);
+    if constexpr (K == pool_detail::MaxIndex::kCode) codes[o] = static_cast<uint8_t>(bi * g.kw + bj);
+  }
+}
+
+// Max pooling backward over tiling windows: gx (overwritten). One thread per output
+// writes the pixels of its window (its gradient at the maximum, 0 elsewhere) and, in
+// the last window of a row or column, the pixels right of or below it that no window
+// covers (0). `pairs` (kw == 2, W = 2 OW, gx aligned to two elements): each window row is
+// one aligned pair store, so a warp's stores are contiguous. Memory bound: sizeof(T)
+// written per input element, sizeof(T) plus the index (1 or 8 bytes) read per output.
+// Float32 2x2 from codes: 16 + 4 + 1 = 21 bytes per output.
+template <class T, pool_detail::MaxIndex K, class I>
+__global__ void __launch_bounds__(256) max_pool2d_windows_backward_kernel(const T* __restrict__ gy,
+                                                                          const int64_t* __restrict__ plane_idx,
+                                                                          const uint8_t* __restrict__ codes,
+                                                                          T* __restrict__ gx, pool_detail::Dims<I> g,
+                                                                          bool pairs, int64_t total) {
+  using C = compute_t<T>;
+  const T miss = round_to<T>(C(0));
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t o = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; o < total; o += step) {
+    I pl, oh, ow;
+    pool_detail::split_index(I(o), g.OH, g.OW, pl, oh, ow);
+    const I h0 = oh * g.kh, w0 = ow * g.kw;
+    const I rows = (oh == g.OH - 1 ? g.H : pool_detail::min_of(h0 + g.kh, g.H)) - h0;
+    const I cols = (ow == g.OW - 1 ? g.W : pool_detail::min_of(w0 + g.kw, g.W)) - w0;
+    // The general kernel's 0 + gy (a -0 gradient lands as +0 there too).
+    const T hit = round_to<T>(C(0) + widen(gy[o]));
+    // What the index names, compared with each tap of the window: its code, or its plane
+    // offset (-1, matching no tap, for an index outside the plane).
+    I want;
+    if constexpr (K == pool_detail::MaxIndex::kCode) {
+      want = I(codes[o]);
+    } else {
+      const int64_t p = plane_idx[o];
+      want = p >= 0 && p < int64_t(g.H) * g.W ? I(p) : I(-1);
+    }
+    const auto value = [&](I i, I j) {
+      const I key = K == pool_detail::MaxIndex::kCode ? i * g.kw + j : (h0 + i) * g.W + w0 + j;
+      return i < g.kh && j < g.kw && key == want ? hit : miss;
+    };
+    T* out = gx + (pl * g.H + h0) * g.W + w0;
+    for (I i = 0; i < rows; ++i, out += g.W) {
+      if (pairs) {
+        Pack<T, 2> pk;
+        pk.v[0] = value(i, I(0));
+        pk.v[1] = value(i, I(1));
+        store_vec(out, pk);
+      } else {
+        for (I j = 0; j < cols; ++j) out[j] = value(i, j);
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
 // Host side: one configuration for every pooling kernel (a grid-stride loop over outputs
 // or input pixels), checks, and the launchers.
 
@@ -295,9 +405,14 @@ void max_pool2d_forward(const T* x, T* y, int64_t* plane_indices, uint8_t* codes
   EMBER_CHECK(!codes || g.kh * g.kw <= 256, "max_pool2d: uint8 codes need kh * kw <= 256, got ", g.kh * g.kw);
   const int64_t total = g.N * g.C * g.OH * g.OW;
   const LaunchConfig cfg = pool_config(total);
+  const bool windows = choice.windows && pool_windows_tile(g);
   const auto run = [&](auto d, auto tag) {
-    launch<max_pool2d_kernel<T, decltype(tag)::value, decltype(d.H)>>(cfg, stream, x, y, plane_indices, codes, d, relu,
-                                                                      total);
+    using I = decltype(d.H);
+    constexpr MaxIndex K = decltype(tag)::value;
+    if (windows)
+      launch<max_pool2d_windows_kernel<T, K, I>>(cfg, stream, x, y, plane_indices, codes, d, relu, total);
+    else
+      launch<max_pool2d_kernel<T, K, I>>(cfg, stream, x, y, plane_indices, codes, d, relu, total);
   };
   with_dims(g, choice, [&](auto d) {
     if (plane_indices) run(d, MaxIndexTag<MaxIndex::kPlane>{});
@@ -315,11 +430,17 @@ void max_pool2d_backward(const T* gy, const int64_t* plane_indices, const uint8_
   check_pool_geometry(g, "max_pool2d_backward", false);
   EMBER_CHECK((plane_indices != nullptr) != (codes != nullptr),
               "max_pool2d_backward: needs exactly one of int64 indices and uint8 codes");
-  const int64_t total = g.N * g.C * g.H * g.W;
+  const bool windows = choice.windows && pool_windows_tile(g);
+  const bool pairs = windows && g.kw == 2 && g.OW * 2 == g.W && vec_aligned<2>(gx);
+  const int64_t total = windows ? g.N * g.C * g.OH * g.OW : g.N * g.C * g.H * g.W;
   const LaunchConfig cfg = pool_config(total);
   const auto run = [&](auto d, auto tag) {
-    launch<max_pool2d_backward_kernel<T, decltype(tag)::value, decltype(d.H)>>(cfg, stream, gy, plane_indices, codes,
-                                                                               gx, d, total);
+    using I = decltype(d.H);
+    constexpr MaxIndex K = decltype(tag)::value;
+    if (windows)
+      launch<max_pool2d_windows_backward_kernel<T, K, I>>(cfg, stream, gy, plane_indices, codes, gx, d, pairs, total);
+    else
+      launch<max_pool2d_backward_kernel<T, K, I>>(cfg, stream, gy, plane_indices, codes, gx, d, total);
   };
   with_dims(g, choice, [&](auto d) {
     if (plane_indices) run(d, MaxIndexTag<MaxIndex::kPlane>{});

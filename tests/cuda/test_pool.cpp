@@ -3,9 +3,10 @@
 // avg_pool2d with padding, ceil_mode, count_include_pad and divisor_override; and both
 // backwards, given the CPU's own indices. The kernels do the CPU's comparisons and
 // additions in the CPU's order, so float results are compared exactly. Every kernel
-// runs with int32 and int64 index arithmetic (Note [Pool kernels]); both give the same
-// bits. Outputs start as NaN (DeviceArray), so an element a kernel leaves unwritten
-// fails.
+// choice runs (Note [Pool kernels]): the windows kernels where the windows tile the
+// input, the general ones everywhere, each with int32 and int64 index arithmetic; all
+// give the same bits. Outputs start as NaN (DeviceArray), so an element a kernel leaves
+// unwritten fails.
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -77,10 +78,12 @@ std::vector<uint8_t> as_bytes(const Tensor& t) {
   return std::vector<uint8_t>(p, p + t.numel());
 }
 
-// The launchers' own choice (int32 index arithmetic), and int64 forced: the first
-// kernels' arithmetic.
-const PoolKernelChoice kChoices[] = {{true}, {false}};
-std::string str(const PoolKernelChoice& k) { return k.int32 ? "int32" : "int64"; }
+// The launchers' own choice (windows kernels where they apply, int32 index arithmetic),
+// and each with one or both of those forbidden: the last runs the first kernels' code.
+const PoolKernelChoice kChoices[] = {{true, true}, {false, true}, {true, false}, {false, false}};
+std::string str(const PoolKernelChoice& k) {
+  return std::string(k.windows ? "windows where they tile" : "general kernels") + (k.int32 ? ", int32" : ", int64");
+}
 
 // Equal bit for bit (so -0 differs from +0, and NaN payloads count).
 template <class T>
@@ -163,6 +166,44 @@ TEST(CudaPool, MaxPoolForwardAndBackwardMatchCpu) {
     }
 }
 
+// Windows that tile the input (kernel == stride, no padding or dilation), which the
+// windows kernels take: rows and columns left over below and right of the last windows,
+// windows clipped by ceil_mode, 1 x 1 planes, many planes, kw = 2 with and without the
+// pair stores (W = 2 OW, gx aligned).
+const std::vector<PoolCase> kTilingCases = {
+    {3, 70, 5, 7, 2, 2, 2, 2, 0, 0, 1, 1, false},   // 210 planes, a row and a column left over
+    {2, 2, 7, 6, 2, 2, 2, 2, 0, 0, 1, 1, false},    // pairs, a row left over
+    {2, 3, 8, 8, 2, 2, 2, 2, 0, 0, 1, 1, false},    // pairs
+    {2, 3, 28, 28, 2, 2, 2, 2, 0, 0, 1, 1, false},  // the CNN's (a few planes)
+    {1, 2, 33, 31, 2, 2, 2, 2, 0, 0, 1, 1, true},   // ceil_mode clips the last windows
+    {2, 5, 9, 10, 3, 3, 3, 3, 0, 0, 1, 1, false},   // 3x3: a column left over
+    {2, 5, 11, 11, 3, 3, 3, 3, 0, 0, 1, 1, false},  // 3x3: two rows and columns left over
+    {1, 4, 7, 11, 3, 2, 3, 2, 0, 0, 1, 1, true},    // clipped by ceil_mode both ways
+    {1, 3, 6, 4, 2, 4, 2, 4, 0, 0, 1, 1, false},    // one window across each row
+    {1, 2, 4, 6, 1, 1, 1, 1, 0, 0, 1, 1, false},    // 1x1: the identity
+    {4, 3, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, false},    // 1x1 planes
+    {4, 3, 1, 1, 2, 2, 2, 2, 0, 0, 1, 1, true},     // 1x1 planes in clipped 2x2 windows
+    {2, 2, 1, 9, 1, 2, 1, 2, 0, 0, 1, 1, false},    // one row
+};
+
+TEST(CudaPool, TilingWindowsMatchCpu) {
+  EMBER_NEED_DEVICE();
+  for (const PoolCase& c : kTilingCases) {
+    ASSERT_TRUE(pool_windows_tile(geometry(c))) << str(c);
+    for (Input kind : {Input::kRandom, Input::kTies, Input::kNaNs})
+      for (size_t gx_offset : {0, 1}) {
+        SCOPED_TRACE(str(c) + " input kind " + std::to_string(int(kind)) + " gx offset " + std::to_string(gx_offset));
+        check_max_pool(c, kind, gx_offset);
+      }
+  }
+  // Overlap, padding, dilation, or an input smaller than a window: the general kernels.
+  for (const PoolCase& c : {PoolCase{1, 1, 8, 8, 2, 2, 1, 1, 0, 0, 1, 1, false},
+                            PoolCase{1, 1, 8, 8, 2, 2, 2, 2, 1, 1, 1, 1, false},
+                            PoolCase{1, 1, 8, 8, 2, 2, 2, 2, 0, 0, 2, 1, false},
+                            PoolCase{1, 1, 1, 1, 2, 2, 2, 2, 0, 0, 1, 1, false}})
+    EXPECT_FALSE(pool_windows_tile(geometry(c))) << str(c);
+}
+
 TEST(CudaPool, MaxPoolBackwardIgnoresIndicesOutsideTheirWindow) {
   EMBER_NEED_DEVICE();
   // 1 x 1 x 5 x 5, 2x2 windows (row 4 and column 4 in no window). Int64 indices: output 0
@@ -207,7 +248,7 @@ TEST(CudaPool, AvgPoolForwardAndBackwardMatchCpu) {
       DeviceArray<float> dx(from_doubles<float>(x), 1), y(size_t(want.numel()));
       avg_pool2d_forward(dx.data(), y.data(), g, nullptr);
       DeviceArray<float> y64(size_t(want.numel()));
-      avg_pool2d_forward(dx.data(), y64.data(), g, nullptr, PoolKernelChoice{false});
+      avg_pool2d_forward(dx.data(), y64.data(), g, nullptr, PoolKernelChoice{true, false});
       EXPECT_TRUE(same_bits(y64.host(), y.host())) << "int64 index arithmetic";
       // Both sides sum a window's T = kh kw float32 values and divide (or multiply by a
       // rounded reciprocal): at most T + 1 roundings, each within 2^-24 of the window's
@@ -229,7 +270,7 @@ TEST(CudaPool, AvgPoolForwardAndBackwardMatchCpu) {
       DeviceArray<float> dgy(from_doubles<float>(gy)), gx(size_t(xt.numel()), 1);
       avg_pool2d_backward(dgy.data(), gx.data(), g, nullptr);
       DeviceArray<float> gx64(size_t(xt.numel()));
-      avg_pool2d_backward(dgy.data(), gx64.data(), g, nullptr, PoolKernelChoice{false});
+      avg_pool2d_backward(dgy.data(), gx64.data(), g, nullptr, PoolKernelChoice{true, false});
       EXPECT_TRUE(same_bits(gx64.host(), gx.host())) << "int64 index arithmetic";
       // Each input gathers gy / divisor from at most kh kw windows: the same T + 1
       // roundings, on the same scatter of |gy| (S_gx).
