@@ -31,6 +31,15 @@
 //    ways: two 32-bit divisions per output, and the backward writes each input pixel from
 //    the one window that covers it (or as 0, below or right of the last windows when H or
 //    W is not a multiple of the stride), kw = 2 rows as one aligned pair store.
+// Measured on an H200 (ncu's gpu__time_duration, clocks left alone, float32 with uint8
+// codes; the first kernels took 17.1 and 65.2 us there for the first pool, so that
+// machine ran slower than the one above): [128, 32, 28, 28] 7.5 us forward, 7.9 us
+// backward; [128, 64, 14, 14] 5.1 and 5.4 us (first kernels: 9.7 and 34.9). The general
+// kernels with int32 arithmetic: 13.9 and 46.4 us for the first pool. Odd W (no pair
+// stores) doubles the windows backward's time (13.8 us for [128, 32, 27, 29]). There,
+// every kernel choice gave the first kernels' bits on those shapes (a one-off program).
+// Tried and dropped: two outputs a turn in the windows forward (40 registers instead of
+// 32, and no faster).
 #pragma once
 
 #include <cmath>
@@ -276,7 +285,9 @@ __global__ void __launch_bounds__(256) avg_pool2d_backward_kernel(const T* __res
 // Windows kernels: max pooling over windows that tile the input (pool_windows_tile).
 
 // Max pooling forward over tiling windows: one thread per output, two divisions per
-// output, then the general kernel's scan. Memory bound: each input element read once
+// output, then the general kernel's scan, a whole 2x2 window's loads issued first (as a
+// loop the scan waited for each load: 10.3 us for the first pool, 7.5 us so). Memory
+// bound: each input element read once
 // (kh kw sizeof(T) per output; adjacent threads' windows share sectors, which L1 serves),
 // sizeof(T) plus the index (8 or 1 bytes) written per output. Float32 2x2 with codes:
 // 16 + 4 + 1 = 21 bytes per output.
@@ -295,15 +306,31 @@ __global__ void __launch_bounds__(256) max_pool2d_windows_kernel(const T* __rest
     const T* win = x + (pl * g.H + h0) * g.W + w0;
     C best = C(-INFINITY);
     I bi = 0, bj = 0;
-    for (I i = 0; i < nh; ++i)
-      for (I j = 0; j < nw; ++j) {
-        const C v = widen(win[i * g.W + j]);
-        if ((i == 0 && j == 0) || ops::pool_replaces(v, best)) {
-          best = v;
-          bi = i;
-          bj = j;
+    if (g.kh == 2 && g.kw == 2 && nh == 2 && nw == 2) {
+      // A whole 2x2 window: its four loads issued before any comparison. (In the loop
+      // below each load waits for the comparison before it: two trips to DRAM per output.)
+      const C v[4] = {widen(win[0]), widen(win[1]), widen(win[g.W]), widen(win[g.W + 1])};
+      int k = 0;
+      best = v[0];
+      EMBER_UNROLL
+      for (int t = 1; t < 4; ++t)
+        if (ops::pool_replaces(v[t], best)) {
+          best = v[t];
+          k = t;
         }
-      }
+      bi = I(k >> 1);
+      bj = I(k & 1);
+    } else {
+      for (I i = 0; i < nh; ++i)
+        for (I j = 0; j < nw; ++j) {
+          const C v = widen(win[i * g.W + j]);
+          if ((i == 0 && j == 0) || ops::pool_replaces(v, best)) {
+            best = v;
+            bi = i;
+            bj = j;
+          }
+        }
+    }
     y[o] = round_to<T>(relu && best < C(0) ? C(0) : best);  // a NaN stays NaN
     if constexpr (K == pool_detail::MaxIndex::kPlane) plane_idx[o] = int64_t((h0 + bi) * g.W + w0 + bj);
     if constexpr (K == pool_detail::MaxIndex::kCode) codes[o] = static_cast<uint8_t>(bi * g.kw + bj);
@@ -314,9 +341,10 @@ __global__ void __launch_bounds__(256) max_pool2d_windows_kernel(const T* __rest
 // writes the pixels of its window (its gradient at the maximum, 0 elsewhere) and, in
 // the last window of a row or column, the pixels right of or below it that no window
 // covers (0). `pairs` (kw == 2, W = 2 OW, gx aligned to two elements): each window row is
-// one aligned pair store, so a warp's stores are contiguous. Memory bound: sizeof(T)
-// written per input element, sizeof(T) plus the index (1 or 8 bytes) read per output.
-// Float32 2x2 from codes: 16 + 4 + 1 = 21 bytes per output.
+// one aligned pair store, so a warp's stores are contiguous. Two outputs a turn (the
+// second pool: 6.1 us with one, 5.4 with two). Memory bound: sizeof(T) written per input
+// element, sizeof(T) plus the index (1 or 8 bytes) read per output. Float32 2x2 from
+// codes: 16 + 4 + 1 = 21 bytes per output.
 template <class T, pool_detail::MaxIndex K, class I>
 __global__ void __launch_bounds__(256) max_pool2d_windows_backward_kernel(const T* __restrict__ gy,
                                                                           const int64_t* __restrict__ plane_idx,
@@ -326,36 +354,49 @@ __global__ void __launch_bounds__(256) max_pool2d_windows_backward_kernel(const 
   using C = compute_t<T>;
   const T miss = round_to<T>(C(0));
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t o = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; o < total; o += step) {
-    I pl, oh, ow;
-    pool_detail::split_index(I(o), g.OH, g.OW, pl, oh, ow);
-    const I h0 = oh * g.kh, w0 = ow * g.kw;
-    const I rows = (oh == g.OH - 1 ? g.H : pool_detail::min_of(h0 + g.kh, g.H)) - h0;
-    const I cols = (ow == g.OW - 1 ? g.W : pool_detail::min_of(w0 + g.kw, g.W)) - w0;
-    // The general kernel's 0 + gy (a -0 gradient lands as +0 there too).
-    const T hit = round_to<T>(C(0) + widen(gy[o]));
-    // What the index names, compared with each tap of the window: its code, or its plane
-    // offset (-1, matching no tap, for an index outside the plane).
-    I want;
-    if constexpr (K == pool_detail::MaxIndex::kCode) {
-      want = I(codes[o]);
-    } else {
-      const int64_t p = plane_idx[o];
-      want = p >= 0 && p < int64_t(g.H) * g.W ? I(p) : I(-1);
-    }
-    const auto value = [&](I i, I j) {
-      const I key = K == pool_detail::MaxIndex::kCode ? i * g.kw + j : (h0 + i) * g.W + w0 + j;
-      return i < g.kh && j < g.kw && key == want ? hit : miss;
-    };
-    T* out = gx + (pl * g.H + h0) * g.W + w0;
-    for (I i = 0; i < rows; ++i, out += g.W) {
-      if (pairs) {
-        Pack<T, 2> pk;
-        pk.v[0] = value(i, I(0));
-        pk.v[1] = value(i, I(1));
-        store_vec(out, pk);
+  // Two outputs a turn, both loaded before either is written: a turn waits for one DRAM
+  // round trip, not two.
+  for (int64_t o0 = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; o0 < total; o0 += 2 * step) {
+    T hit[2];
+    I want[2];
+    EMBER_UNROLL
+    for (int u = 0; u < 2; ++u) {
+      const int64_t o = o0 + u * step;
+      if (o >= total) break;
+      // The general kernel's 0 + gy (a -0 gradient lands as +0 there too).
+      hit[u] = round_to<T>(C(0) + widen(gy[o]));
+      // What the index names, compared with each tap of the window: its code, or its
+      // plane offset (-1, matching no tap, for an index outside the plane).
+      if constexpr (K == pool_detail::MaxIndex::kCode) {
+        want[u] = I(codes[o]);
       } else {
-        for (I j = 0; j < cols; ++j) out[j] = value(i, j);
+        const int64_t p = plane_idx[o];
+        want[u] = p >= 0 && p < int64_t(g.H) * g.W ? I(p) : I(-1);
+      }
+    }
+    EMBER_UNROLL
+    for (int u = 0; u < 2; ++u) {
+      const int64_t o = o0 + u * step;
+      if (o >= total) break;
+      I pl, oh, ow;
+      pool_detail::split_index(I(o), g.OH, g.OW, pl, oh, ow);
+      const I h0 = oh * g.kh, w0 = ow * g.kw;
+      const I rows = (oh == g.OH - 1 ? g.H : pool_detail::min_of(h0 + g.kh, g.H)) - h0;
+      const I cols = (ow == g.OW - 1 ? g.W : pool_detail::min_of(w0 + g.kw, g.W)) - w0;
+      const auto value = [&](I i, I j) {
+        const I key = K == pool_detail::MaxIndex::kCode ? i * g.kw + j : (h0 + i) * g.W + w0 + j;
+        return i < g.kh && j < g.kw && key == want[u] ? hit[u] : miss;
+      };
+      T* out = gx + (pl * g.H + h0) * g.W + w0;
+      for (I i = 0; i < rows; ++i, out += g.W) {
+        if (pairs) {
+          Pack<T, 2> pk;
+          pk.v[0] = value(i, I(0));
+          pk.v[1] = value(i, I(1));
+          store_vec(out, pk);
+        } else {
+          for (I j = 0; j < cols; ++j) out[j] = value(i, j);
+        }
       }
     }
   }
@@ -433,7 +474,7 @@ void max_pool2d_backward(const T* gy, const int64_t* plane_indices, const uint8_
   const bool windows = choice.windows && pool_windows_tile(g);
   const bool pairs = windows && g.kw == 2 && g.OW * 2 == g.W && vec_aligned<2>(gx);
   const int64_t total = windows ? g.N * g.C * g.OH * g.OW : g.N * g.C * g.H * g.W;
-  const LaunchConfig cfg = pool_config(total);
+  const LaunchConfig cfg = pool_config(windows ? (total + 1) / 2 : total);  // windows: two outputs a turn
   const auto run = [&](auto d, auto tag) {
     using I = decltype(d.H);
     constexpr MaxIndex K = decltype(tag)::value;
