@@ -2,8 +2,13 @@
 // its int64 indices and uint8 window codes, with the fused ReLU, NaNs and ties;
 // avg_pool2d with padding, ceil_mode, count_include_pad and divisor_override; and both
 // backwards, given the CPU's own indices. The kernels do the CPU's comparisons and
-// additions in the CPU's order, so float results are compared exactly.
+// additions in the CPU's order, so float results are compared exactly. Every kernel
+// choice runs (Note [Pool kernels]): the windows kernels where the windows tile the
+// input, the general ones everywhere, each with int32 and int64 index arithmetic; all
+// give the same bits. Outputs start as NaN (DeviceArray), so an element a kernel leaves
+// unwritten fails.
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -73,83 +78,155 @@ std::vector<uint8_t> as_bytes(const Tensor& t) {
   return std::vector<uint8_t>(p, p + t.numel());
 }
 
-TEST(CudaPool, MaxPoolValuesAndIndicesMatchCpu) {
+// The launchers' own choice (windows kernels where they apply, int32 index arithmetic),
+// and each with one or both of those forbidden: the last runs the first kernels' code.
+const PoolKernelChoice kChoices[] = {{true, true}, {false, true}, {true, false}, {false, false}};
+std::string str(const PoolKernelChoice& k) {
+  return std::string(k.windows ? "windows where they tile" : "general kernels") + (k.int32 ? ", int32" : ", int64");
+}
+
+// Equal bit for bit (so -0 differs from +0, and NaN payloads count).
+template <class T>
+::testing::AssertionResult same_bits(const std::vector<T>& got, const std::vector<T>& want) {
+  if (got.size() != want.size()) return ::testing::AssertionFailure() << "size " << got.size() << " != " << want.size();
+  for (size_t i = 0; i < got.size(); ++i)
+    if (std::memcmp(&got[i], &want[i], sizeof(T)) != 0)
+      return ::testing::AssertionFailure() << "first difference at element " << i << " of " << got.size() << ": got "
+                                           << to_double(got[i]) << ", want " << to_double(want[i]);
+  return ::testing::AssertionSuccess();
+}
+
+// Max pooling of case c, input kind `kind`, by every kernel choice: values, int64
+// indices, uint8 codes and the fused ReLU against the CPU backend, exactly; then the
+// backward from both index forms (the CPU's own) against the CPU's backward, exactly,
+// with some gradients -0 (the general kernel's 0 + gy makes them +0); and every choice
+// gives the same bits. gx_offset 1: gx not aligned to two elements.
+void check_max_pool(const PoolCase& c, Input kind, size_t gx_offset = 0) {
+  const auto x = pool_input(c, kind, uint32_t(c.H * 7 + c.W + int(kind)));
+  const Tensor xt = tensor(x, {c.N, c.C, c.H, c.W});
+  const PoolGeometry g = geometry(c);
+  const auto [want, want_idx] = max_pool2d_with_indices(xt, options(c));
+  ASSERT_EQ(want.shape(), (Shape{c.N, c.C, g.OH, g.OW}));
+  const size_t n_out = size_t(want.numel());
+  const Tensor cpu_out = empty(want.shape()), cpu_codes = empty(want.shape(), kUInt8);
+  max_pool2d_stub(Device::cpu(), cpu_out, cpu_codes, xt, params(c));  // the codes autograd keeps
+  const Tensor want_relu = max_pool2d(xt, options(c), Activation::kReLU);
+
+  std::vector<double> gy = random_doubles(n_out, uint32_t(c.kh * 3 + c.kw + int(kind)));
+  for (size_t i = 0; i < gy.size(); i += 5) gy[i] = -0.0;
+  const Tensor gyt = tensor(gy, want.shape());
+  DeviceArray<float> dx(from_doubles<float>(x), 1), dgy(from_doubles<float>(gy), 1);
+  DeviceArray<int64_t> didx(want_idx.to_vector<int64_t>());
+  DeviceArray<uint8_t> dcodes(as_bytes(cpu_codes));
+  std::vector<float> first_gx[2];
+  for (const PoolKernelChoice& k : kChoices) {
+    SCOPED_TRACE(str(k));
+    DeviceArray<float> y(n_out, 1);
+    DeviceArray<int64_t> idx(n_out);
+    max_pool2d_forward(dx.data(), y.data(), idx.data(), nullptr, g, false, nullptr, k);
+    EXPECT_TRUE(same_bits(y.host(), from_doubles<float>(want.to_vector<double>())));
+    EXPECT_EQ(idx.host(), want_idx.to_vector<int64_t>());
+
+    DeviceArray<float> y2(n_out);
+    DeviceArray<uint8_t> codes(n_out);
+    max_pool2d_forward(dx.data(), y2.data(), nullptr, codes.data(), g, false, nullptr, k);
+    EXPECT_TRUE(same_bits(y2.host(), from_doubles<float>(want.to_vector<double>())));
+    EXPECT_EQ(codes.host(), as_bytes(cpu_codes));
+
+    // Values only, with the fused ReLU (NaN stays NaN).
+    DeviceArray<float> y3(n_out);
+    max_pool2d_forward(dx.data(), y3.data(), nullptr, nullptr, g, true, nullptr, k);
+    EXPECT_TRUE(same_bits(y3.host(), from_doubles<float>(want_relu.to_vector<double>())));
+
+    for (DType index_dtype : {kInt64, kUInt8}) {
+      SCOPED_TRACE(index_dtype == kInt64 ? "backward from int64 indices" : "backward from uint8 codes");
+      const Tensor want_gx = empty(xt.shape());
+      max_pool2d_backward_stub(Device::cpu(), want_gx, gyt, index_dtype == kInt64 ? want_idx : cpu_codes, params(c));
+      DeviceArray<float> gx(size_t(xt.numel()), gx_offset);
+      if (index_dtype == kInt64)
+        max_pool2d_backward(dgy.data(), didx.data(), nullptr, gx.data(), g, nullptr, k);
+      else
+        max_pool2d_backward(dgy.data(), nullptr, dcodes.data(), gx.data(), g, nullptr, k);
+      // The gradients of each pixel's windows, added in the CPU's order: exact.
+      const std::vector<float> got = gx.host();
+      EXPECT_TRUE(all_close(got, want_gx.to_vector<double>(), 0.0));
+      std::vector<float>& first = first_gx[index_dtype == kInt64 ? 0 : 1];
+      if (first.empty()) first = got;
+      EXPECT_TRUE(same_bits(got, first)) << "against " << str(kChoices[0]);
+    }
+  }
+}
+
+TEST(CudaPool, MaxPoolForwardAndBackwardMatchCpu) {
   EMBER_NEED_DEVICE();
   for (const PoolCase& c : kPoolCases)
     for (Input kind : {Input::kRandom, Input::kTies, Input::kNaNs}) {
       SCOPED_TRACE(str(c) + " input kind " + std::to_string(int(kind)));
-      const auto x = pool_input(c, kind, uint32_t(c.H * 7 + c.W + int(kind)));
-      const Tensor xt = tensor(x, {c.N, c.C, c.H, c.W});
-      const PoolGeometry g = geometry(c);
-      const auto [want, want_idx] = max_pool2d_with_indices(xt, options(c));
-      ASSERT_EQ(want.shape(), (Shape{c.N, c.C, g.OH, g.OW}));
-      const size_t n_out = size_t(want.numel());
-
-      DeviceArray<float> dx(from_doubles<float>(x), 1), y(n_out, 1);
-      DeviceArray<int64_t> idx(n_out);
-      max_pool2d_forward(dx.data(), y.data(), idx.data(), nullptr, g, false, nullptr);
-      EXPECT_TRUE(all_close(y.host(), want.to_vector<double>(), 0.0));
-      EXPECT_EQ(idx.host(), want_idx.to_vector<int64_t>());
-
-      // The uint8 codes, as the CPU backend writes them for autograd.
-      const Tensor cpu_out = empty(want.shape()), cpu_codes = empty(want.shape(), kUInt8);
-      max_pool2d_stub(Device::cpu(), cpu_out, cpu_codes, xt, params(c));
-      DeviceArray<float> y2(n_out);
-      DeviceArray<uint8_t> codes(n_out);
-      max_pool2d_forward(dx.data(), y2.data(), nullptr, codes.data(), g, false, nullptr);
-      EXPECT_TRUE(all_close(y2.host(), want.to_vector<double>(), 0.0));
-      EXPECT_EQ(codes.host(), as_bytes(cpu_codes));
-
-      // Values only, with the fused ReLU (NaN stays NaN).
-      const Tensor want_relu = max_pool2d(xt, options(c), Activation::kReLU);
-      DeviceArray<float> y3(n_out);
-      max_pool2d_forward(dx.data(), y3.data(), nullptr, nullptr, g, true, nullptr);
-      EXPECT_TRUE(all_close(y3.host(), want_relu.to_vector<double>(), 0.0));
+      check_max_pool(c, kind);
     }
 }
 
-TEST(CudaPool, MaxPoolBackwardMatchesCpuForBothIndexForms) {
+// Windows that tile the input (kernel == stride, no padding or dilation), which the
+// windows kernels take: rows and columns left over below and right of the last windows,
+// windows clipped by ceil_mode, 1 x 1 planes, many planes, kw = 2 with and without the
+// pair stores (W = 2 OW, gx aligned).
+const std::vector<PoolCase> kTilingCases = {
+    {3, 70, 5, 7, 2, 2, 2, 2, 0, 0, 1, 1, false},   // 210 planes, a row and a column left over
+    {2, 2, 7, 6, 2, 2, 2, 2, 0, 0, 1, 1, false},    // pairs, a row left over
+    {2, 3, 8, 8, 2, 2, 2, 2, 0, 0, 1, 1, false},    // pairs
+    {2, 3, 28, 28, 2, 2, 2, 2, 0, 0, 1, 1, false},  // the CNN's (a few planes)
+    {1, 2, 33, 31, 2, 2, 2, 2, 0, 0, 1, 1, true},   // ceil_mode clips the last windows
+    {2, 5, 9, 10, 3, 3, 3, 3, 0, 0, 1, 1, false},   // 3x3: a column left over
+    {2, 5, 11, 11, 3, 3, 3, 3, 0, 0, 1, 1, false},  // 3x3: two rows and columns left over
+    {1, 4, 7, 11, 3, 2, 3, 2, 0, 0, 1, 1, true},    // clipped by ceil_mode both ways
+    {1, 3, 6, 4, 2, 4, 2, 4, 0, 0, 1, 1, false},    // one window across each row
+    {1, 2, 4, 6, 1, 1, 1, 1, 0, 0, 1, 1, false},    // 1x1: the identity
+    {4, 3, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, false},    // 1x1 planes
+    {4, 3, 1, 1, 2, 2, 2, 2, 0, 0, 1, 1, true},     // 1x1 planes in clipped 2x2 windows
+    {2, 2, 1, 9, 1, 2, 1, 2, 0, 0, 1, 1, false},    // one row
+};
+
+TEST(CudaPool, TilingWindowsMatchCpu) {
   EMBER_NEED_DEVICE();
-  for (const PoolCase& c : kPoolCases)
-    for (Input kind : {Input::kTies, Input::kNaNs}) {
-      SCOPED_TRACE(str(c) + " input kind " + std::to_string(int(kind)));
-      const Tensor xt = tensor(pool_input(c, kind, uint32_t(c.W * 5 + c.H)), {c.N, c.C, c.H, c.W});
-      const PoolGeometry g = geometry(c);
-      const Shape out_shape{c.N, c.C, g.OH, g.OW};
-      const auto gy = random_doubles(size_t(shape_numel(out_shape)), uint32_t(c.kh * 3 + c.kw));
-      const Tensor gyt = tensor(gy, out_shape);
-      DeviceArray<float> dgy(from_doubles<float>(gy), 1);
-      for (DType index_dtype : {kInt64, kUInt8}) {
-        SCOPED_TRACE(index_dtype == kInt64 ? "int64 indices" : "uint8 codes");
-        const Tensor y = empty(out_shape), idx = empty(out_shape, index_dtype), want = empty(xt.shape());
-        max_pool2d_stub(Device::cpu(), y, idx, xt, params(c));
-        max_pool2d_backward_stub(Device::cpu(), want, gyt, idx, params(c));
-        DeviceArray<float> gx(size_t(xt.numel()), 1);
-        if (index_dtype == kInt64) {
-          DeviceArray<int64_t> di(idx.to_vector<int64_t>());
-          max_pool2d_backward(dgy.data(), di.data(), nullptr, gx.data(), g, nullptr);
-        } else {
-          DeviceArray<uint8_t> dc(as_bytes(idx));
-          max_pool2d_backward(dgy.data(), nullptr, dc.data(), gx.data(), g, nullptr);
-        }
-        // The gradients of each pixel's windows, added in the CPU's order: exact.
-        EXPECT_TRUE(all_close(gx.host(), want.to_vector<double>(), 0.0));
+  for (const PoolCase& c : kTilingCases) {
+    ASSERT_TRUE(pool_windows_tile(geometry(c))) << str(c);
+    for (Input kind : {Input::kRandom, Input::kTies, Input::kNaNs})
+      for (size_t gx_offset : {0, 1}) {
+        SCOPED_TRACE(str(c) + " input kind " + std::to_string(int(kind)) + " gx offset " + std::to_string(gx_offset));
+        check_max_pool(c, kind, gx_offset);
       }
-    }
+  }
+  // Overlap, padding, dilation, or an input smaller than a window: the general kernels.
+  for (const PoolCase& c : {PoolCase{1, 1, 8, 8, 2, 2, 1, 1, 0, 0, 1, 1, false},
+                            PoolCase{1, 1, 8, 8, 2, 2, 2, 2, 1, 1, 1, 1, false},
+                            PoolCase{1, 1, 8, 8, 2, 2, 2, 2, 0, 0, 2, 1, false},
+                            PoolCase{1, 1, 1, 1, 2, 2, 2, 2, 0, 0, 1, 1, false}})
+    EXPECT_FALSE(pool_windows_tile(geometry(c))) << str(c);
 }
 
 TEST(CudaPool, MaxPoolBackwardIgnoresIndicesOutsideTheirWindow) {
   EMBER_NEED_DEVICE();
-  // 1 x 1 x 4 x 4, 2x2 windows: output 0 names pixel 15 (outside its window), output 1
-  // a huge index; only outputs 2 and 3 (correct indices) reach the input.
-  const PoolGeometry g = pool_geometry(1, 1, 4, 4, 2, 2, 2, 2, 0, 0, 1, 1, false);
-  DeviceArray<float> gy(std::vector<float>{1, 2, 3, 4}), gx(16);
-  DeviceArray<int64_t> idx(std::vector<int64_t>{15, int64_t(1) << 40, 9, 15});
-  max_pool2d_backward(gy.data(), idx.data(), nullptr, gx.data(), g, nullptr);
-  std::vector<double> want(16, 0.0);
-  want[9] = 3;
-  want[15] = 4;
-  EXPECT_TRUE(all_close(gx.host(), want, 0.0));
+  // 1 x 1 x 5 x 5, 2x2 windows (row 4 and column 4 in no window). Int64 indices: output 0
+  // names pixel 15 (outside its window), output 1 a huge index (whose low 32 bits name
+  // its pixel 2), output 2 pixel 16 (its own), output 3 pixel 24 (in no window). Codes:
+  // output 0 its tap 0 (pixel 0), output 1 code 4 (past its 2x2 window: where a left-over
+  // row would continue it), output 2 tap 3 (pixel 16), output 3 code 255. Only the
+  // in-window ones reach the input.
+  const PoolGeometry g = pool_geometry(1, 1, 5, 5, 2, 2, 2, 2, 0, 0, 1, 1, false);
+  DeviceArray<float> gy(std::vector<float>{1, 2, 3, 4});
+  DeviceArray<int64_t> idx(std::vector<int64_t>{15, (int64_t(1) << 40) + 2, 16, 24});
+  DeviceArray<uint8_t> codes(std::vector<uint8_t>{0, 4, 3, 255});
+  std::vector<double> want_idx(25, 0.0), want_codes(25, 0.0);
+  want_idx[16] = want_codes[16] = 3;
+  want_codes[0] = 1;
+  for (const PoolKernelChoice& k : kChoices) {
+    SCOPED_TRACE(str(k));
+    DeviceArray<float> gx(25), gx2(25);
+    max_pool2d_backward(gy.data(), idx.data(), nullptr, gx.data(), g, nullptr, k);
+    EXPECT_TRUE(all_close(gx.host(), want_idx, 0.0));
+    max_pool2d_backward(gy.data(), nullptr, codes.data(), gx2.data(), g, nullptr, k);
+    EXPECT_TRUE(all_close(gx2.host(), want_codes, 0.0));
+  }
 }
 
 TEST(CudaPool, AvgPoolForwardAndBackwardMatchCpu) {
@@ -170,6 +247,9 @@ TEST(CudaPool, AvgPoolForwardAndBackwardMatchCpu) {
       ASSERT_EQ(want.shape(), (Shape{c.N, c.C, g.OH, g.OW}));
       DeviceArray<float> dx(from_doubles<float>(x), 1), y(size_t(want.numel()));
       avg_pool2d_forward(dx.data(), y.data(), g, nullptr);
+      DeviceArray<float> y64(size_t(want.numel()));
+      avg_pool2d_forward(dx.data(), y64.data(), g, nullptr, PoolKernelChoice{true, false});
+      EXPECT_TRUE(same_bits(y64.host(), y.host())) << "int64 index arithmetic";
       // Both sides sum a window's T = kh kw float32 values and divide (or multiply by a
       // rounded reciprocal): at most T + 1 roundings, each within 2^-24 of the window's
       // sum of |x| over the divisor (S, the same pooling of |x| in float64). The two
@@ -189,6 +269,9 @@ TEST(CudaPool, AvgPoolForwardAndBackwardMatchCpu) {
       avg_pool2d_backward_stub(Device::cpu(), want_gx, tensor(gy, want.shape()), p);
       DeviceArray<float> dgy(from_doubles<float>(gy)), gx(size_t(xt.numel()), 1);
       avg_pool2d_backward(dgy.data(), gx.data(), g, nullptr);
+      DeviceArray<float> gx64(size_t(xt.numel()));
+      avg_pool2d_backward(dgy.data(), gx64.data(), g, nullptr, PoolKernelChoice{true, false});
+      EXPECT_TRUE(same_bits(gx64.host(), gx.host())) << "int64 index arithmetic";
       // Each input gathers gy / divisor from at most kh kw windows: the same T + 1
       // roundings, on the same scatter of |gy| (S_gx).
       const Tensor s_gx = empty(xt.shape(), kFloat64);
@@ -247,6 +330,16 @@ TEST(CudaPool, EmptyInputsAndBadArguments) {
   max_pool2d_backward(a.data(), i.data(), nullptr, b.data(), g, nullptr);
   avg_pool2d_forward(a.data(), b.data(), g, nullptr);
   avg_pool2d_backward(a.data(), b.data(), g, nullptr);
+
+  // Inputs smaller than a window (no outputs): the backward writes zeros.
+  g = pool_geometry(2, 3, 1, 1, 2, 2, 2, 2, 0, 0, 1, 1, false);
+  ASSERT_EQ(g.OH, 0);
+  DeviceArray<float> gx(6);
+  max_pool2d_backward(a.data(), i.data(), nullptr, gx.data(), g, nullptr);
+  EXPECT_TRUE(all_close(gx.host(), std::vector<double>(6, 0.0), 0.0));
+  DeviceArray<float> gx_avg(6);
+  avg_pool2d_backward(a.data(), gx_avg.data(), g, nullptr);
+  EXPECT_TRUE(all_close(gx_avg.host(), std::vector<double>(6, 0.0), 0.0));
 
   g = pool_geometry(1, 1, 40, 40, 17, 17, 1, 1, 0, 0, 1, 1, false);
   DeviceArray<uint8_t> codes(size_t(g.OH * g.OW));
