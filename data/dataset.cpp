@@ -136,8 +136,11 @@ Batch DataLoader::make_batch(int64_t b, const std::vector<int64_t>& order) const
   gen.set_offset(static_cast<uint64_t>(b) << 32);
   const int64_t start = b * opt_.batch_size;
   const int64_t n = std::min<int64_t>(opt_.batch_size, static_cast<int64_t>(order.size()) - start);
-  std::vector<double> ids(order.begin() + start, order.begin() + start + n);
-  Batch batch = dataset_.get(tensor(ids, {kInt64, dataset_.data().device()}));
+  const Tensor ids = order_on_device_.defined()
+                        ? order_on_device_.narrow(0, start, n)
+                        : tensor(std::vector<double>(order.begin() + start, order.begin() + start + n),
+                                 {kInt64, dataset_.data().device()});
+  Batch batch = dataset_.get(ids);
   for (const Transform& t : opt_.transforms) batch.data = t(batch.data, gen);
   if (opt_.pin_memory) batch = {batch.data.pin_memory(), batch.target.pin_memory()};
   return batch;
@@ -159,6 +162,9 @@ void DataLoader::start_epoch(int64_t epoch) {
   stop_worker();
   epoch_ = epoch;
   order_ = order(epoch);
+  order_on_device_ = dataset_.data().device().is_cuda()
+                         ? tensor(std::vector<double>(order_.begin(), order_.end()), {kInt64, dataset_.data().device()})
+                         : Tensor();
   next_batch_ = 0;
   produced_ = 0;
   started_ = true;

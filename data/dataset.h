@@ -97,6 +97,10 @@ class DataLoader {
   TensorDataset dataset_;
   DataLoaderOptions opt_;
   std::vector<int64_t> order_;
+  // order_ on the dataset's device, when that is a GPU: each batch's indices are a view of
+  // it, so a batch costs no copy from the host (whose wait for the device would stall
+  // the step that the host should be queuing meanwhile).
+  Tensor order_on_device_;
   int64_t next_batch_ = 0;
   int64_t epoch_ = 0;
   bool started_ = false;

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/device.h"
 #include "data/dataset.h"
 #include "data/idx.h"
 #include "tests/core/reference.h"
@@ -263,6 +264,27 @@ TEST(DataLoader, PrefetchDoesNotChangeBatches) {
                                   << (differ.empty() ? 0 : differ[0]);
       auto again = epoch(b, e);  // and an epoch replays exactly
       for (size_t k = 0; k < again.size(); ++k) EXPECT_EQ(values(again[k].data), values(bb[k].data));
+    }
+  }
+}
+
+// A dataset on a GPU takes each batch's indices from the epoch's order, copied there once:
+// the batches are the CPU's, and a batch waits for no copy from the host.
+TEST(DataLoader, ADatasetOnACudaDeviceGivesTheCpusBatches) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device (EMBER_CUDA=EMULATED gives one)";
+  const TensorDataset host = images(40);
+  const TensorDataset device(host.data().to(Device::cuda()), host.targets().to(Device::cuda()));
+  for (int prefetch : {0, 2}) {
+    DataLoader a(host, {.batch_size = 6, .seed = 3, .prefetch = prefetch});
+    DataLoader b(device, {.batch_size = 6, .seed = 3, .prefetch = prefetch});
+    for (int64_t e = 0; e < 2; ++e) {
+      auto ba = epoch(a, e), bb = epoch(b, e);
+      ASSERT_EQ(ba.size(), bb.size());
+      for (size_t k = 0; k < ba.size(); ++k) {
+        EXPECT_TRUE(bb[k].data.device().is_cuda());
+        EXPECT_EQ(values(ba[k].data), values(bb[k].data)) << "epoch " << e << " batch " << k;
+        EXPECT_EQ(values(ba[k].target), values(bb[k].target)) << "epoch " << e << " batch " << k;
+      }
     }
   }
 }
