@@ -63,9 +63,9 @@ int as_int(int64_t v, const char* what) {
 }
 
 // The descriptors of one convolution: input x [N, C, H, W], weight [O, C / G, kh, kw],
-// output y [N, O, OH, OW], and (for the bias gradient) [1, O, 1, 1].
+// output y [N, O, OH, OW].
 struct Descriptors {
-  cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
   cudnnMathType_t math = CUDNN_DEFAULT_MATH;
@@ -80,14 +80,12 @@ struct Descriptors {
     const auto& ys = y_t.shape();
     EMBER_CUDA_CHECK(cudnnCreateTensorDescriptor(&x));
     EMBER_CUDA_CHECK(cudnnCreateTensorDescriptor(&y));
-    EMBER_CUDA_CHECK(cudnnCreateTensorDescriptor(&bias));
     EMBER_CUDA_CHECK(cudnnCreateFilterDescriptor(&w));
     EMBER_CUDA_CHECK(cudnnCreateConvolutionDescriptor(&conv));
     EMBER_CUDA_CHECK(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, type, as_int(xs[0], "N"), as_int(xs[1], "C"),
                                                  as_int(xs[2], "H"), as_int(xs[3], "W")));
     EMBER_CUDA_CHECK(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NCHW, type, as_int(ys[0], "N"), as_int(ys[1], "O"),
                                                  as_int(ys[2], "OH"), as_int(ys[3], "OW")));
-    EMBER_CUDA_CHECK(cudnnSetTensor4dDescriptor(bias, CUDNN_TENSOR_NCHW, type, 1, as_int(ys[1], "O"), 1, 1));
     EMBER_CUDA_CHECK(cudnnSetFilter4dDescriptor(w, type, CUDNN_TENSOR_NCHW, as_int(ws[0], "O"), as_int(ws[1], "C/G"),
                                                  as_int(ws[2], "kh"), as_int(ws[3], "kw")));
     EMBER_CUDA_CHECK(cudnnSetConvolution2dDescriptor(
@@ -106,7 +104,6 @@ struct Descriptors {
   ~Descriptors() {
     cudnnDestroyConvolutionDescriptor(conv);
     cudnnDestroyFilterDescriptor(w);
-    cudnnDestroyTensorDescriptor(bias);
     cudnnDestroyTensorDescriptor(y);
     cudnnDestroyTensorDescriptor(x);
   }
@@ -241,8 +238,7 @@ void cudnn_conv2d_backward_input(const Tensor& gin, const Tensor& gout, const Te
                                                  s.zero(), d.x, gin.data_ptr()));
 }
 
-void cudnn_conv2d_backward_weight(const Tensor& gw, const Tensor& gb, const Tensor& gout, const Tensor& in,
-                                  const Conv2dParams& p) {
+void cudnn_conv2d_backward_weight(const Tensor& gw, const Tensor& gout, const Tensor& in, const Conv2dParams& p) {
   const OpScope scope(gw);
   const int dev = gw.device().index;
   const cudnnHandle_t h = handle_for(dev, scope.stream());
@@ -263,8 +259,6 @@ void cudnn_conv2d_backward_weight(const Tensor& gw, const Tensor& gb, const Tens
   EMBER_CUDA_CHECK(cudnnConvolutionBackwardFilter(h, s.one(), d.x, in.data_ptr(), d.y, gout.data_ptr(), d.conv,
                                                    cudnnConvolutionBwdFilterAlgo_t(c.algo), ws.get(), c.workspace,
                                                    s.zero(), d.w, gw.data_ptr()));
-  if (gb.defined())
-    EMBER_CUDA_CHECK(cudnnConvolutionBackwardBias(h, s.one(), d.y, gout.data_ptr(), s.zero(), d.bias, gb.data_ptr()));
 }
 
 }  // namespace ember::kernels::cuda

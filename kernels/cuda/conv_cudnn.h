@@ -12,7 +12,7 @@ namespace ember::kernels::cuda {
 // out = the convolution alone; the caller adds the bias and applies the ReLU.
 void cudnn_conv2d(const Tensor& out, const Tensor& in, const Tensor& weight, const Conv2dParams& p);
 void cudnn_conv2d_backward_input(const Tensor& gin, const Tensor& gout, const Tensor& weight, const Conv2dParams& p);
-void cudnn_conv2d_backward_weight(const Tensor& gw, const Tensor& gb, const Tensor& gout, const Tensor& in,
-                                  const Conv2dParams& p);
+// The weight's gradient only; the caller sums the bias's (cuDNN's BackwardBias has no bf16).
+void cudnn_conv2d_backward_weight(const Tensor& gw, const Tensor& gout, const Tensor& in, const Conv2dParams& p);
 
 }  // namespace ember::kernels::cuda

@@ -352,6 +352,29 @@ TEST(ConvShapes, BFloat16ComputesInFloat32) {
   EXPECT_TRUE(all_close_tol(y, want, shape, tol));
 }
 
+// A 16-bit bias gradient sums grad_output over N, H and W in float32 and rounds once:
+// within u16 |g| + gamma_M(2^-24) sum |gy| of the float64 sum (M = N H W terms).
+TEST(ConvShapes, Bias16BitGradientSumsInFloat32) {
+  for (DType dtype : {kBFloat16, kFloat16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const Tensor x = random_tensor({5, 3, 14, 14}, dtype, Layout::Contiguous, 51);
+    const Tensor w = random_tensor({4, 3, 3, 3}, dtype, Layout::Contiguous, 52);
+    const Tensor b = random_tensor({4}, dtype, Layout::Contiguous, 53);
+    b.set_requires_grad();
+    const Tensor y = conv2d(x, w, b, {1, 1}, {1, 1});
+    const Tensor gy = random_tensor(y.shape(), dtype, Layout::Contiguous, 54);
+    y.backward(gy);
+    std::vector<double> want(4, 0.0), abs(4, 0.0);
+    const std::vector<double> vg = values(gy);
+    for (size_t i = 0; i < vg.size(); ++i) want[i / 196 % 4] += vg[i], abs[i / 196 % 4] += std::fabs(vg[i]);
+    std::vector<double> tol(4);
+    for (size_t o = 0; o < 4; ++o)
+      tol[o] = dtype_unit_roundoff(dtype) * std::fabs(want[o]) + dtype_underflow(dtype) + gamma_n(5 * 196, 0x1p-24) * abs[o];
+    EXPECT_DTYPE(b.grad(), dtype);
+    EXPECT_TRUE(all_close_tol(b.grad(), want, {4}, tol));
+  }
+}
+
 // ----- pooling and optimizer steps: the same results as the CPU backend -----
 TEST(PoolShapes, MatchTheCpuBackend) {
   if (!on_cuda()) GTEST_SKIP() << "compares a device with the CPU backend";

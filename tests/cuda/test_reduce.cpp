@@ -1,7 +1,8 @@
 // The reduction kernels (kernels/cuda/reduce.cuh) against the CPU backend: sum, mean,
-// amax, amin, argmax/argmin and var over the last dim, a middle dim and all elements, on
-// awkward sizes that take each launch path (warp per row, block per row, split in two
-// passes), misaligned views, float32/float64/bfloat16/float16, NaN, and bad arguments.
+// amax, amin, argmax/argmin and var over the last dim, a middle dim, all elements, and
+// the outer and inner dims around a kept one (no argmax there), on awkward sizes that take
+// each launch path (warp per row, block per row, split in two passes), misaligned views,
+// float32/float64/bfloat16/float16, NaN, and bad arguments.
 //
 // Two kinds of inputs:
 // - small integers (in [-8, 8]): every sum is exact in float, so sum/max/min/argmax must
@@ -37,35 +38,39 @@ DType dtype_for() {
   else return kFloat16;
 }
 
-// A reduction's shape: last dim of [outer, n], middle dim of [outer, n, inner], or all n.
-enum class Layout { kLast, kMiddle, kAll };
+// A reduction's shape: last dim of [outer, n], middle dim of [outer, n, inner], all n, or
+// outer and inner dims of [outer, n, inner] (n outputs).
+enum class Layout { kLast, kMiddle, kAll, kOuterInner };
 struct Case {
   Layout layout;
   int64_t outer, n, inner;
   std::string str() const {
-    const char* names[] = {"last dim of", "middle dim of", "all of"};
+    const char* names[] = {"last dim of", "middle dim of", "all of", "outer and inner dims of"};
     std::string s = std::string(names[int(layout)]) + " [";
     if (layout != Layout::kAll) s += std::to_string(outer) + ", ";
     s += std::to_string(n);
-    if (layout == Layout::kMiddle) s += ", " + std::to_string(inner);
+    if (layout == Layout::kMiddle || layout == Layout::kOuterInner) s += ", " + std::to_string(inner);
     return s + "]";
   }
   int64_t numel() const { return outer * n * inner; }
-  int64_t outputs() const { return outer * inner; }
+  int64_t outputs() const { return layout == Layout::kOuterInner ? n : outer * inner; }
+  int64_t count() const { return layout == Layout::kOuterInner ? outer * inner : n; }  // elements per output
   Shape shape() const {
     if (layout == Layout::kLast) return {outer, n};
-    if (layout == Layout::kMiddle) return {outer, n, inner};
+    if (layout == Layout::kMiddle || layout == Layout::kOuterInner) return {outer, n, inner};
     return {n};
   }
   std::vector<int64_t> dims() const {
     if (layout == Layout::kLast) return {1};
     if (layout == Layout::kMiddle) return {1};
+    if (layout == Layout::kOuterInner) return {0, 2};
     return {};  // all
   }
 };
 Case last(int64_t rows, int64_t cols) { return {Layout::kLast, rows, cols, 1}; }
 Case middle(int64_t outer, int64_t n, int64_t inner) { return {Layout::kMiddle, outer, n, inner}; }
 Case all(int64_t n) { return {Layout::kAll, 1, n, 1}; }
+Case outer_inner(int64_t outer, int64_t n, int64_t inner) { return {Layout::kOuterInner, outer, n, inner}; }
 
 // Runs reducer r over x as `c` says, through the host launcher, with exactly the
 // workspace it asks for (poisoned, like every DeviceArray).
@@ -75,10 +80,14 @@ void run(const R& r, const Case& c, const typename R::Elem* x, typename R::Out o
   if (c.layout == Layout::kLast) bytes = reduce_last_dim_workspace<R>(c.outer, c.n);
   if (c.layout == Layout::kMiddle) bytes = reduce_middle_dim_workspace<R>(c.outer, c.n, c.inner);
   if (c.layout == Layout::kAll) bytes = reduce_all_workspace<R>(c.n);
+  if (c.layout == Layout::kOuterInner) bytes = reduce_outer_inner_workspace<R>(c.outer, c.n, c.inner);
   DeviceArray<unsigned char> ws(bytes);
   if (c.layout == Layout::kLast) reduce_last_dim(r, x, out, c.outer, c.n, ws.data(), bytes, nullptr);
   if (c.layout == Layout::kMiddle) reduce_middle_dim(r, x, out, c.outer, c.n, c.inner, ws.data(), bytes, nullptr);
   if (c.layout == Layout::kAll) reduce_all(r, x, out, c.n, ws.data(), bytes, nullptr);
+  if constexpr (!std::is_same_v<typename R::Out, IndexedOut<typename R::Elem>>)
+    if (c.layout == Layout::kOuterInner)
+      reduce_outer_inner(r, x, out, c.outer, c.n, c.inner, ws.data(), bytes, nullptr);
   test::synchronize();
 }
 
@@ -148,7 +157,7 @@ void check_exact(const Case& c, size_t offset, uint32_t seed) {
     run(MeanReduce<T>{}, c, in.device.data(), out.data());
     EXPECT_TRUE(all_close(out.host(), cpu_values(ember::mean(in.cpu, dims)), 4 * test::unit_roundoff<T>())) << "mean";
   }
-  if (c.n == 0 || m == 0) return;  // max/min/argmax of nothing: BadArgumentsRaise
+  if (c.count() == 0 || m == 0) return;  // max/min/argmax of nothing: BadArgumentsRaise
   {
     DeviceArray<T> hi(m), lo(m);
     run(MaxReduce<T>{}, c, in.device.data(), hi.data());
@@ -156,6 +165,7 @@ void check_exact(const Case& c, size_t offset, uint32_t seed) {
     EXPECT_TRUE(all_close(hi.host(), cpu_values(ember::amax(in.cpu, dims)), 0.0)) << "amax";
     EXPECT_TRUE(all_close(lo.host(), cpu_values(ember::amin(in.cpu, dims)), 0.0)) << "amin";
   }
+  if (c.layout == Layout::kOuterInner) return;  // no argmax over two dims
   for (bool is_max : {true, false}) {
     DeviceArray<T> values(m);
     DeviceArray<int64_t> indices(m);
@@ -322,6 +332,36 @@ TEST(CudaReduce, AllElementsOfIntegersMatchesCpuExactly) {
   std::printf("all: %.2f s\n", seconds_since(t0));
 }
 
+// The outer and inner dims of [outer, n, inner] (a conv's bias gradient over N and H * W):
+// the shortcuts (outer 1, inner 1, empty), warp-per-row, block-per-row and split rows in
+// the first pass, conv-like shapes (7x7 and 14x14 maps), rows off 16-byte boundaries.
+const std::vector<Case>& outer_inner_cases() {
+  static const std::vector<Case> cases = {
+      outer_inner(0, 3, 2),    outer_inner(2, 0, 3),   outer_inner(3, 5, 0),    outer_inner(1, 7, 33),
+      outer_inner(5, 7, 1),    outer_inner(3, 4, 33),  outer_inner(33, 31, 4),  outer_inner(4, 3, 1025),
+      outer_inner(2, 3, 4097), outer_inner(65, 33, 31), outer_inner(128, 8, 49), outer_inner(9, 16, 196)};
+  return cases;
+}
+
+TEST(CudaReduce, OuterInnerOfIntegersMatchesCpuExactly) {
+  EMBER_NEED_DEVICE();
+  const auto t0 = std::chrono::steady_clock::now();
+  uint32_t seed = 700;
+  for (const Case& c : outer_inner_cases()) {
+    check_exact<float>(c, seed % 2, seed);
+    check_exact<__nv_bfloat16>(c, 3, seed++);
+  }
+  for (const Case& c : {outer_inner(3, 4, 33), outer_inner(2, 3, 4097), outer_inner(128, 8, 49)}) {
+    check_exact<double>(c, 1, seed++);
+    check_exact<__half>(c, 5, seed++);
+  }
+  // The first pass's plans: a warp per row, a block per row, split rows.
+  EXPECT_EQ(last_dim_plan(128 * 8, 49, 4, 4).lanes_per_row, 16);
+  EXPECT_EQ(last_dim_plan(4 * 3, 1025, 4, 4).lanes_per_row, 0);
+  EXPECT_GT(last_dim_plan(2 * 3, 4097, 4, 4).splits, 1);
+  std::printf("outer and inner: %.2f s\n", seconds_since(t0));
+}
+
 // Rounding of sums and variances of reals. A sum whose longest chain of additions is d
 // has |error| <= d u sum|x| (Higham, Accuracy and Stability, 4.3), u the compute type's
 // unit roundoff. Here d <= n/8 + 64: a thread's run down a column (ny >= 8 rows) or along
@@ -333,7 +373,7 @@ void check_rounding(const Case& c, size_t offset, uint32_t seed) {
   SCOPED_TRACE(c.str() + " at offset " + std::to_string(offset) + ", " + std::string(dtype_name(dtype_for<T>())));
   Input<T> in(c, test::random_doubles(size_t(c.numel()), seed, -2.0, 3.0), offset);
   const auto dims = c.dims();
-  const double u = test::compute_roundoff<T>(), uT = test::unit_roundoff<T>(), d = double(c.n) / 8 + 64;
+  const double u = test::compute_roundoff<T>(), uT = test::unit_roundoff<T>(), d = double(c.count()) / 8 + 64;
   const Tensor x64 = in.cpu.to(kFloat64);
   const std::vector<double> abs_sum = cpu_values(ember::sum(ember::abs(x64), dims));
   const std::vector<double> sq_sum = cpu_values(ember::sum(ember::mul(x64, x64), dims));
@@ -351,17 +391,17 @@ void check_rounding(const Case& c, size_t offset, uint32_t seed) {
     const auto want = cpu_values(ember::mean(in.cpu, dims));  // CPU: sum rounded, then divided: 3 u_T
     std::vector<double> tol(want.size());
     for (size_t i = 0; i < tol.size(); ++i)
-      tol[i] = d * u * abs_sum[i] / double(c.n) + 4 * uT * std::abs(want[i]) + 1e-300;
+      tol[i] = d * u * abs_sum[i] / double(c.count()) + 4 * uT * std::abs(want[i]) + 1e-300;
     EXPECT_TRUE(within(out.host(), want, tol)) << "mean";
   }
   for (int64_t correction : {0, 1, 2}) {
-    if (c.n <= correction) continue;  // VarEdgeCases
+    if (c.count() <= correction) continue;  // VarEdgeCases
     DeviceArray<T> out(c.outputs());
     run(VarReduce<T>{correction}, c, in.device.data(), out.data());
     const auto want = cpu_values(ember::var(in.cpu, dims, correction));
     std::vector<double> tol(want.size());
     for (size_t i = 0; i < tol.size(); ++i)
-      tol[i] = 3 * d * u * sq_sum[i] / double(c.n - correction) + 2 * uT * std::abs(want[i]) + 1e-300;
+      tol[i] = 3 * d * u * sq_sum[i] / double(c.count() - correction) + 2 * uT * std::abs(want[i]) + 1e-300;
     EXPECT_TRUE(within(out.host(), want, tol)) << "var, correction " << correction;
   }
 }
@@ -376,7 +416,13 @@ TEST(CudaReduce, SumMeanVarOfRealsWithinRoundingBounds) {
     check_rounding<float>(c, 1, seed++);
     check_rounding<__nv_bfloat16>(c, 0, seed++);
   }
-  for (const Case& c : {last(33, 33), last(3, 4097), middle(1, 4097, 3), all(40001)}) check_rounding<double>(c, 1, seed++);
+  for (const Case& c : {outer_inner(3, 4, 33), outer_inner(4, 3, 1025), outer_inner(2, 3, 4097), outer_inner(128, 8, 49)}) {
+    check_rounding<float>(c, 1, seed++);
+    check_rounding<__nv_bfloat16>(c, 0, seed++);
+    check_rounding<__half>(c, 3, seed++);
+  }
+  for (const Case& c : {last(33, 33), last(3, 4097), middle(1, 4097, 3), all(40001), outer_inner(128, 8, 49)})
+    check_rounding<double>(c, 1, seed++);
   std::printf("reals: %.2f s\n", seconds_since(t0));
 }
 
@@ -533,6 +579,14 @@ TEST(CudaReduce, BadArgumentsRaise) {
   EXPECT_TRUE(has(error_of([&] { reduce_all(SumReduce<float>{}, x.data(), out.data(), 8192, nullptr, 0, nullptr); }),
                   "bytes of workspace"));
   EXPECT_TRUE(has(error_of([&] { reduce_all(SumReduce<float>{}, x.data(), out.data(), 8192, ws.data(), need - 1, nullptr); }),
+                  "bytes of workspace"));
+  const size_t need_oi = reduce_outer_inner_workspace<SumReduce<float>>(4, 2, 1024);
+  ASSERT_GT(need_oi, 0u);
+  DeviceArray<unsigned char> ws_oi(need_oi);
+  EXPECT_TRUE(has(error_of([&] {
+                    reduce_outer_inner(SumReduce<float>{}, x.data(), out.data(), 4, 2, 1024, ws_oi.data(), need_oi - 1,
+                                       nullptr);
+                  }),
                   "bytes of workspace"));
   // Nothing to compute: no outputs, whatever the reduced length.
   EXPECT_EQ(error_of([&] { reduce_last_dim(MaxReduce<float>{}, x.data(), out.data(), 0, 0, nullptr, 0, nullptr); }), "");

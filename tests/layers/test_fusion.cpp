@@ -8,8 +8,10 @@
 #include <limits>
 
 #include "kernels/cpu/conv.h"
+#include "kernels/cuda/variants.h"
 #include "memory/caching_allocator.h"
 #include "tests/core/reference.h"
+#include "tests/device.h"
 
 namespace ember::test {
 namespace {
@@ -31,6 +33,26 @@ Tensor awkward(const Shape& s, DType d, uint64_t seed) {
   if (v.size() > 2) v[1] = 0.0, v[2] = -0.0;
   return tensor(v, s, {d});
 }
+
+// cuDNN's deterministic mode for a scope, on cuda: its default backward algorithms may
+// add with atomics, so two identical runs differ in the last bits, and a bit-for-bit
+// comparison would test that rather than the fusion.
+class DeterministicConv {
+ public:
+  DeterministicConv() {
+    if (!on_cuda()) return;
+    saved_ = kernels::cuda::conv_deterministic();
+    kernels::cuda::set_conv_deterministic(true);
+  }
+  ~DeterministicConv() {
+    if (on_cuda()) kernels::cuda::set_conv_deterministic(saved_);
+  }
+  DeterministicConv(const DeterministicConv&) = delete;
+  DeterministicConv& operator=(const DeterministicConv&) = delete;
+
+ private:
+  bool saved_ = false;
+};
 
 // op(inputs, act) against relu(op(inputs, kNone)): outputs and every input's gradient.
 void expect_fusion_exact(const std::function<Tensor(const std::vector<Tensor>&, Activation)>& op,
@@ -62,6 +84,7 @@ TEST(Fusion, LinearReluIsExactlyLinearThenRelu) {
 
 TEST(Fusion, Conv2dReluIsExactlyConv2dThenRelu) {
   using kernels::cpu::ConvVariant;
+  const DeterministicConv deterministic;
   for (ConvVariant v : {ConvVariant::Im2col, ConvVariant::Winograd}) {
     const ConvVariant saved = kernels::cpu::conv_variant();
     kernels::cpu::set_conv_variant(v);
@@ -123,6 +146,7 @@ TEST(Fusion, SequentialTrainsTheSameWithAndWithoutFusion) {
         std::make_shared<nn::Linear>(16 * 3 * 3, 10), std::make_shared<nn::ReLU>(),
         std::make_shared<nn::Linear>(10, 3)});
   };
+  const DeterministicConv deterministic;
   auto fused = make(), plain = make();
   plain->set_fusion(false);
   Tensor x = random_tensor({4, 1, 6, 6}, kFloat32, Layout::Contiguous, 11);
