@@ -112,7 +112,7 @@ export CCACHE_BASEDIR=$root
 gen=()
 command -v ninja >/dev/null 2>&1 && gen=(-G Ninja)
 targets=(ember_tests_gpu ember_tests_cuda_gpu ember_tests_core ember_tests_layers ember_tests_optim ember_tests_comm
-         ember_mlp ember_cnn ember-run ember_bench_cuda_kernels ember_bench_allocator ember_bench_ddp)
+         ember_tests_data ember_mlp ember_cnn ember-run ember_bench_cuda_kernels ember_bench_allocator ember_bench_ddp)
 [ -z "${EMBER_GPU_PREBUILT:-}" ] && step build 420 bash -c "cmake -S '$root' -B '$build' ${gen[*]} -DCMAKE_BUILD_TYPE=Release -DEMBER_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES=native && cmake --build '$build' --parallel $(nproc) --target ${targets[*]}"
 
@@ -121,6 +121,8 @@ step tests_gpu 120 "$build/tests/ember_tests_gpu"
 for suite in core layers optim; do
   step "tests_${suite}_on_cuda" 180 env EMBER_TEST_DEVICE=cuda "$build/tests/ember_tests_$suite"
 done
+# The data loader's batches from a dataset on the GPU (and its CPU tests).
+step tests_data 60 "$build/tests/ember_tests_data"
 step tests_cuda_kernels 180 "$build/tests/ember_tests_cuda_gpu"
 # csr_linear under each SpMM variant (variants.h): cuSPARSE, which the emulator cannot run,
 # and the hand-written kernel, against the dense Linear (tests/layers/test_sparse.cpp).
