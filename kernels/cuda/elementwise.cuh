@@ -89,21 +89,22 @@ __global__ void __launch_bounds__(kBlockThreads)
   }
 }
 
-template <class F, class R, class... Ts, size_t... I>
-__device__ __forceinline__ void map_strided_element(const F& f, const int64_t* off, R* out, std::index_sequence<I...>,
+template <class F, class R, class Ix, class... Ts, size_t... I>
+__device__ __forceinline__ void map_strided_element(const F& f, const Ix* off, R* out, std::index_sequence<I...>,
                                                     const Ts*... in) {
   out[off[0]] = f(in[off[I + 1]]...);
 }
 
 // The same over any strides (broadcasts, slices, permutations). Memory-bound as above,
-// with one 64-bit division per dim and element on top.
-template <class F, class R, class... Ts>
+// with one division per dim and element on top: 32-bit (Ix = uint32_t) wherever the
+// indices fit, since a 64-bit one is a long emulated sequence.
+template <class Ix, class F, class R, class... Ts>
 __global__ void __launch_bounds__(kBlockThreads)
-    map_strided_kernel(F f, int64_t n, Indexer<1 + sizeof...(Ts)> ix, R* out, std::type_identity_t<const Ts*>... in) {
+    map_strided_kernel(F f, Ix n, Indexer<1 + sizeof...(Ts), Ix> ix, R* out, std::type_identity_t<const Ts*>... in) {
   constexpr int N = 1 + sizeof...(Ts);
-  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    int64_t off[N];
+  const Ix stride = Ix(gridDim.x) * blockDim.x;
+  for (Ix i = Ix(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    Ix off[N];
     ix.offsets(i, off);
     map_strided_element(f, off, out, std::index_sequence_for<Ts...>{}, in...);
   }
@@ -113,6 +114,17 @@ __global__ void __launch_bounds__(kBlockThreads)
 // elements), kBlockThreads per block, 8 blocks per SM at most.
 inline LaunchConfig map_config(int64_t items) {
   return LaunchConfig{dim3(grid_stride_blocks(items, kBlockThreads)), dim3(kBlockThreads), 0};
+}
+
+// Launches map_strided_kernel with 32-bit indices where they fit.
+template <class F, class R, class... Ts>
+void launch_map_strided(cudaStream_t stream, F f, int64_t n, const Indexer<1 + sizeof...(Ts)>& ix, R* out,
+                        const Ts*... in) {
+  if (ix.fits_32_bits(n))
+    launch<map_strided_kernel<uint32_t, F, R, Ts...>>(map_config(n), stream, f, static_cast<uint32_t>(n), ix.narrow(),
+                                                      out, in...);
+  else
+    launch<map_strided_kernel<int64_t, F, R, Ts...>>(map_config(n), stream, f, n, ix, out, in...);
 }
 
 // out = f(in...) elementwise over out's layout; inputs share its sizes (stride 0 to
@@ -136,7 +148,7 @@ void map(cudaStream_t stream, F f, R* out, const Layout& out_layout, const std::
       launch<map_contiguous_kernel<1, F, R, Ts...>>(map_config(n), stream, f, n, int64_t{0}, out, in.first...);
     return;
   }
-  launch<map_strided_kernel<F, R, Ts...>>(map_config(n), stream, f, n, ix, out, in.first...);
+  launch_map_strided(stream, f, n, ix, out, in.first...);
 }
 
 // ---- The ops -----------------------------------------------------------------------------
@@ -206,7 +218,7 @@ void select(const bool* cond, const Layout& cond_layout, const T* a, const Layou
   const Indexer<4> ix = make_indexer<4>(layouts);
   const int64_t n = numel(out_layout);
   if (n == 0) return;
-  launch<map_strided_kernel<Select<T>, T, bool, T, T>>(map_config(n), stream, Select<T>{}, n, ix, out, cond, a, b);
+  launch_map_strided(stream, Select<T>{}, n, ix, out, cond, a, b);
 }
 
 // out[i] = start + i * step, computed in double and converted (as on the CPU backend).

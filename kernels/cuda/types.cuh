@@ -152,18 +152,22 @@ inline int64_t numel(const Layout& l) {
 
 // ---- Coalescing dims ---------------------------------------------------------------------
 
-// Maps a linear index over the (coalesced) shape to each operand's element offset.
-template <int N>
+// Maps a linear index over the (coalesced) shape to each operand's element offset, in
+// index type I: int64_t always works; uint32_t (narrow(), where every index and offset
+// fits) makes the per-dim division and modulo a few instructions instead of a 64-bit
+// division's long emulated sequence, which bounded the strided kernels on an H200.
+template <int N, class I = int64_t>
 struct Indexer {
   int ndim = 0;
-  int64_t sizes[kMaxDims] = {};
-  int64_t strides[N][kMaxDims] = {};
+  I sizes[kMaxDims] = {};
+  I strides[N][kMaxDims] = {};
 
-  __host__ __device__ __forceinline__ void offsets(int64_t i, int64_t (&off)[N]) const {
+  __host__ __device__ __forceinline__ void offsets(I i, I (&off)[N]) const {
     for (int k = 0; k < N; ++k) off[k] = 0;
     for (int d = ndim - 1; d >= 0; --d) {
-      const int64_t idx = i % sizes[d];
-      i /= sizes[d];
+      const I q = i / sizes[d];
+      const I idx = i - q * sizes[d];
+      i = q;
       for (int k = 0; k < N; ++k) off[k] += idx * strides[k][d];
     }
   }
@@ -172,6 +176,31 @@ struct Indexer {
     for (int k = 0; k < N; ++k)
       if (ndim == 1 && strides[k][0] != 1) return false;
     return true;
+  }
+  // Whether n linear indices and every operand's offsets fit in uint32_t (strides are
+  // never negative here), so that narrow() loses nothing; also keeps a grid-stride loop's
+  // i + stride below 2^32.
+  bool fits_32_bits(int64_t n) const {
+    constexpr int64_t kMax = int64_t{1} << 31;
+    if (n >= kMax) return false;
+    for (int k = 0; k < N; ++k) {
+      int64_t last = 0;  // the largest offset: every index at its last value
+      for (int d = 0; d < ndim; ++d) {
+        if (strides[k][d] < 0) return false;
+        last += (int64_t(sizes[d]) - 1) * int64_t(strides[k][d]);
+      }
+      if (last >= kMax) return false;
+    }
+    return true;
+  }
+  Indexer<N, uint32_t> narrow() const {
+    Indexer<N, uint32_t> ix;
+    ix.ndim = ndim;
+    for (int d = 0; d < ndim; ++d) {
+      ix.sizes[d] = static_cast<uint32_t>(sizes[d]);
+      for (int k = 0; k < N; ++k) ix.strides[k][d] = static_cast<uint32_t>(strides[k][d]);
+    }
+    return ix;
   }
 };
 

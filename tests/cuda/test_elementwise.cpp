@@ -223,6 +223,55 @@ TEST(CudaElementwise, ArangeAndLinspaceMatchTheCpu) {
   }
 }
 
+// The strided kernels' indexer, in 64 and 32 bits, against offsets computed from each
+// element's multi-index; and where 32 bits stop sufficing. Host code: no device needed.
+TEST(CudaElementwise, IndexerOffsetsIn64And32BitsAgree) {
+  struct Case {
+    Layout out, a, b;
+  };
+  const std::vector<Case> cases = {
+      {make_layout({33, 65}, {65, 1}), make_layout({33, 65}, {1, 0}), make_layout({33, 65}, {0, 1})},
+      {make_layout({5, 7, 9}, {63, 9, 1}), make_layout({5, 7, 9}, {1, 45, 5}), make_layout({5, 7, 9}, {0, 9, 1})},
+      {make_layout({3, 1, 4, 6}, {24, 24, 6, 1}), make_layout({3, 1, 4, 6}, {2, 7, 1, 12}),
+       make_layout({3, 1, 4, 6}, {100, 3, 25, 4})},
+  };
+  for (const Case& c : cases) {
+    const Layout* const layouts[3] = {&c.out, &c.a, &c.b};
+    const Indexer<3> wide = make_indexer<3>(layouts);
+    const int64_t n = numel(c.out);
+    ASSERT_TRUE(wide.fits_32_bits(n));
+    const Indexer<3, uint32_t> narrow = wide.narrow();
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t want[3] = {0, 0, 0};
+      int64_t below = 1;  // elements per step of dim d
+      for (int d = c.out.ndim - 1; d >= 0; --d) {
+        const int64_t idx = i / below % c.out.sizes[d];
+        for (int k = 0; k < 3; ++k) want[k] += idx * layouts[k]->strides[d];
+        below *= c.out.sizes[d];
+      }
+      int64_t got64[3];
+      uint32_t got32[3];
+      wide.offsets(i, got64);
+      narrow.offsets(static_cast<uint32_t>(i), got32);
+      for (int k = 0; k < 3; ++k) {
+        ASSERT_EQ(got64[k], want[k]) << "element " << i << " operand " << k;
+        ASSERT_EQ(int64_t(got32[k]), want[k]) << "element " << i << " operand " << k;
+      }
+    }
+  }
+  // The largest offset decides: 2^31 - 1 fits, 2^31 does not; nor do 2^31 elements.
+  const int64_t big = int64_t{1} << 30;
+  auto fits = [](const Layout& l, int64_t n) {
+    const Layout* const one[1] = {&l};
+    return make_indexer<1>(one).fits_32_bits(n);
+  };
+  EXPECT_TRUE(fits(make_layout({2, 2}, {big, big - 1}), 4));  // last offset 2^30 + 2^30 - 1
+  EXPECT_FALSE(fits(make_layout({2, 2}, {big, big}), 4));     // last offset 2^31
+  EXPECT_FALSE(fits(make_layout({3, 2}, {big - 1, big + 1}), 6));
+  EXPECT_TRUE(fits(contiguous_layout(4), (int64_t{1} << 31) - 1));
+  EXPECT_FALSE(fits(contiguous_layout(4), int64_t{1} << 31));
+}
+
 TEST(CudaElementwise, MismatchedLayoutsAreAnError) {
   EMBER_NEED_DEVICE();
   DeviceArray<float> a(10), out(12);
