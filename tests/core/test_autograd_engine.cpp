@@ -15,7 +15,6 @@
 
 #include "core/storage.h"
 #include "ember.h"
-#include "kernels/cuda/variants.h"
 #include "tests/device.h"
 #include "reference.h"
 
@@ -407,9 +406,7 @@ TEST(AutogradEngine, BroadcastGradsAreSummedToTheLeafShape) {
 // needs_input_grad): every subset of linear's, matmul's and conv2d's inputs that requires
 // grad gets the same gradients as when all do, and the others get none.
 TEST(AutogradEngine, OnlyInputsThatNeedGradientsGetThem) {
-  // Bit for bit between runs: on a GPU, cuDNN's backward may sum with atomics in any order.
-  const bool deterministic = test::on_cuda() && kernels::cuda::conv_deterministic();
-  if (test::on_cuda()) kernels::cuda::set_conv_deterministic(true);
+  const DeterministicConv deterministic;  // bit for bit between runs
   struct Op {
     const char* name;
     std::vector<Shape> shapes;
@@ -451,7 +448,6 @@ TEST(AutogradEngine, OnlyInputsThatNeedGradientsGetThem) {
       }
     }
   }
-  if (test::on_cuda()) kernels::cuda::set_conv_deterministic(deterministic);
 }
 
 }  // namespace

@@ -34,26 +34,6 @@ Tensor awkward(const Shape& s, DType d, uint64_t seed) {
   return tensor(v, s, {d});
 }
 
-// cuDNN's deterministic mode for a scope, on cuda: its default backward algorithms may
-// add with atomics, so two identical runs differ in the last bits, and a bit-for-bit
-// comparison would test that rather than the fusion.
-class DeterministicConv {
- public:
-  DeterministicConv() {
-    if (!on_cuda()) return;
-    saved_ = kernels::cuda::conv_deterministic();
-    kernels::cuda::set_conv_deterministic(true);
-  }
-  ~DeterministicConv() {
-    if (on_cuda()) kernels::cuda::set_conv_deterministic(saved_);
-  }
-  DeterministicConv(const DeterministicConv&) = delete;
-  DeterministicConv& operator=(const DeterministicConv&) = delete;
-
- private:
-  bool saved_ = false;
-};
-
 // op(inputs, act) against relu(op(inputs, kNone)): outputs and every input's gradient.
 void expect_fusion_exact(const std::function<Tensor(const std::vector<Tensor>&, Activation)>& op,
                          const std::vector<Tensor>& inputs) {
