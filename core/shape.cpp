@@ -21,6 +21,15 @@ int64_t shape_numel(const Shape& s) {
   return n;
 }
 
+void check_shape(const Shape& s, const char* op) {
+  int64_t span = 1;
+  for (int64_t d : s) {
+    EMBER_CHECK(d >= 0, op, ": negative size ", d, " in shape ", shape_str(s));
+    EMBER_CHECK(!__builtin_mul_overflow(span, std::max<int64_t>(d, 1), &span), op, ": shape ", shape_str(s),
+                " is too large (its size or strides overflow int64)");
+  }
+}
+
 Shape contiguous_strides(const Shape& s) {
   Shape st(s.size());
   int64_t acc = 1;

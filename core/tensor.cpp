@@ -59,11 +59,12 @@ Shape infer_shape(const Shape& shape, int64_t numel, const Shape& from, const ch
     if (out[i] == -1) {
       EMBER_CHECK(infer < 0, op, ": only one dim can be -1 in ", shape_str(shape));
       infer = static_cast<int>(i);
-    } else {
-      EMBER_CHECK(out[i] >= 0, op, ": invalid size ", out[i], " in ", shape_str(shape));
-      known *= out[i];
+      out[i] = 1;  // for check_shape, which bounds `known`
     }
   }
+  check_shape(out, op);
+  for (size_t i = 0; i < out.size(); ++i)
+    if (static_cast<int>(i) != infer) known *= out[i];
   if (infer >= 0) {
     EMBER_CHECK(known != 0 && numel % known == 0, op, ": shape ", shape_str(shape), " is invalid for ",
                 shape_str(from), " (", numel, " elements)");
@@ -267,6 +268,7 @@ Tensor Tensor::expand(const Shape& target) const {
     sh[i] = want;
     st[i] = have == want ? strides()[i - lead] : 0;
   }
+  check_shape(sh, "expand");
   // The node sums the broadcast gradient back to this shape.
   return autograd::record("expand", {*this}, make_view(*this, std::move(sh), std::move(st), offset()),
                           [](const Tensor& g) { return Grads{g}; });
@@ -460,9 +462,10 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << t.str
 
 Tensor empty(const Shape& shape, TensorOptions options) {
   init();
-  for (int64_t d : shape)
-    EMBER_CHECK(d >= 0, "empty: negative size ", d, " in shape ", shape_str(shape));
-  int64_t n = shape_numel(shape);
+  check_shape(shape, "empty");
+  const int64_t n = shape_numel(shape);
+  EMBER_CHECK(n <= INT64_MAX / element_size(options.dtype), "empty: shape ", shape_str(shape), " of ",
+              dtype_name(options.dtype), " needs more than 2^63 bytes");
   const memory::AllocationSite& site = memory::current_site();  // a tensor made outside any op: "empty"
   const memory::SiteScope with_shape(site.op ? site.op : "empty", shape.data(), static_cast<int>(shape.size()),
                                      site.backward);

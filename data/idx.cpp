@@ -88,9 +88,10 @@ Tensor read_idx_bytes(const std::string& file_bytes, const std::string& name) {
     pos += 4;
     const uint32_t n = (uint32_t(b[0]) << 24) | (uint32_t(b[1]) << 16) | (uint32_t(b[2]) << 8) | b[3];
     shape.push_back(n);
-    total *= n;
-    span *= std::max<uint64_t>(n, 1);
-    EMBER_CHECK(span <= (uint64_t(1) << 34), "read_idx: '", name, "' declares an implausible size ", shape_str(shape));
+    total *= n;  // <= span, which the check keeps below 2^34
+    // Checked for wrapping too: a span near 2^34 times a dim near 2^32 passes 2^64.
+    EMBER_CHECK(!__builtin_mul_overflow(span, std::max<uint64_t>(n, 1), &span) && span <= (uint64_t(1) << 34),
+                "read_idx: '", name, "' declares an implausible size ", shape_str(shape));
   }
   // Checked before allocating, so that a header that lies costs nothing.
   const uint64_t got = bytes.size() - pos;

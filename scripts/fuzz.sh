@@ -3,7 +3,8 @@
 # with clang in build-fuzz (the library and the targets, nothing else) and runs each for
 # SECONDS (default 5) on a scratch copy of its seed corpus, so the repository is never
 # written to. Any crash, sanitizer report, leak or timeout fails the script; the input
-# that caused it is left in build-fuzz/fuzz-artifacts/.
+# that caused it is left in build-fuzz/fuzz-artifacts/. EMBER_FUZZ_SEED fixes libFuzzer's
+# seed (0, the default, draws a new one each run).
 #   scripts/fuzz.sh [SECONDS]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -28,7 +29,7 @@ for t in "${targets[@]}"; do
   cp -r "$root/tests/fuzz/corpus/$t" "$scratch/$t"
   log=$build/fuzz-artifacts/$t.log
   if ! "$build/tests/fuzz/fuzz_$t" "$scratch/$t" -max_total_time="$secs" -max_len="${max_len[$t]}" -timeout=5 \
-      -rss_limit_mb=2048 -artifact_prefix="$build/fuzz-artifacts/$t-" -print_final_stats=1 >"$log" 2>&1; then
+      -seed="${EMBER_FUZZ_SEED:-0}" -rss_limit_mb=2048 -artifact_prefix="$build/fuzz-artifacts/$t-" -print_final_stats=1 >"$log" 2>&1; then
     tail -n 60 "$log" >&2
     echo "fuzz_$t failed; the input that did it is in $build/fuzz-artifacts/" >&2
     exit 1

@@ -148,6 +148,16 @@ TEST(TensorCreation, TensorRejectsValueCountMismatch) {
   EXPECT_THROW(tensor({1, 2, 3, 4, 5}, {2, 2}), Error);
   EXPECT_THROW(tensor({}, {1}), Error);
   EXPECT_THROW(empty({2, -3}), Error);
+  // Sizes whose products overflow int64 get an error, not a wrapped allocation: the
+  // element count, the strides beside a zero dim, and the bytes.
+  const int64_t big = int64_t(1) << 32;
+  msg = error_message([&] { empty({big, big}); });
+  EXPECT_TRUE(contains(msg, "too large") && contains(msg, "empty")) << msg;
+  EXPECT_THROW(empty({big, 0, big}), Error);
+  msg = error_message([&] { empty({int64_t(1) << 62}, {kFloat32}); });
+  EXPECT_TRUE(contains(msg, "2^63 bytes")) << msg;
+  EXPECT_THROW(zeros({1}).view({big, 0, -1, big}), Error);
+  EXPECT_THROW(zeros({0}).view({big, big, 0}), Error);
 }
 
 }  // namespace

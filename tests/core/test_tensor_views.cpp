@@ -297,6 +297,10 @@ TEST(TensorViews, ExpandErrors) {
   EXPECT_THROW(x.expand({4, 4}), Error);  // dim 0 has size 3, not 1
   EXPECT_THROW(x.expand({4}), Error);     // fewer dims than the tensor
   EXPECT_THROW(x.expand({-1, 4, 4}), Error);  // -1 for a new leading dim
+  EXPECT_THROW(x.expand({3, -5}), Error);     // a size-1 dim to a negative size
+  // 2^32 * 2^32 elements: numel would overflow int64, so would the strides with a zero dim.
+  EXPECT_TRUE(contains(error_message([&] { x.expand({int64_t(1) << 32, 3, int64_t(1) << 32}); }), "too large"));
+  EXPECT_THROW(x.expand({int64_t(1) << 32, 0, 3, int64_t(1) << 32}), Error);
   std::string msg = error_message([&] { x.expand({2, 4}); });
   EXPECT_TRUE(contains(msg, "expand")) << msg;
   EXPECT_TRUE(contains(msg, "[3, 1]")) << msg;

@@ -120,6 +120,16 @@ TEST(IdxBytes, InMemoryAndLyingHeaders) {
   const std::string zero_dim = std::string("\x00\x00\x08\x04\x00\x00\x00\x00\xfa\x02\x01\xff"
                                            "\x14\x00\x00\xff\xff\x00\x00\x00", 20);
   EXPECT_THROW(read_idx_bytes(zero_dim, "zero dim"), Error);
+  // Also found by fuzz_idx: the product of the dims wrapped past 2^64 to 0 before it was
+  // checked (dims 0x8000 x 0x40000 x 0x80000000 x 0).
+  const std::string wraps = std::string("\x00\x00\x08\x04\x00\x00\x80\x00\x00\x04\x00\x00"
+                                        "\x80\x00\x00\x00\x00\x00\x00\x00", 20);
+  try {
+    read_idx_bytes(wraps, "wraps");
+    ADD_FAILURE() << "accepted dims whose product wraps";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("implausible size"), std::string::npos) << e.what();
+  }
 }
 
 // A Fashion-MNIST-like folder: n images of 28x28 with bytes (i * 7 + k) % 251, labels i % 10.
