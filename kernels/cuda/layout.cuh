@@ -30,7 +30,8 @@ namespace ember::kernels::cuda {
 // - kRows: the innermost dim has stride 1: rows copied with the widest vector (up to 16
 //   bytes) that the row length, the strides and both pointers allow.
 // - kGeneral: anything else (several strided dims, broadcast stride-0 dims): one element
-//   per thread per turn of a grid-stride loop, its offset from its row-major index.
+//   per thread per turn of a grid-stride loop, its offset from its row-major index. kRows
+//   is the same gather over carriers; both index in 32 bits where everything fits.
 enum class PermutePath { kEmpty, kContiguous, kTiled, kRows, kGeneral };
 inline constexpr int64_t kMinTileDim = 16;
 
@@ -49,25 +50,6 @@ struct TileMap {
   int64_t batch_sizes[kMaxDims - 2] = {};
   int64_t batch_in[kMaxDims - 2] = {}, batch_out[kMaxDims - 2] = {};
 };
-
-// Rows of `row_len` carriers V: row r of the output is contiguous at r * row_len, of the
-// input at the offset its outer index gives (strides in carriers).
-struct RowMap {
-  int64_t row_len = 0;
-  int nouter = 0;
-  int64_t outer_sizes[kMaxDims] = {}, outer_strides[kMaxDims] = {};
-};
-
-// The offset of row-major index `i` in a view of `n` dims (the innermost last).
-__device__ __forceinline__ int64_t strided_offset(int64_t i, int n, const int64_t* sizes, const int64_t* strides) {
-  int64_t off = 0;
-  for (int d = n - 1; d >= 0; --d) {
-    const int64_t s = sizes[d], q = i / s;
-    off += (i - q * s) * strides[d];
-    i = q;
-  }
-  return off;
-}
 
 }  // namespace layout_detail
 
@@ -142,38 +124,23 @@ inline LaunchConfig contiguous_copy_config(int64_t nvec) {
 }
 
 // ---------------------------------------------------------------------------------------
-// Rows with a contiguous inner dim, in carriers V: output vector i is row i / row_len,
-// column i % row_len. Memory bound, 2 * sizeof(T) bytes per element.
-template <class V>
-__global__ void __launch_bounds__(256) strided_rows_kernel(const V* __restrict__ in, V* __restrict__ out,
-                                                           layout_detail::RowMap m, int64_t nvec) {
-  const int64_t step = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < nvec; i += step) {
-    const int64_t row = i / m.row_len, col = i - row * m.row_len;
-    const V* src = in + layout_detail::strided_offset(row, m.nouter, m.outer_sizes, m.outer_strides) + col;
-    check_vector_alignment<V>(src);
-    check_vector_alignment<V>(out + i);
-    out[i] = *src;
-  }
-}
-
-inline LaunchConfig strided_rows_config(int64_t nvec) {
-  return LaunchConfig{dim3(grid_stride_blocks(nvec, kBlockThreads)), dim3(kBlockThreads), 0};
-}
-
-// ---------------------------------------------------------------------------------------
-// Any strided view, one element per thread per turn. Memory bound, 2 * sizeof(U) bytes
-// per element (plus, with poor locality, whole sectors read for few bytes used).
-template <class U>
+// Any strided view of elements (or, for kRows, of carriers V holding several), one per
+// thread per turn: output i is contiguous, its source at the offset the indexer gives for
+// i. Index type I is uint32_t wherever the count and every offset fit (a 64-bit division
+// per dim is a long emulated sequence, which bounded max pooling's index arithmetic on an
+// H200). Memory bound, 2 * sizeof(U) bytes per element (plus, with poor locality, whole
+// sectors read for few bytes used).
+template <class U, class I>
 __global__ void __launch_bounds__(256) strided_gather_kernel(const U* __restrict__ in, U* __restrict__ out,
-                                                             Layout l, int64_t n) {
-  const int64_t step = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += step)
-    out[i] = in[layout_detail::strided_offset(i, l.ndim, l.sizes, l.strides)];
-}
-
-inline LaunchConfig strided_gather_config(int64_t n) {
-  return LaunchConfig{dim3(grid_stride_blocks(n, kBlockThreads)), dim3(kBlockThreads), 0};
+                                                             Indexer<1, I> ix, I n) {
+  const I step = I(gridDim.x) * blockDim.x;
+  for (I i = I(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+    I off[1];
+    ix.offsets(i, off);
+    check_vector_alignment<U>(in + off[0]);
+    check_vector_alignment<U>(out + i);
+    out[i] = in[off[0]];
+  }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -255,9 +222,24 @@ void launch_tiled(const U* in, U* out, const Layout& c, cudaStream_t stream) {
   launch<tiled_transpose_kernel<U>>(tiled_transpose_config(tiles), stream, in, out, m, tiles);
 }
 
+// The strided gather over `c` (sizes and strides in elements of U), in 32-bit indices
+// where they fit.
+template <class U>
+void launch_gather(const U* in, U* out, const Layout& c, cudaStream_t stream) {
+  const Layout* const layouts[1] = {&c};
+  const Indexer<1> ix = make_indexer<1>(layouts);
+  const int64_t n = numel(c);
+  const LaunchConfig config{dim3(grid_stride_blocks(n, kBlockThreads)), dim3(kBlockThreads), 0};
+  if (ix.fits_32_bits(n))
+    launch<strided_gather_kernel<U, uint32_t>>(config, stream, in, out, ix.narrow(), static_cast<uint32_t>(n));
+  else
+    launch<strided_gather_kernel<U, int64_t>>(config, stream, in, out, ix, n);
+}
+
+// kRows: the gather over carriers V, the widest that divides the row, every outer stride
+// and both addresses, so each thread moves up to 16 bytes.
 template <class U>
 void launch_rows(const U* in, U* out, const Layout& c, cudaStream_t stream) {
-  // The widest carrier that divides the row, every outer stride and both addresses.
   const int inner = c.ndim - 1;
   uint64_t g = reinterpret_cast<uintptr_t>(in) | reinterpret_cast<uintptr_t>(out) |
                uint64_t(c.sizes[inner]) * sizeof(U);
@@ -266,16 +248,10 @@ void launch_rows(const U* in, U* out, const Layout& c, cudaStream_t stream) {
   auto go = [&](auto carrier) {
     using V = decltype(carrier);
     const int64_t per = int64_t(sizeof(V) / sizeof(U));
-    RowMap m;
-    m.row_len = c.sizes[inner] / per;
-    m.nouter = inner;
-    for (int d = 0; d < inner; ++d) {
-      m.outer_sizes[d] = c.sizes[d];
-      m.outer_strides[d] = c.strides[d] / per;
-    }
-    const int64_t nvec = numel(c) / per;
-    launch<strided_rows_kernel<V>>(strided_rows_config(nvec), stream, reinterpret_cast<const V*>(in),
-                                   reinterpret_cast<V*>(out), m, nvec);
+    Layout v = c;
+    v.sizes[inner] = c.sizes[inner] / per;
+    for (int d = 0; d < inner; ++d) v.strides[d] = c.strides[d] / per;
+    launch_gather(reinterpret_cast<const V*>(in), reinterpret_cast<V*>(out), v, stream);
   };
   with_carrier<int(sizeof(U))>(w, go);
 }
@@ -290,7 +266,7 @@ void permute_contiguous_carrier(const U* in, U* out, const Layout& layout, cudaS
     case PermutePath::kContiguous: return launch_contiguous(in, out, n, stream);
     case PermutePath::kTiled: return launch_tiled(in, out, c, stream);
     case PermutePath::kRows: return launch_rows(in, out, c, stream);
-    default: launch<strided_gather_kernel<U>>(strided_gather_config(n), stream, in, out, c, n);
+    default: return launch_gather(in, out, c, stream);
   }
 }
 
