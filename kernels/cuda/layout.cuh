@@ -40,15 +40,48 @@ namespace layout_detail {
 inline constexpr int kTile = 32, kTileRows = 8;  // 32 x 32 tiles, blocks of 32 x 8 threads
 
 // The tile loop's map from a tile to memory. Dim a has input stride 1, dim b output
-// stride 1; the other dims (up to 6) are a batch of tiles with their own strides.
+// stride 1; the other dims (up to 6) are a batch of tiles with their own strides. Index
+// type I as in Indexer: uint32_t (narrow()) wherever fits_32_bits says so.
+template <class I = int64_t>
 struct TileMap {
-  int64_t na = 1, nb = 1;         // sizes of dims a and b
-  int64_t in_stride_b = 0;        // input stride of b (a's is 1)
-  int64_t out_stride_a = 0;       // output stride of a (b's is 1)
-  int64_t tiles_a = 1, tiles_b = 1;
+  I na = 1, nb = 1;         // sizes of dims a and b
+  I in_stride_b = 0;        // input stride of b (a's is 1)
+  I out_stride_a = 0;       // output stride of a (b's is 1)
+  I tiles_a = 1, tiles_b = 1;
   int nbatch = 0;
-  int64_t batch_sizes[kMaxDims - 2] = {};
-  int64_t batch_in[kMaxDims - 2] = {}, batch_out[kMaxDims - 2] = {};
+  I batch_sizes[kMaxDims - 2] = {};
+  I batch_in[kMaxDims - 2] = {}, batch_out[kMaxDims - 2] = {};
+
+  I tiles() const {
+    I t = tiles_a * tiles_b;
+    for (int d = 0; d < nbatch; ++d) t *= batch_sizes[d];
+    return t;
+  }
+  // Whether the tile count and the largest input and output offsets stay below 2^31, so
+  // that the kernel's unsigned arithmetic (a tile's a and b run up to 31 past na and nb,
+  // a grid-stride turn adds the grid) stays below 2^32.
+  bool fits_32_bits() const {
+    constexpr int64_t kMax = int64_t{1} << 31;
+    int64_t last_in = (na - 1) + (nb - 1) * in_stride_b, last_out = (na - 1) * out_stride_a + (nb - 1);
+    for (int d = 0; d < nbatch; ++d) {
+      if (batch_in[d] < 0 || batch_out[d] < 0) return false;
+      last_in += (batch_sizes[d] - 1) * batch_in[d];
+      last_out += (batch_sizes[d] - 1) * batch_out[d];
+    }
+    return in_stride_b >= 0 && tiles() < kMax && last_in < kMax && last_out < kMax;
+  }
+  TileMap<uint32_t> narrow() const {
+    TileMap<uint32_t> m;
+    m.na = uint32_t(na), m.nb = uint32_t(nb), m.in_stride_b = uint32_t(in_stride_b);
+    m.out_stride_a = uint32_t(out_stride_a), m.tiles_a = uint32_t(tiles_a), m.tiles_b = uint32_t(tiles_b);
+    m.nbatch = nbatch;
+    for (int d = 0; d < nbatch; ++d) {
+      m.batch_sizes[d] = uint32_t(batch_sizes[d]);
+      m.batch_in[d] = uint32_t(batch_in[d]);
+      m.batch_out[d] = uint32_t(batch_out[d]);
+    }
+    return m;
+  }
 };
 
 }  // namespace layout_detail
@@ -56,46 +89,56 @@ struct TileMap {
 // ---------------------------------------------------------------------------------------
 // Tiled transpose: out[batch, tile dims swapped] through 32 x 33 shared tiles.
 // Memory bound, 2 * sizeof(U) bytes per element. A 1-D grid-stride loop over tiles (grids
-// of any size), one 32 x 8 block per tile per turn, each thread moving 4 elements.
-template <class U>
+// of any size), one 32 x 8 block per tile per turn, each thread moving 4 elements; the
+// tile-to-offset divisions in 32 bits where they fit (TileMap::fits_32_bits).
+template <class U, class I>
 __global__ void __launch_bounds__(256) tiled_transpose_kernel(const U* __restrict__ in, U* __restrict__ out,
-                                                              layout_detail::TileMap m, int64_t tiles) {
+                                                              layout_detail::TileMap<I> m, I tiles) {
   using namespace layout_detail;
   __shared__ U tile[kTile][kTile + 1];
-  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
-    int64_t rest = t;
-    const int64_t tb = rest % m.tiles_b;
+  for (I t = blockIdx.x; t < tiles; t += gridDim.x) {
+    I rest = t;
+    const I tb = rest % m.tiles_b;
     rest /= m.tiles_b;
-    const int64_t ta = rest % m.tiles_a;
+    const I ta = rest % m.tiles_a;
     rest /= m.tiles_a;
-    int64_t in_off = 0, out_off = 0;
+    I in_off = 0, out_off = 0;
     for (int d = m.nbatch - 1; d >= 0; --d) {
-      const int64_t q = rest / m.batch_sizes[d], c = rest - q * m.batch_sizes[d];
+      const I q = rest / m.batch_sizes[d], c = rest - q * m.batch_sizes[d];
       in_off += c * m.batch_in[d];
       out_off += c * m.batch_out[d];
       rest = q;
     }
     // Read: consecutive threads along a (stride 1 in the input).
-    const int64_t a = ta * kTile + threadIdx.x;
+    const I a = ta * kTile + threadIdx.x;
     for (int k = threadIdx.y; k < kTile; k += kTileRows) {
-      const int64_t b = tb * kTile + k;
+      const I b = tb * kTile + k;
       if (a < m.na && b < m.nb) tile[k][threadIdx.x] = in[in_off + b * m.in_stride_b + a];
     }
     __syncthreads();
     // Write: consecutive threads along b (stride 1 in the output); the column read of the
     // tile is conflict-free thanks to the pad column.
-    const int64_t b = tb * kTile + threadIdx.x;
+    const I b = tb * kTile + threadIdx.x;
     for (int k = threadIdx.y; k < kTile; k += kTileRows) {
-      const int64_t a2 = ta * kTile + k;
+      const I a2 = ta * kTile + k;
       if (a2 < m.na && b < m.nb) out[out_off + a2 * m.out_stride_a + b] = tile[threadIdx.x][k];
     }
     __syncthreads();  // the tile is refilled by the next turn
   }
 }
 
-inline LaunchConfig tiled_transpose_config(int64_t tiles) {
-  return LaunchConfig{dim3(grid_stride_blocks(tiles, 1, 16)), dim3(layout_detail::kTile, layout_detail::kTileRows), 0};
+namespace layout_detail {
+// The tiled transpose of m's tiles, in 32-bit indices where they fit.
+template <class U>
+void launch_tile_map(const U* in, U* out, const TileMap<>& m, cudaStream_t stream) {
+  const int64_t tiles = m.tiles();
+  const LaunchConfig config{dim3(grid_stride_blocks(tiles, 1, 16)), dim3(kTile, kTileRows), 0};
+  if (m.fits_32_bits())
+    launch<tiled_transpose_kernel<U, uint32_t>>(config, stream, in, out, m.narrow(), static_cast<uint32_t>(tiles));
+  else
+    launch<tiled_transpose_kernel<U, int64_t>>(config, stream, in, out, m, tiles);
 }
+}  // namespace layout_detail
 
 // ---------------------------------------------------------------------------------------
 // Vectorized contiguous copy of n elements of U, moved as carriers V (sizeof(V) >=
@@ -203,23 +246,21 @@ void launch_tiled(const U* in, U* out, const Layout& c, cudaStream_t stream) {
     out_strides[d] = s;
     s *= c.sizes[d];
   }
-  TileMap m;
+  TileMap<> m;
   m.na = c.sizes[a];
   m.nb = c.sizes[b];
   m.in_stride_b = c.strides[b];
   m.out_stride_a = out_strides[a];
   m.tiles_a = (m.na + kTile - 1) / kTile;
   m.tiles_b = (m.nb + kTile - 1) / kTile;
-  int64_t tiles = m.tiles_a * m.tiles_b;
   for (int d = 0; d < c.ndim; ++d) {
     if (d == a || d == b) continue;
     m.batch_sizes[m.nbatch] = c.sizes[d];
     m.batch_in[m.nbatch] = c.strides[d];
     m.batch_out[m.nbatch] = out_strides[d];
     ++m.nbatch;
-    tiles *= c.sizes[d];
   }
-  launch<tiled_transpose_kernel<U>>(tiled_transpose_config(tiles), stream, in, out, m, tiles);
+  launch_tile_map(in, out, m, stream);
 }
 
 // The strided gather over `c` (sizes and strides in elements of U), in 32-bit indices
@@ -305,7 +346,7 @@ void transpose_batched(const T* in, T* out, int64_t batch, int64_t rows, int64_t
               ", cols ", cols, ")");
   if (batch == 0 || rows == 0 || cols == 0) return;
   using U = carrier_t<int(sizeof(T))>;
-  layout_detail::TileMap m;
+  layout_detail::TileMap<> m;
   m.na = cols;
   m.nb = rows;
   m.in_stride_b = cols;
@@ -315,9 +356,7 @@ void transpose_batched(const T* in, T* out, int64_t batch, int64_t rows, int64_t
   m.nbatch = 1;
   m.batch_sizes[0] = batch;
   m.batch_in[0] = m.batch_out[0] = rows * cols;
-  const int64_t tiles = m.tiles_a * m.tiles_b * batch;
-  launch<tiled_transpose_kernel<U>>(tiled_transpose_config(tiles), stream, reinterpret_cast<const U*>(in),
-                                    reinterpret_cast<U*>(out), m, tiles);
+  layout_detail::launch_tile_map(reinterpret_cast<const U*>(in), reinterpret_cast<U*>(out), m, stream);
 }
 
 }  // namespace ember::kernels::cuda

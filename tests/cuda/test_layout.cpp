@@ -169,6 +169,36 @@ TEST(CudaLayout, GatherGivesTheSameBitsInEitherIndexWidth) {
   }
 }
 
+// The same for the tiled transpose: out [2, 45, 37] = in [2, 37, 45] transposed, with
+// partial tiles on both sides, in either width.
+TEST(CudaLayout, TiledTransposeGivesTheSameBitsInEitherIndexWidth) {
+  EMBER_NEED_DEVICE();
+  const int64_t batch = 2, rows = 37, cols = 45, n = batch * rows * cols;
+  layout_detail::TileMap<> m;
+  m.na = cols, m.nb = rows, m.in_stride_b = cols, m.out_stride_a = rows;
+  m.tiles_a = 2, m.tiles_b = 2;
+  m.nbatch = 1, m.batch_sizes[0] = batch, m.batch_in[0] = m.batch_out[0] = rows * cols;
+  ASSERT_TRUE(m.fits_32_bits());
+  const auto host = random_bits<float>(size_t(n), 5);
+  std::vector<float> want(static_cast<size_t>(n));
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) want[size_t((b * cols + c) * rows + r)] = host[size_t((b * rows + r) * cols + c)];
+  DeviceArray<float> in(host), out32(static_cast<size_t>(n)), out64(static_cast<size_t>(n));
+  const LaunchConfig config{dim3(3), dim3(layout_detail::kTile, layout_detail::kTileRows), 0};
+  launch<tiled_transpose_kernel<float, uint32_t>>(config, nullptr, in.data(), out32.data(), m.narrow(),
+                                                  uint32_t(m.tiles()));
+  launch<tiled_transpose_kernel<float, int64_t>>(config, nullptr, in.data(), out64.data(), m, m.tiles());
+  EXPECT_TRUE(same_bits(out32.host(), want));
+  EXPECT_TRUE(same_bits(out64.host(), want));
+  // Where 32 bits stop sufficing: 2^31 elements in one batch of tiles, or an input offset
+  // at 2^31.
+  m.batch_sizes[0] = (int64_t{1} << 31) / (rows * cols) + 1;
+  EXPECT_FALSE(m.fits_32_bits());
+  m.batch_sizes[0] = 1, m.in_stride_b = (int64_t{1} << 31) / (rows - 1);
+  EXPECT_FALSE(m.fits_32_bits());
+}
+
 TEST(CudaLayout, BadArgumentsAreErrors) {
   EMBER_NEED_DEVICE();
   Layout l;
