@@ -7,13 +7,14 @@
 // -march=native on a CPU with FMA; a CPU build without FMA rounds twice, one ulp apart).
 //
 // Each thread computes whole Philox blocks (10 rounds of 2 32x32->64 multiplies: ~40 integer
-// instructions per block) and writes their k values. On a GPU that is cheap next to the
-// memory: a float draw writes 4 B per element, dropout reads and writes 2 x 4 B plus a
-// 1-byte mask.
+// instructions per block) and writes their k values, as one vector store where aligned.
+// On a GPU that is cheap next to the memory: a float draw writes 4 B per element, dropout
+// reads and writes 2 x 4 B plus a 1-byte mask.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/common/philox.h"
 #include "kernels/cuda/elementwise.cuh"
@@ -35,6 +36,35 @@ __device__ __forceinline__ void for_each_philox_block(int64_t n, uint64_t seed, 
   }
 }
 
+// A Philox block's K values of T at p: one vector access of K * sizeof(T) bytes when the
+// block is whole and p is aligned to that, else one by one. A thread's scalar stores to
+// 4 consecutive elements make each warp instruction touch every 16th bytes' sector.
+template <int K, class T>
+__device__ __forceinline__ void store_block(T* p, const T (&v)[K], int count) {
+  constexpr int kBytes = K * int(sizeof(T));
+  if constexpr (kBytes <= 16 && (kBytes & (kBytes - 1)) == 0) {
+    if (count == K && reinterpret_cast<uintptr_t>(p) % kBytes == 0) {
+      carrier_t<kBytes> packed;
+      memcpy(&packed, v, kBytes);
+      *reinterpret_cast<carrier_t<kBytes>*>(p) = packed;
+      return;
+    }
+  }
+  for (int i = 0; i < count; ++i) p[i] = v[i];
+}
+template <int K, class T>
+__device__ __forceinline__ void load_block(const T* p, T (&v)[K], int count) {
+  constexpr int kBytes = K * int(sizeof(T));
+  if constexpr (kBytes <= 16 && (kBytes & (kBytes - 1)) == 0) {
+    if (count == K && reinterpret_cast<uintptr_t>(p) % kBytes == 0) {
+      const carrier_t<kBytes> packed = *reinterpret_cast<const carrier_t<kBytes>*>(p);
+      memcpy(static_cast<void*>(v), &packed, kBytes);  // T may be a class (bf16): its bytes
+      return;
+    }
+  }
+  for (int i = 0; i < count; ++i) v[i] = p[i];
+}
+
 inline LaunchConfig philox_config(int64_t n, int values_per_block) {
   return map_config((n + values_per_block - 1) / values_per_block);
 }
@@ -44,13 +74,15 @@ template <class T>
 __global__ void __launch_bounds__(kBlockThreads)
     uniform_kernel(T* out, int64_t n, uint64_t seed, uint64_t offset, double lo, double hi) {
   for_each_philox_block<T>(n, seed, offset, [&](const Philox4& r, int64_t first, int count) {
-    for (int lane = 0; lane < count; ++lane) {
+    T v[kPhiloxValues<T>];
+    for (int lane = 0; lane < kPhiloxValues<T>; ++lane) {
       if constexpr (std::is_same_v<T, double>) {
-        out[first + lane] = lo + (hi - lo) * uniform_double(r.v[2 * lane], r.v[2 * lane + 1]);
+        v[lane] = lo + (hi - lo) * uniform_double(r.v[2 * lane], r.v[2 * lane + 1]);
       } else {
-        out[first + lane] = convert<T>(float(lo) + float(hi - lo) * uniform_float(r.v[lane]));
+        v[lane] = convert<T>(float(lo) + float(hi - lo) * uniform_float(r.v[lane]));
       }
     }
+    store_block(out + first, v, count);
   });
 }
 template <class T>
@@ -79,16 +111,18 @@ template <class T>
 __global__ void __launch_bounds__(kBlockThreads)
     normal_kernel(T* out, int64_t n, uint64_t seed, uint64_t offset, double mean, double stddev) {
   for_each_philox_block<T>(n, seed, offset, [&](const Philox4& r, int64_t first, int count) {
+    T v[kPhiloxValues<T>];
     for (int lane = 0; lane < count; ++lane) {
       if constexpr (std::is_same_v<T, double>) {
         const double u1 = 1.0 - uniform_double(r.v[0], r.v[1]), u2 = uniform_double(r.v[2], r.v[3]);
-        out[first + lane] = mean + stddev * box_muller(u1, u2, lane == 1);
+        v[lane] = mean + stddev * box_muller(u1, u2, lane == 1);
       } else {
         const int pair = lane / 2 * 2;
         const float u1 = 1.0f - uniform_float(r.v[pair]), u2 = uniform_float(r.v[pair + 1]);
-        out[first + lane] = convert<T>(float(mean) + float(stddev) * box_muller(u1, u2, lane % 2 == 1));
+        v[lane] = convert<T>(float(mean) + float(stddev) * box_muller(u1, u2, lane % 2 == 1));
       }
     }
+    store_block(out + first, v, count);
   });
 }
 template <class T>
@@ -135,15 +169,20 @@ __global__ void __launch_bounds__(kBlockThreads) dropout_kernel(const T* x, T* o
                                                                uint64_t seed, uint64_t offset) {
   using C = compute_t<T>;
   const C threshold = C(p), scale = C(1.0 / (1.0 - p));
+  constexpr int K = kPhiloxValues<T>;
   for_each_philox_block<T>(n, seed, offset, [&](const Philox4& r, int64_t first, int count) {
+    T xs[K], ys[K];
+    uint8_t ks[K];
+    load_block(x + first, xs, count);
     for (int lane = 0; lane < count; ++lane) {
       C u;
       if constexpr (std::is_same_v<T, double>) u = uniform_double(r.v[2 * lane], r.v[2 * lane + 1]);
       else u = C(convert<T>(uniform_float(r.v[lane])));  // rand() rounds its draw to T
-      const bool k = u >= threshold;
-      out[first + lane] = convert<T>(convert<C>(x[first + lane]) * convert<C>(convert<T>(k ? scale : C(0))));
-      if (keep != nullptr) keep[first + lane] = k;
+      ks[lane] = u >= threshold;
+      ys[lane] = convert<T>(convert<C>(xs[lane]) * convert<C>(convert<T>(ks[lane] ? scale : C(0))));
     }
+    store_block(out + first, ys, count);
+    if (keep != nullptr) store_block(keep + first, ks, count);
   });
 }
 template <class T>
