@@ -53,18 +53,16 @@ Tensor record_part(const char* name, const Tensor& base, const Tensor& v, ViewFn
 // Resolves one -1 in `shape` against numel; throws naming `op`.
 Shape infer_shape(const Shape& shape, int64_t numel, const Shape& from, const char* op) {
   Shape out = shape;
-  int64_t known = 1;
   int infer = -1;
   for (size_t i = 0; i < out.size(); ++i) {
     if (out[i] == -1) {
       EMBER_CHECK(infer < 0, op, ": only one dim can be -1 in ", shape_str(shape));
       infer = static_cast<int>(i);
-      out[i] = 1;  // for check_shape, which bounds `known`
+      out[i] = 1;  // until inferred: check_shape bounds the product of the others
     }
   }
   check_shape(out, op);
-  for (size_t i = 0; i < out.size(); ++i)
-    if (static_cast<int>(i) != infer) known *= out[i];
+  const int64_t known = shape_numel(out);
   if (infer >= 0) {
     EMBER_CHECK(known != 0 && numel % known == 0, op, ": shape ", shape_str(shape), " is invalid for ",
                 shape_str(from), " (", numel, " elements)");
