@@ -14,7 +14,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 
 #include "kernels/common/philox.h"
 #include "kernels/cuda/elementwise.cuh"
@@ -36,33 +35,20 @@ __device__ __forceinline__ void for_each_philox_block(int64_t n, uint64_t seed, 
   }
 }
 
-// A Philox block's K values of T at p: one vector access of K * sizeof(T) bytes when the
-// block is whole and p is aligned to that, else one by one. A thread's scalar stores to
-// 4 consecutive elements make each warp instruction touch every 16th bytes' sector.
+// A Philox block's K values of T at p: one vector access (load_vec / store_vec) when the
+// block is whole and p is aligned to it, else one by one. With scalar accesses a thread's
+// K consecutive elements take K warp instructions, each touching a sector per thread.
 template <int K, class T>
-__device__ __forceinline__ void store_block(T* p, const T (&v)[K], int count) {
-  constexpr int kBytes = K * int(sizeof(T));
-  if constexpr (kBytes <= 16 && (kBytes & (kBytes - 1)) == 0) {
-    if (count == K && reinterpret_cast<uintptr_t>(p) % kBytes == 0) {
-      carrier_t<kBytes> packed;
-      memcpy(&packed, v, kBytes);
-      *reinterpret_cast<carrier_t<kBytes>*>(p) = packed;
-      return;
-    }
-  }
-  for (int i = 0; i < count; ++i) p[i] = v[i];
+__device__ __forceinline__ void store_block(T* p, const Pack<T, K>& v, int count) {
+  if (count == K && vec_aligned<K>(p)) return store_vec(p, v);
+  for (int i = 0; i < count; ++i) p[i] = v.v[i];
 }
 template <int K, class T>
-__device__ __forceinline__ void load_block(const T* p, T (&v)[K], int count) {
-  constexpr int kBytes = K * int(sizeof(T));
-  if constexpr (kBytes <= 16 && (kBytes & (kBytes - 1)) == 0) {
-    if (count == K && reinterpret_cast<uintptr_t>(p) % kBytes == 0) {
-      const carrier_t<kBytes> packed = *reinterpret_cast<const carrier_t<kBytes>*>(p);
-      memcpy(static_cast<void*>(v), &packed, kBytes);  // T may be a class (bf16): its bytes
-      return;
-    }
-  }
-  for (int i = 0; i < count; ++i) v[i] = p[i];
+__device__ __forceinline__ Pack<T, K> load_block(const T* p, int count) {
+  if (count == K && vec_aligned<K>(p)) return load_vec<Pack<T, K>>(p);
+  Pack<T, K> v;
+  for (int i = 0; i < count; ++i) v.v[i] = p[i];
+  return v;
 }
 
 inline LaunchConfig philox_config(int64_t n, int values_per_block) {
@@ -74,12 +60,12 @@ template <class T>
 __global__ void __launch_bounds__(kBlockThreads)
     uniform_kernel(T* out, int64_t n, uint64_t seed, uint64_t offset, double lo, double hi) {
   for_each_philox_block<T>(n, seed, offset, [&](const Philox4& r, int64_t first, int count) {
-    T v[kPhiloxValues<T>];
-    for (int lane = 0; lane < kPhiloxValues<T>; ++lane) {
+    Pack<T, kPhiloxValues<T>> v;
+    for (int lane = 0; lane < count; ++lane) {
       if constexpr (std::is_same_v<T, double>) {
-        v[lane] = lo + (hi - lo) * uniform_double(r.v[2 * lane], r.v[2 * lane + 1]);
+        v.v[lane] = lo + (hi - lo) * uniform_double(r.v[2 * lane], r.v[2 * lane + 1]);
       } else {
-        v[lane] = convert<T>(float(lo) + float(hi - lo) * uniform_float(r.v[lane]));
+        v.v[lane] = convert<T>(float(lo) + float(hi - lo) * uniform_float(r.v[lane]));
       }
     }
     store_block(out + first, v, count);
@@ -111,15 +97,15 @@ template <class T>
 __global__ void __launch_bounds__(kBlockThreads)
     normal_kernel(T* out, int64_t n, uint64_t seed, uint64_t offset, double mean, double stddev) {
   for_each_philox_block<T>(n, seed, offset, [&](const Philox4& r, int64_t first, int count) {
-    T v[kPhiloxValues<T>];
+    Pack<T, kPhiloxValues<T>> v;
     for (int lane = 0; lane < count; ++lane) {
       if constexpr (std::is_same_v<T, double>) {
         const double u1 = 1.0 - uniform_double(r.v[0], r.v[1]), u2 = uniform_double(r.v[2], r.v[3]);
-        v[lane] = mean + stddev * box_muller(u1, u2, lane == 1);
+        v.v[lane] = mean + stddev * box_muller(u1, u2, lane == 1);
       } else {
         const int pair = lane / 2 * 2;
         const float u1 = 1.0f - uniform_float(r.v[pair]), u2 = uniform_float(r.v[pair + 1]);
-        v[lane] = convert<T>(float(mean) + float(stddev) * box_muller(u1, u2, lane % 2 == 1));
+        v.v[lane] = convert<T>(float(mean) + float(stddev) * box_muller(u1, u2, lane % 2 == 1));
       }
     }
     store_block(out + first, v, count);
@@ -171,15 +157,15 @@ __global__ void __launch_bounds__(kBlockThreads) dropout_kernel(const T* x, T* o
   const C threshold = C(p), scale = C(1.0 / (1.0 - p));
   constexpr int K = kPhiloxValues<T>;
   for_each_philox_block<T>(n, seed, offset, [&](const Philox4& r, int64_t first, int count) {
-    T xs[K], ys[K];
-    uint8_t ks[K];
-    load_block(x + first, xs, count);
+    const Pack<T, K> xs = load_block<K>(x + first, count);
+    Pack<T, K> ys;
+    Pack<uint8_t, K> ks;
     for (int lane = 0; lane < count; ++lane) {
       C u;
       if constexpr (std::is_same_v<T, double>) u = uniform_double(r.v[2 * lane], r.v[2 * lane + 1]);
       else u = C(convert<T>(uniform_float(r.v[lane])));  // rand() rounds its draw to T
-      ks[lane] = u >= threshold;
-      ys[lane] = convert<T>(convert<C>(xs[lane]) * convert<C>(convert<T>(ks[lane] ? scale : C(0))));
+      ks.v[lane] = u >= threshold;
+      ys.v[lane] = convert<T>(convert<C>(xs.v[lane]) * convert<C>(convert<T>(ks.v[lane] ? scale : C(0))));
     }
     store_block(out + first, ys, count);
     if (keep != nullptr) store_block(keep + first, ks, count);
