@@ -23,6 +23,14 @@
 //   a real NCCL hangs until aborted. ncclCommAbort releases the waiting work (the stream
 //   goes on; the outputs are left as they were), marks the segment so the peers' waits end
 //   too (ncclRemoteError there), and every later collective of the comm is skipped.
+// - A rank's first collective connects it to its peers on the host, as NCCL >= 2.22 does by
+//   default (lazy connection): it waits until every rank's first collective has come. A
+//   blocking comm waits inside the call; in a group, at ncclGroupEnd.
+// - A comm made with config.blocking = 0 never waits inside a call: init, the first
+//   collective (its connection) and finalize run on a thread of the handle's and return
+//   ncclInProgress; ncclCommGetAsyncError says ncclInProgress until they end, and another
+//   call on the comm before then is ncclInvalidUsage, as NCCL requires. ncclCommAbort
+//   releases them. Inits and collectives inside a group are served blocking.
 #include <nccl.h>
 
 #include <atomic>
@@ -47,7 +55,22 @@ using namespace ember::emu::nccl;
 struct ncclComm {
   std::atomic<std::shared_ptr<State>> state;  // null until init completes (a grouped init: at ncclGroupEnd)
   int nranks = 0, rank = 0, device = 0;
+  bool blocking = true;   // config->blocking
+  bool connected = false;  // its first collective has come (touched by the calls, which NCCL serializes)
   std::atomic<bool> aborted{false};
+  // A non-blocking call's work on `worker`: ncclInProgress while it runs, then its result
+  // (with `message` for ncclGetLastError when it failed).
+  std::atomic<int> progress{ncclSuccess};
+  std::mutex mu;  // guards worker
+  std::thread worker;
+  std::mutex message_mu;  // guards message (the worker sets it while a join holds mu)
+  std::string message;
+
+  ~ncclComm() { join(); }
+  void join() {
+    std::lock_guard lock(mu);
+    if (worker.joinable()) worker.join();
+  }
 };
 
 namespace {
@@ -56,13 +79,33 @@ namespace {
 
 thread_local int group_depth = 0;
 thread_local std::vector<std::function<ncclResult_t()>> grouped_inits;
+thread_local std::vector<std::shared_ptr<State>> grouped_connects;  // states whose first collective is in the group
+
+// Runs `job` for a non-blocking call on the handle's worker thread, on the comm's device;
+// the comm reads ncclInProgress until it ends. The caller has checked that no earlier
+// call still runs.
+ncclResult_t run_async(ncclComm* comm, std::function<ncclResult_t()> job) {
+  std::lock_guard lock(comm->mu);
+  if (comm->worker.joinable()) comm->worker.join();  // ended: its progress was no longer ncclInProgress
+  comm->progress.store(ncclInProgress);
+  comm->worker = std::thread([comm, job = std::move(job)] {
+    cudaSetDevice(comm->device);
+    const ncclResult_t r = job();
+    if (r != ncclSuccess) {
+      std::lock_guard message_lock(comm->message_mu);
+      comm->message = last_error();
+    }
+    comm->progress.store(r);
+  });
+  return ncclInProgress;
+}
 
 // ---- Communicators.
 
 // Completes a handle's init (at once, or at ncclGroupEnd for a grouped one).
 ncclResult_t init_rank(ncclComm* comm, const IdLayout& id) {
   std::shared_ptr<State> s;
-  if (const ncclResult_t e = attach(id, comm->nranks, comm->rank, comm->device, &s)) return e;
+  if (const ncclResult_t e = attach(id, comm->nranks, comm->rank, comm->device, comm->aborted, &s)) return e;
   comm->state.store(std::move(s));
   return ncclSuccess;
 }
@@ -74,6 +117,10 @@ std::shared_ptr<State> comm_state(const ncclComm* comm, const char* fn) {
     fail(ncclInvalidArgument, "%s: comm is NULL", fn);
   else if (comm->aborted.load())
     fail(ncclInvalidUsage, "%s: the communicator was aborted (ncclCommAbort)", fn);
+  else if (comm->progress.load() == ncclInProgress)
+    fail(ncclInvalidUsage,
+         "%s: the communicator's last call is still in progress (poll ncclCommGetAsyncError until it is not "
+         "ncclInProgress before the next call)", fn);
   else if (!(s = comm->state.load()))
     fail(ncclInvalidUsage, "%s: the communicator is not initialized (a grouped init completes at ncclGroupEnd)", fn);
   return s;
@@ -120,22 +167,39 @@ ncclResult_t submit(ncclComm* comm, const Call& c, size_t send_count, size_t rec
     explicit Pending(std::shared_ptr<State> s) : state(std::move(s)) { ++state->pending; }
     ~Pending() { --state->pending; }
   };
-  auto pending = std::make_shared<Pending>(std::move(state));
-  try {
-    ember::emu::enqueue(stream, [pending, c, t, body] {
-      State& s = *pending->state;
-      bool ok = !s.broken();  // an aborted or failed comm runs nothing more
-      if (ok) {
-        ++s.running;
-        ok = body(s, c, t);
-        --s.running;
-      }
-      if (!ok) s.note_abort(c.fn);
-    });
-  } catch (const std::exception& e) {  // the device has failed (a sticky CUDA error)
-    return fail(ncclUnhandledCudaError, "%s: %s", c.fn, e.what());
+  auto queue = [pending = std::make_shared<Pending>(state), c, t, body, stream]() -> ncclResult_t {
+    try {
+      ember::emu::enqueue(stream, [pending, c, t, body] {
+        State& s = *pending->state;
+        bool ok = !s.broken();  // an aborted or failed comm runs nothing more
+        if (ok) {
+          ++s.running;
+          ok = body(s, c, t);
+          --s.running;
+        }
+        if (!ok) s.note_abort(c.fn);
+      });
+    } catch (const std::exception& e) {  // the device has failed (a sticky CUDA error)
+      return fail(ncclUnhandledCudaError, "%s: %s", c.fn, e.what());
+    }
+    return ncclSuccess;
+  };
+  if (comm->connected) return queue();
+  comm->connected = true;
+  if (group_depth > 0) {  // connected at ncclGroupEnd, with the group's other comms
+    grouped_connects.push_back(state);
+    return queue();
   }
-  return ncclSuccess;
+  auto connect_then_queue = [state, queue, fn = c.fn]() -> ncclResult_t {
+    if (!state->connect()) {  // aborted, here or by a peer
+      state->note_abort(fn);
+      std::lock_guard lock(state->message_mu);
+      return fail(static_cast<ncclResult_t>(state->error.load()), "%s", state->message.c_str());
+    }
+    return queue();
+  };
+  if (!comm->blocking) return run_async(comm, connect_then_queue);
+  return connect_then_queue();
 }
 
 }  // namespace
@@ -168,12 +232,11 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId c
     return fail(ncclInvalidArgument, "%s: commId was not made by ncclGetUniqueId", fn);
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) return fail(ncclUnhandledCudaError, "%s: cudaGetDevice failed", fn);
-  // Non-blocking configs (blocking = 0) are served as blocking ones: every call completes
-  // before it returns, which a non-blocking caller accepts (ncclSuccess, never ncclInProgress).
   auto handle = std::make_unique<ncclComm>();
   handle->nranks = nranks;
   handle->rank = rank;
   handle->device = device;
+  handle->blocking = !config || config->blocking != 0;  // NCCL_CONFIG_UNDEF_INT: the default, blocking
   if (group_depth > 0) {  // completed by ncclGroupEnd, with the group's other inits
     ncclComm* c = handle.get();
     grouped_inits.push_back([c, id] {
@@ -182,6 +245,11 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId c
     });
     *comm = handle.release();
     return ncclSuccess;
+  }
+  if (!handle->blocking) {  // the handle is the caller's now; the init completes on its worker
+    ncclComm* c = handle.release();
+    *comm = c;
+    return run_async(c, [c, id] { return init_rank(c, id); });
   }
   if (const ncclResult_t e = init_rank(handle.get(), id)) return e;
   *comm = handle.release();
@@ -195,6 +263,11 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId comm_id
 ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   std::shared_ptr<State> s = comm_state(comm, "ncclCommFinalize");
   if (!s) return comm ? ncclInvalidUsage : ncclInvalidArgument;
+  if (!comm->blocking)
+    return run_async(comm, [s] {
+      wait_pending(*s);
+      return ncclSuccess;
+    });
   wait_pending(*s);
   return ncclSuccess;
 }
@@ -203,21 +276,25 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   if (!comm) return ncclSuccess;
   if (comm->aborted.load())  // a real NCCL has freed it: this would be a double free
     return fail(ncclInvalidUsage, "ncclCommDestroy: the communicator was aborted, which freed it (ncclCommAbort)");
+  comm->join();
   if (std::shared_ptr<State> s = comm->state.load()) wait_pending(*s);  // its work still runs on the streams
   delete comm;
   return ncclSuccess;
 }
 
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
-  if (!comm || comm->aborted.exchange(true)) return ncclSuccess;
-  if (std::shared_ptr<State> s = comm->state.load()) {
-    s->aborted = true;
-    s->header->aborted.store(1);
-    s->arrive();
-    while (s->running.load() > 0) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  if (!comm || comm->aborted.exchange(true)) return ncclSuccess;  // the flag also ends a non-blocking init's wait
+  const auto release = [](State& s) {
+    s.aborted = true;
+    s.header->aborted.store(1);
+    s.arrive();
+    while (s.running.load() > 0) std::this_thread::sleep_for(std::chrono::microseconds(100));
     // Queued work not yet started holds the state and skips itself when its turn comes.
-  }
-  comm->state.store(nullptr);
+  };
+  if (std::shared_ptr<State> s = comm->state.load()) release(*s);
+  comm->join();  // a non-blocking init, connection or finalize: released by the flags above
+  if (std::shared_ptr<State> s = comm->state.exchange(nullptr); s && !s->aborted.load())
+    release(*s);  // a non-blocking init that completed as the abort came
   // The handle is kept for ncclCommGetAsyncError, never freed: held here, so that leak
   // checkers see it as reachable.
   static auto* aborted_handles = new std::vector<ncclComm*>;
@@ -231,6 +308,10 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* async_error) {
   if (!comm || !async_error) return fail(ncclInvalidArgument, "ncclCommGetAsyncError: comm or asyncError is NULL");
   if (comm->aborted.load()) {
     *async_error = ncclSystemError;
+    return ncclSuccess;
+  }
+  if (const int p = comm->progress.load(); p != ncclSuccess) {  // a non-blocking call runs, or failed
+    *async_error = static_cast<ncclResult_t>(p);
     return ncclSuccess;
   }
   *async_error = ncclSuccess;
@@ -275,12 +356,38 @@ const char* ncclGetErrorString(ncclResult_t result) {
 
 // The calling thread's last failed call; for a comm whose queued work failed, that.
 const char* ncclGetLastError(ncclComm_t comm) {
-  if (std::shared_ptr<State> s = comm ? comm->state.load() : nullptr; s && s->error.load() != ncclSuccess) {
+  if (comm && comm->progress.load() != ncclSuccess && comm->progress.load() != ncclInProgress) {
+    std::lock_guard lock(comm->message_mu);
+    last_error() = comm->message;
+  } else if (std::shared_ptr<State> s = comm ? comm->state.load() : nullptr; s && s->error.load() != ncclSuccess) {
     std::lock_guard lock(s->message_mu);
     last_error() = s->message;
   }
   return last_error().c_str();
 }
+
+namespace {
+
+// Runs the jobs on a thread each and waits for all; the first failure, with its message.
+ncclResult_t run_together(const std::vector<std::function<ncclResult_t()>>& jobs) {
+  std::vector<ncclResult_t> results(jobs.size(), ncclSuccess);
+  std::vector<std::string> messages(jobs.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < jobs.size(); ++i)
+    threads.emplace_back([&, i] {
+      results[i] = jobs[i]();
+      messages[i] = last_error();
+    });
+  for (std::thread& t : threads) t.join();
+  for (size_t i = 0; i < jobs.size(); ++i)
+    if (results[i] != ncclSuccess) {
+      last_error() = messages[i];
+      return results[i];
+    }
+  return ncclSuccess;
+}
+
+}  // namespace
 
 ncclResult_t ncclGroupStart() {
   ++group_depth;
@@ -290,26 +397,22 @@ ncclResult_t ncclGroupStart() {
 ncclResult_t ncclGroupEnd() {
   if (group_depth == 0) return fail(ncclInvalidUsage, "ncclGroupEnd: no ncclGroupStart before it");
   if (--group_depth > 0) return ncclSuccess;
-  // Collectives were queued as they were called; grouped inits meet their peers now, each
-  // on a thread of its own, as one thread may init several ranks in one group.
-  std::vector<std::function<ncclResult_t()>> inits;
+  // Collectives were queued as they were called; grouped inits, then the first collectives'
+  // connections, meet their peers now, each on a thread of its own, as one thread may
+  // drive several ranks.
+  std::vector<std::function<ncclResult_t()>> inits, connects;
   inits.swap(grouped_inits);
-  if (inits.empty()) return ncclSuccess;
-  std::vector<ncclResult_t> results(inits.size(), ncclSuccess);
-  std::vector<std::string> messages(inits.size());
-  std::vector<std::thread> threads;
-  for (size_t i = 0; i < inits.size(); ++i)
-    threads.emplace_back([&, i] {
-      results[i] = inits[i]();
-      messages[i] = last_error();
+  std::vector<std::shared_ptr<State>> states;
+  states.swap(grouped_connects);
+  if (const ncclResult_t e = run_together(inits)) return e;
+  for (std::shared_ptr<State>& s : states)
+    connects.push_back([s] {
+      if (s->connect()) return ncclSuccess;
+      s->note_abort("ncclGroupEnd");
+      return fail(ncclRemoteError, "ncclGroupEnd: the communicator was aborted while rank %d connected to its peers",
+                  s->rank);
     });
-  for (std::thread& t : threads) t.join();
-  for (size_t i = 0; i < inits.size(); ++i)
-    if (results[i] != ncclSuccess) {
-      last_error() = messages[i];
-      return results[i];
-    }
-  return ncclSuccess;
+  return run_together(connects);
 }
 
 ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,

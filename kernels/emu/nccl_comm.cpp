@@ -116,7 +116,14 @@ bool State::barrier() {
   });
 }
 
-ncclResult_t attach(const IdLayout& id, int nranks, int rank, int device, std::shared_ptr<State>* out) {
+bool State::connect() {
+  header->connected.fetch_add(1);
+  arrive();
+  return wait([&] { return header->connected.load() >= static_cast<uint32_t>(nranks); });
+}
+
+ncclResult_t attach(const IdLayout& id, int nranks, int rank, int device, const std::atomic<bool>& cancel,
+                    std::shared_ptr<State>* out) {
   const int physical = physical_device(device);
   if (physical < 0) return fail(ncclUnhandledCudaError, "ncclCommInitRank: CUDA device %d does not exist", device);
   const Layout layout(nranks, id.slot_bytes);
@@ -152,8 +159,15 @@ ncclResult_t attach(const IdLayout& id, int nranks, int rank, int device, std::s
     return fail(ncclInvalidArgument, "ncclCommInitRank: rank %d of %d joined twice", rank, nranks);
   if (s->header->attached.fetch_add(1) + 1 == static_cast<uint32_t>(nranks)) shm_unlink(id.name);
   s->arrive();
-  // As a real NCCL, init waits for every rank, however long.
-  s->wait([&] { return s->header->attached.load() >= static_cast<uint32_t>(nranks); }, false);
+  // As a real NCCL, init waits for every rank, however long (the futex wait polls `cancel`).
+  const auto all_here = [&] { return s->header->attached.load() >= static_cast<uint32_t>(nranks); };
+  s->wait([&] { return all_here() || cancel.load(); }, false);
+  if (!all_here()) {
+    shm_unlink(id.name);  // nothing left behind in /dev/shm by an init given up on
+    return fail(ncclSystemError,
+                "ncclCommInitRank: aborted (ncclCommAbort) while it waited for its peers (%u of %d joined)",
+                s->header->attached.load(), nranks);
+  }
   for (int r = 0; r < nranks; ++r)
     if (r != rank && s->devices[r].load() == physical + 1)
       return fail(ncclInvalidUsage,

@@ -35,7 +35,8 @@ struct Header {
   alignas(64) std::atomic<uint32_t> wake;  // futex word: bumped by every arrival and abort
   alignas(64) std::atomic<uint32_t> attached;
   std::atomic<int32_t> nranks;
-  std::atomic<uint32_t> aborted;  // some rank called ncclCommAbort
+  std::atomic<uint32_t> aborted;    // some rank called ncclCommAbort
+  std::atomic<uint32_t> connected;  // ranks whose first collective has come (lazy connection)
 };
 static_assert(std::atomic<uint32_t>::is_always_lock_free && std::atomic<uint64_t>::is_always_lock_free);
 
@@ -96,11 +97,18 @@ struct State {
 
   // Every rank has reached this barrier (false: aborted).
   bool barrier();
+
+  // Lazy connection, as NCCL >= 2.22 does by default (NCCL_RUNTIME_CONNECT=1): a rank's
+  // first collective connects it to its peers on the host, which waits until every rank's
+  // first collective has come (false: aborted first). Called once per rank.
+  bool connect();
 };
 
 // Init: maps the segment of `id` as `rank` of `nranks` on CUDA device `device`, waits for
-// every rank (as NCCL does, however long), unlinks the segment once all have arrived, and
-// fails two ranks on one physical device (ncclInvalidUsage, "Duplicate GPU detected").
-ncclResult_t attach(const IdLayout& id, int nranks, int rank, int device, std::shared_ptr<State>* out);
+// every rank (as NCCL does, however long: until `cancel` is set, by ncclCommAbort of a
+// non-blocking init), unlinks the segment once all have arrived (or on cancel), and fails
+// two ranks on one physical device (ncclInvalidUsage, "Duplicate GPU detected").
+ncclResult_t attach(const IdLayout& id, int nranks, int rank, int device, const std::atomic<bool>& cancel,
+                    std::shared_ptr<State>* out);
 
 }  // namespace ember::emu::nccl

@@ -3,7 +3,8 @@
 // the ranks as processes). Every
 // collective, op and data type against a float64 or exact integer reference computed here,
 // world sizes 1-4, counts 0, 1, 1023 and one of several slot-sized chunks (the tests make
-// the slot 8 KiB); in-place; stream order; abort; grouped init; argument errors.
+// the slot 8 KiB); in-place; stream order; abort; grouped init; the first collective's
+// connection; non-blocking communicators; argument errors.
 // Only in the EMBER_CUDA=EMULATED build, whose libember defines the NCCL API.
 #if defined(EMBER_CUDA_EMULATED)
 
@@ -11,6 +12,7 @@
 #include <nccl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -273,8 +275,9 @@ TEST(EmuNccl, GroupedInitFromOneThread) {
   EXPECT_FALSE(segment_exists(id));
 }
 
-// Rank 1 never calls the collective: rank 0's work waits (its stream does not finish)
-// until another thread aborts the comm; then the stream goes on and the comms report it.
+// Rank 1 never calls the second collective: rank 0's work waits (its stream does not
+// finish) until another thread aborts the comm; then the stream goes on and the comms
+// report it.
 TEST(EmuNccl, AbortReleasesARankWhosePeerNeverCalls) {
   ASSERT_GE(device_count(), 2);
   ncclUniqueId id;
@@ -291,6 +294,19 @@ TEST(EmuNccl, AbortReleasesARankWhosePeerNeverCalls) {
   CUDA_OK(cudaStreamCreate(&stream));
   float* buf = nullptr;
   CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&buf), 64 * sizeof(float)));
+  CUDA_OK(cudaSetDevice(1));
+  cudaStream_t stream1;
+  CUDA_OK(cudaStreamCreate(&stream1));
+  float* buf1 = nullptr;
+  CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&buf1), 64 * sizeof(float)));
+  // Both ranks connect (their first collective, in a group as one thread drives both).
+  NCCL_OK(ncclGroupStart());
+  NCCL_OK(ncclAllReduce(buf, buf, 64, ncclFloat32, ncclSum, comms[0], stream));
+  NCCL_OK(ncclAllReduce(buf1, buf1, 64, ncclFloat32, ncclSum, comms[1], stream1));
+  NCCL_OK(ncclGroupEnd());
+  CUDA_OK(cudaStreamSynchronize(stream1));
+  CUDA_OK(cudaSetDevice(0));
+  CUDA_OK(cudaStreamSynchronize(stream));
   NCCL_OK(ncclAllReduce(buf, buf, 64, ncclFloat32, ncclSum, comms[0], stream));
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   EXPECT_EQ(cudaStreamQuery(stream), cudaErrorNotReady) << "the all-reduce finished without its peer";
@@ -304,10 +320,6 @@ TEST(EmuNccl, AbortReleasesARankWhosePeerNeverCalls) {
   EXPECT_NE(async, ncclSuccess);
   // The peer learns of it too, and its late collective is skipped, not hung.
   CUDA_OK(cudaSetDevice(1));
-  cudaStream_t stream1;
-  CUDA_OK(cudaStreamCreate(&stream1));
-  float* buf1 = nullptr;
-  CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&buf1), 64 * sizeof(float)));
   NCCL_OK(ncclAllReduce(buf1, buf1, 64, ncclFloat32, ncclSum, comms[1], stream1));
   CUDA_OK(cudaStreamSynchronize(stream1));
   NCCL_OK(ncclCommGetAsyncError(comms[1], &async));
@@ -321,6 +333,169 @@ TEST(EmuNccl, AbortReleasesARankWhosePeerNeverCalls) {
   CUDA_OK(cudaFree(buf));
   CUDA_OK(cudaStreamDestroy(stream));
   EXPECT_FALSE(segment_exists(id));
+}
+
+// Polls a non-blocking comm until its last call has ended (at most `limit`); its state.
+ncclResult_t settle(ncclComm_t comm, std::chrono::milliseconds limit = std::chrono::milliseconds(10000)) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  ncclResult_t state = ncclInProgress;
+  while (ncclCommGetAsyncError(comm, &state) == ncclSuccess && state == ncclInProgress &&
+         std::chrono::steady_clock::now() < end)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return state;
+}
+
+ncclConfig_t non_blocking() {
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  return config;
+}
+
+// Lazy connection: on a blocking comm, a rank's first collective returns only once every
+// peer's first collective has come; its second does not wait on the host.
+TEST(EmuNccl, FirstCollectiveWaitsOnTheHostForEveryPeer) {
+  std::atomic<bool> rank0_returned{false}, rank1_called{false};
+  run_ranks(2, [&](int rank, ncclComm_t comm, cudaStream_t stream) {
+    const Dtype& d = dtypes()[7];  // float32
+    void* buf = device_input(d, rank, 100, stream);
+    if (rank == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      EXPECT_FALSE(rank0_returned.load()) << "rank 0's first collective returned before rank 1 called its own";
+      rank1_called = true;
+    }
+    NCCL_OK(ncclAllReduce(buf, buf, 100, d.type, ncclSum, comm, stream));
+    if (rank == 0) {
+      EXPECT_TRUE(rank1_called.load());
+      rank0_returned = true;
+    }
+    expect_matches(d, to_host(buf, 100 * d.size, stream), 100, [&](size_t i) { return reference(d, ncclSum, 2, i); },
+                   "first ncclAllReduce");
+    CUDA_OK(cudaFree(buf));
+  });
+}
+
+// A non-blocking comm never waits inside a call: init and the first collective return
+// ncclInProgress while their peers are missing, the comm says so until they come, and a
+// call before then is ncclInvalidUsage; the results are those of blocking comms.
+TEST(EmuNccl, NonBlockingCommsNeverWaitInACall) {
+  ASSERT_GE(device_count(), 2);
+  setenv("EMBER_EMU_NCCL_SLOT_BYTES", std::to_string(kSlotBytes).c_str(), 1);
+  ncclUniqueId id;
+  NCCL_OK(ncclGetUniqueId(&id));
+  const Dtype& d = dtypes()[7];  // float32
+  ncclComm_t comms[2] = {nullptr, nullptr};
+  cudaStream_t streams[2];
+  void* bufs[2];
+  auto start_rank = [&](int r) {
+    CUDA_OK(cudaSetDevice(r));
+    CUDA_OK(cudaStreamCreate(&streams[r]));
+    bufs[r] = device_input(d, r, kBig, streams[r]);
+    ncclConfig_t config = non_blocking();
+    ASSERT_EQ(ncclCommInitRankConfig(&comms[r], 2, id, r, &config), ncclInProgress);
+  };
+  auto state = [](ncclComm_t c) {
+    ncclResult_t s = ncclInternalError;
+    EXPECT_EQ(ncclCommGetAsyncError(c, &s), ncclSuccess);
+    return s;
+  };
+  start_rank(0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(state(comms[0]), ncclInProgress) << "init completed without its peer";
+  EXPECT_EQ(ncclAllReduce(bufs[0], bufs[0], kBig, d.type, ncclSum, comms[0], streams[0]), ncclInvalidUsage);
+  EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("still in progress"), std::string::npos);
+  start_rank(1);
+  for (int r = 0; r < 2; ++r) ASSERT_EQ(settle(comms[r]), ncclSuccess) << "init of rank " << r;
+
+  CUDA_OK(cudaSetDevice(0));
+  ASSERT_EQ(ncclAllReduce(bufs[0], bufs[0], kBig, d.type, ncclSum, comms[0], streams[0]), ncclInProgress);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(state(comms[0]), ncclInProgress) << "the first collective connected without its peer";
+  CUDA_OK(cudaSetDevice(1));
+  const ncclResult_t second = ncclAllReduce(bufs[1], bufs[1], kBig, d.type, ncclSum, comms[1], streams[1]);
+  EXPECT_TRUE(second == ncclInProgress || second == ncclSuccess) << second;
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(settle(comms[r]), ncclSuccess) << "first collective of rank " << r;
+    CUDA_OK(cudaSetDevice(r));
+    // The second collective finds the ranks connected: queued at once.
+    EXPECT_EQ(ncclAllReduce(bufs[r], bufs[r], kBig, d.type, ncclSum, comms[r], streams[r]), ncclSuccess);
+  }
+  for (int r = 0; r < 2; ++r) {
+    CUDA_OK(cudaSetDevice(r));
+    expect_matches(d, to_host(bufs[r], kBig * d.size, streams[r]), kBig,
+                   [&](size_t i) { return 2 * reference(d, ncclSum, 2, i); }, "rank " + std::to_string(r));
+    const ncclResult_t f = ncclCommFinalize(comms[r]);
+    EXPECT_TRUE(f == ncclInProgress || f == ncclSuccess) << f;
+    EXPECT_EQ(settle(comms[r]), ncclSuccess);
+    NCCL_OK(ncclCommDestroy(comms[r]));
+    CUDA_OK(cudaFree(bufs[r]));
+    CUDA_OK(cudaStreamDestroy(streams[r]));
+  }
+  EXPECT_FALSE(segment_exists(id));
+}
+
+// ncclCommAbort from another thread releases a non-blocking init whose peer never comes
+// (leaving nothing in /dev/shm) and a first collective whose peer never calls; the peer's
+// own first collective then ends in ncclRemoteError instead of waiting.
+TEST(EmuNccl, AbortReleasesANonBlockingInitAndConnection) {
+  ASSERT_GE(device_count(), 2);
+  using Clock = std::chrono::steady_clock;
+  {
+    ncclUniqueId id;
+    NCCL_OK(ncclGetUniqueId(&id));
+    CUDA_OK(cudaSetDevice(0));
+    ncclComm_t comm = nullptr;
+    ncclConfig_t config = non_blocking();
+    ASSERT_EQ(ncclCommInitRankConfig(&comm, 2, id, 0, &config), ncclInProgress);
+    EXPECT_EQ(settle(comm, std::chrono::milliseconds(100)), ncclInProgress);
+    const auto t0 = Clock::now();
+    std::thread([&] { EXPECT_EQ(ncclCommAbort(comm), ncclSuccess); }).join();
+    EXPECT_LT(Clock::now() - t0, std::chrono::seconds(2));
+    ncclResult_t async = ncclSuccess;
+    NCCL_OK(ncclCommGetAsyncError(comm, &async));
+    EXPECT_NE(async, ncclSuccess);
+    EXPECT_NE(async, ncclInProgress);
+    EXPECT_FALSE(segment_exists(id)) << "an abandoned init left its segment in /dev/shm";
+  }
+  ncclUniqueId id;
+  NCCL_OK(ncclGetUniqueId(&id));
+  ncclComm_t comms[2];
+  std::vector<std::thread> inits;
+  for (int r = 0; r < 2; ++r)
+    inits.emplace_back([&, r] {
+      CUDA_OK(cudaSetDevice(r));
+      ncclConfig_t config = non_blocking();
+      ASSERT_EQ(ncclCommInitRankConfig(&comms[r], 2, id, r, &config), ncclInProgress);
+      ASSERT_EQ(settle(comms[r]), ncclSuccess);
+    });
+  for (auto& t : inits) t.join();
+  cudaStream_t streams[2];
+  float* bufs[2];
+  for (int r = 0; r < 2; ++r) {
+    CUDA_OK(cudaSetDevice(r));
+    CUDA_OK(cudaStreamCreate(&streams[r]));
+    CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&bufs[r]), 64 * sizeof(float)));
+  }
+  CUDA_OK(cudaSetDevice(0));
+  ASSERT_EQ(ncclAllReduce(bufs[0], bufs[0], 64, ncclFloat32, ncclSum, comms[0], streams[0]), ncclInProgress);
+  EXPECT_EQ(settle(comms[0], std::chrono::milliseconds(100)), ncclInProgress);
+  const auto t0 = Clock::now();
+  std::thread([&] { EXPECT_EQ(ncclCommAbort(comms[0]), ncclSuccess); }).join();
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(2));
+  ncclResult_t async = ncclSuccess;
+  NCCL_OK(ncclCommGetAsyncError(comms[0], &async));
+  EXPECT_EQ(async, ncclSystemError);
+  CUDA_OK(cudaSetDevice(1));
+  const ncclResult_t late = ncclAllReduce(bufs[1], bufs[1], 64, ncclFloat32, ncclSum, comms[1], streams[1]);
+  EXPECT_TRUE(late == ncclInProgress || late == ncclRemoteError) << late;
+  EXPECT_EQ(settle(comms[1]), ncclRemoteError);
+  EXPECT_NE(std::string(ncclGetLastError(comms[1])).find("aborted"), std::string::npos) << ncclGetLastError(comms[1]);
+  NCCL_OK(ncclCommAbort(comms[1]));
+  for (int r = 0; r < 2; ++r) {
+    CUDA_OK(cudaSetDevice(r));
+    CUDA_OK(cudaStreamSynchronize(streams[r]));
+    CUDA_OK(cudaFree(bufs[r]));
+    CUDA_OK(cudaStreamDestroy(streams[r]));
+  }
 }
 
 TEST(EmuNccl, TwoRanksOnOneDeviceAreInvalidUsage) {
