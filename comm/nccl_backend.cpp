@@ -2,7 +2,7 @@
 //
 // Note [NCCL backend]. One communicator per CUDA device, made at the first collective on
 // it: every rank announces itself through the store, rank 0 publishes an NCCL unique id,
-// every rank calls ncclCommInitRank on that device. Each communicator has its own
+// every rank calls ncclCommInitRankConfig on that device. Each communicator has its own
 // communication stream. A collective
 //   1. records an event on the caller's current stream and makes the communication
 //      stream wait for it (the tensor's producers are done before NCCL reads it);
@@ -16,6 +16,18 @@
 // kernels waiting for a dead peer, so the streams move on), fails every pending Work with
 // an error naming the collective, and breaks the backend: every later collective fails
 // at once with that error, as PyTorch's ProcessGroupNCCL does with async error handling.
+//
+// Note [Non-blocking communicators]. Some NCCL calls wait on the host for the peers: init,
+// finalize, and (NCCL >= 2.22 connects lazily) a communicator's first collective. On a
+// blocking communicator a peer that died or hangs keeps that call from returning, and no
+// thread can safely abort it: a hang, not an error. So the communicators are made with
+// config.blocking = 0 (as PyTorch's ProcessGroupNCCL does with
+// TORCH_NCCL_USE_COMM_NONBLOCKING=1): such a call returns
+// ncclInProgress and carries on inside NCCL, and the caller polls ncclCommGetAsyncError
+// until it is done, up to the timeout; past it, the communicator is aborted and the error
+// names the call. NCCL allows no other call on the communicator meanwhile, so one
+// collective is issued at a time (issue_mu_), and every NCCL call, the watchdog's included,
+// holds mu_, which a poll releases between calls.
 #include "comm/nccl_backend.h"
 
 #include <nccl.h>
@@ -71,6 +83,25 @@ ncclRedOp_t nccl_op(ReduceOp op) {
 cudaStream_t handle(const Stream& s) { return reinterpret_cast<cudaStream_t>(s.id()); }
 
 constexpr std::chrono::milliseconds kPoll(1);
+constexpr int kSpins = 64;  // polls of an in-progress call that only yield, so one that ends soon costs no sleep
+
+ncclConfig_t non_blocking_config() {
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  return config;
+}
+
+// Polls a non-blocking communicator whose last call returned `r` until it is no longer in
+// progress or `deadline` passes (then ncclInProgress). Used where no other thread knows the
+// communicator yet, or any more: init and finalize.
+ncclResult_t settle(ncclComm_t comm, ncclResult_t r, Clock::time_point deadline) {
+  for (int i = 0; r == ncclInProgress && Clock::now() < deadline; ++i) {
+    if (i < kSpins) std::this_thread::yield();
+    else std::this_thread::sleep_for(kPoll);
+    if (ncclCommGetAsyncError(comm, &r) != ncclSuccess) return ncclInternalError;
+  }
+  return r;
+}
 
 class NcclBackend final : public Backend {
  public:
@@ -80,7 +111,8 @@ class NcclBackend final : public Backend {
   }
 
   // Waits for the queued collectives (the watchdog finishes or fails them), then frees the
-  // communicators: destroyed when healthy, aborted when broken.
+  // communicators: finalized and destroyed when healthy, aborted when broken or when
+  // finalizing takes longer than the timeout.
   ~NcclBackend() override {
     {
       std::lock_guard lock(mu_);
@@ -90,7 +122,9 @@ class NcclBackend final : public Backend {
     watchdog_.join();
     for (auto& [index, c] : comms_) {
       if (c->comm == nullptr) continue;
-      if (broken_.empty() && ncclCommFinalize(c->comm) == ncclSuccess) {
+      // Finalizing flushes what this rank queued; a peer gone meanwhile makes it time out.
+      const auto deadline = Clock::now() + timeout_;
+      if (broken_.empty() && settle(c->comm, ncclCommFinalize(c->comm), deadline) == ncclSuccess) {
         ncclCommDestroy(c->comm);
       } else {
         ncclCommAbort(c->comm);
@@ -154,6 +188,13 @@ class NcclBackend final : public Backend {
     return work;
   }
 
+  // Breaks the backend over `work`, which was never queued (the watchdog does not know it).
+  std::shared_ptr<Work> break_over(std::shared_ptr<Work> work, const std::string& failure) {
+    break_all(failure);
+    work->finish(std::make_exception_ptr(Error(broken_)));
+    return work;
+  }
+
   std::shared_ptr<Work> launch(const Tensor& t, std::vector<Tensor> used, std::string what, const Call& call) {
     auto work = std::make_shared<Work>(std::move(what));
     bool empty = true;
@@ -164,17 +205,35 @@ class NcclBackend final : public Backend {
     }
     const Device device = t.device();
     Comm& c = comm_for(device, work->description());
-    std::lock_guard lock(mu_);
+    std::lock_guard issue(issue_mu_);  // Note [Non-blocking communicators]
+    std::unique_lock lock(mu_);
     if (!broken_.empty()) return failed(work, "not run, the NCCL communicator broke earlier: " + broken_);
     CudaDeviceGuard on(device.index);
     Event ready(device);
     ready.record(Stream::current(device));
     c.stream.wait(ready);
-    const ncclResult_t r = call(c.comm, handle(c.stream));
-    if (r != ncclSuccess) {
-      const std::string why = "NCCL refused it: " + nccl_message(r, c.comm);
-      return failed(work, why);
+    const auto start = Clock::now();
+    ncclResult_t r = call(c.comm, handle(c.stream));
+    if (r != ncclSuccess && r != ncclInProgress)  // refused (bad arguments): the communicator stays usable
+      return failed(work, "NCCL refused it: " + nccl_message(r, c.comm));
+    // In progress: NCCL connects to the peers (the first collective) or queues the call.
+    for (int i = 0; r == ncclInProgress; ++i) {
+      if (i < kSpins) {
+        lock.unlock();
+        std::this_thread::yield();
+        lock.lock();
+      } else {
+        cv_.wait_for(lock, kPoll);
+      }
+      if (!broken_.empty()) return failed(work, "not run, the NCCL communicator broke: " + broken_);
+      if (Clock::now() - start > timeout_)
+        return break_over(work, detail::str(work->description(), " timed out after ", timeout_.count(),
+                                            " ms before NCCL could queue it (connecting to its peers: a peer rank "
+                                            "died, hangs, or issued other collectives)"));
+      if (ncclCommGetAsyncError(c.comm, &r) != ncclSuccess) r = ncclInternalError;
     }
+    if (r != ncclSuccess)  // the call failed inside NCCL: the communicator cannot be trusted
+      return break_over(work, work->description() + " failed in NCCL: " + nccl_message(r, c.comm));
     for (const Tensor& u : used) u.record_stream(c.stream);
     auto done = std::make_shared<Event>(device);
     done->record(c.stream);
@@ -199,9 +258,16 @@ class NcclBackend final : public Backend {
       std::copy(id_bytes.begin(), id_bytes.end(), id.internal);
       CudaDeviceGuard on(device.index);
       ncclComm_t comm = nullptr;
-      const ncclResult_t r = ncclCommInitRank(&comm, size_, id, rank_);
-      EMBER_CHECK(r == ncclSuccess, "could not create the communicator on ", device.str(), ": ",
-                  nccl_message(r, comm));
+      ncclConfig_t config = non_blocking_config();  // Note [Non-blocking communicators]
+      ncclResult_t r = ncclCommInitRankConfig(&comm, size_, id, rank_, &config);
+      if (r == ncclSuccess || r == ncclInProgress) r = settle(comm, r, Clock::now() + timeout_);
+      if (r != ncclSuccess) {
+        const std::string why = r == ncclInProgress
+                                    ? detail::str("its peers did not all join within ", timeout_.count(), " ms")
+                                    : nccl_message(r, comm);
+        if (comm != nullptr) ncclCommAbort(comm);
+        EMBER_FAIL("could not create the communicator on ", device.str(), ": ", why);
+      }
       auto c = std::make_unique<Comm>(Comm{device, comm, Stream::create(device)});
       std::lock_guard lock(mu_);
       return *comms_.emplace(device.index, std::move(c)).first->second;
@@ -270,6 +336,7 @@ class NcclBackend final : public Backend {
   Duration timeout_;
   std::mutex create_mu_;
   int64_t comms_made_ = 0;  // under create_mu_
+  std::mutex issue_mu_;     // one collective issued at a time, its in-progress polls included
   std::mutex mu_;           // guards what follows, and every NCCL call on a communicator
   std::condition_variable cv_;
   std::map<int, std::unique_ptr<Comm>> comms_;

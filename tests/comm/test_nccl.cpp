@@ -7,6 +7,10 @@
 
 #if EMBER_COMM_NCCL
 
+#include <nccl.h>
+
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <thread>
 
@@ -115,6 +119,81 @@ TEST(Nccl, WatchdogAbortsACollectiveAPeerNeverIssues) {
   EXPECT_NE(message.find("aborted"), std::string::npos) << message;
   EXPECT_NE(later.find("broke earlier"), std::string::npos) << later;
   EXPECT_LT(took, 10s);
+}
+
+// Rank 1 makes its communicator (through the NCCL API) but never issues a collective, so
+// rank 0's first one cannot connect: NCCL >= 2.22 connects a communicator at its first
+// collective, and on a blocking communicator the call waits on the host for the peers.
+// The backend's communicators are non-blocking, so the call returns; it fails after the
+// timeout with the collective's name, the communicator is aborted, and later collectives
+// fail at once.
+TEST(Nccl, AFirstCollectiveWhosePeerNeverConnectsTimesOut) {
+  if (!two_devices()) GTEST_SKIP() << "needs 2 CUDA devices";
+  auto store = std::make_shared<InProcessStore>();
+  std::atomic<bool> finished{false};
+  std::thread peer([&] {
+    const std::string bytes = exchange_nccl_unique_id(*store, "comm0", 1, 2, 10s);
+    ncclUniqueId id;
+    std::copy(bytes.begin(), bytes.end(), id.internal);
+    CudaDeviceGuard on(1);
+    ncclComm_t comm = nullptr;
+    ASSERT_EQ(ncclCommInitRank(&comm, 2, id, 1), ncclSuccess);
+    while (!finished) std::this_thread::sleep_for(10ms);
+    ncclCommAbort(comm);
+  });
+  std::string message, later;
+  const auto t0 = std::chrono::steady_clock::now();
+  {
+    auto backend = make_nccl_backend(store, 0, 2, 500ms);
+    Tensor t = ones({1000}, Device::cuda(0));
+    try {
+      backend->all_reduce(t, ReduceOp::kSum, "all_reduce of t")->wait();
+      ADD_FAILURE() << "a collective whose peer never came succeeded";
+    } catch (const Error& e) {
+      message = e.what();
+    }
+    try {
+      backend->all_reduce(t, ReduceOp::kSum, "all_reduce of t, again")->wait();
+      ADD_FAILURE() << "a collective after the abort succeeded";
+    } catch (const Error& e) {
+      later = e.what();
+    }
+  }
+  const auto took = std::chrono::steady_clock::now() - t0;
+  finished = true;
+  peer.join();
+  EXPECT_NE(message.find("all_reduce of t timed out after 500 ms"), std::string::npos) << message;
+  EXPECT_NE(message.find("aborted"), std::string::npos) << message;
+  EXPECT_NE(later.find("broke earlier"), std::string::npos) << later;
+  EXPECT_LT(took, 10s);
+}
+
+// Rank 1 takes part in the bootstrap but never makes its communicator: rank 0's init would
+// wait for it for ever on a blocking communicator; here it fails after the timeout.
+TEST(Nccl, ACommunicatorWhosePeerNeverJoinsTimesOut) {
+  if (!two_devices()) GTEST_SKIP() << "needs 2 CUDA devices";
+  auto store = std::make_shared<InProcessStore>();
+  std::thread peer([&] { exchange_nccl_unique_id(*store, "comm0", 1, 2, 10s); });
+  auto backend = make_nccl_backend(store, 0, 2, 500ms);
+  Tensor t = ones({10}, Device::cuda(0));
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    backend->all_reduce(t, ReduceOp::kSum, "all_reduce of t")->wait();
+    ADD_FAILURE() << "a collective without a communicator succeeded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("could not create the communicator on cuda:0: its peers did not all join "
+                                         "within 500 ms"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s);
+  try {
+    backend->all_reduce(t, ReduceOp::kSum, "all_reduce of t, again")->wait();
+    ADD_FAILURE() << "a collective after the failed init succeeded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("broke earlier"), std::string::npos) << e.what();
+  }
+  peer.join();
 }
 
 // DDP with each rank's replica on its own device ends ten steps with the parameters of one
