@@ -57,6 +57,8 @@ using ops_adam = ops::AdamUpdate;
 using DimMask = uint64_t;
 
 using UnaryFn = void(const Tensor& out, const Tensor& in);
+// b may live on the host whatever the device: a 0-d scalar expanded to out's shape
+// (Note [Scalar operands] in core/ops_elementwise.cpp); a device backend reads its value.
 using BinaryFn = void(const Tensor& out, const Tensor& a, const Tensor& b);
 using ClampFn = void(const Tensor& out, const Tensor& in, double lo, double hi);
 using WhereFn = void(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b);

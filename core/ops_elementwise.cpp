@@ -15,13 +15,18 @@ using kernels::UnaryFn;
 
 enum class BinaryKind { Arith, TrueDiv, Compare };
 
-// Broadcasts a and b, converts both to `common`, and runs the stub into a new tensor.
-Tensor binary(const OpStub<BinaryFn>& stub, const Tensor& a, const Tensor& b, DType common, BinaryKind kind) {
-  EMBER_OP_SITE(stub.name());
+// Note [Scalar operands]. A Scalar second operand (x * 2.0, x < 0.5, Tensor::add_(1))
+// reaches the stub as a 0-d tensor on the host, expanded to the output's shape, whatever
+// the device of the other operand: a CUDA backend reads its value there and passes it to
+// the kernel by value, as PyTorch does with its wrapped numbers. On a device it would
+// otherwise cost an allocation and a fill kernel before every such op, and a captured
+// CUDA graph would replay that fill each time. (The left-hand forms 2 - x and 1 / x still
+// make the scalar a tensor on the device.)
+
+// Broadcasts a and b, converts both to `common`, and runs the stub into a new tensor. b is
+// on a's device, or a host scalar (Note [Scalar operands]).
+Tensor broadcast_binary(const OpStub<BinaryFn>& stub, const Tensor& a, const Tensor& b, DType common, BinaryKind kind) {
   const char* op = stub.name();
-  detail::check_defined(op, a, "first operand");
-  detail::check_defined(op, b, "second operand");
-  detail::check_same_device(op, {&a, &b});
   if (kind == BinaryKind::TrueDiv && !is_floating(common)) common = kFloat32;
   EMBER_CHECK(kind == BinaryKind::Compare || common != kBool, op,
               ": bool tensors are not supported; convert them with to(kInt64) first");
@@ -29,6 +34,15 @@ Tensor binary(const OpStub<BinaryFn>& stub, const Tensor& a, const Tensor& b, DT
   Tensor out = empty(shape, {kind == BinaryKind::Compare ? kBool : common, a.device()});
   if (out.numel() > 0) stub(a.device(), out, a.to(common).expand(shape), b.to(common).expand(shape));
   return out;
+}
+
+Tensor binary(const OpStub<BinaryFn>& stub, const Tensor& a, const Tensor& b, DType common, BinaryKind kind) {
+  EMBER_OP_SITE(stub.name());
+  const char* op = stub.name();
+  detail::check_defined(op, a, "first operand");
+  detail::check_defined(op, b, "second operand");
+  detail::check_same_device(op, {&a, &b});
+  return broadcast_binary(stub, a, b, common, kind);
 }
 
 Tensor binary(const OpStub<BinaryFn>& stub, const Tensor& a, const Tensor& b, BinaryKind kind) {
@@ -39,7 +53,7 @@ Tensor binary(const OpStub<BinaryFn>& stub, const Tensor& a, Scalar b, BinaryKin
   EMBER_OP_SITE(stub.name());
   detail::check_defined(stub.name(), a);
   DType common = detail::result_type(a, b);
-  return binary(stub, a, scalar_tensor(b, {common, a.device()}), common, kind);
+  return broadcast_binary(stub, a, scalar_tensor(b, {common, Device::cpu()}), common, kind);
 }
 
 // Float math on integer or bool inputs computes in float32, as in PyTorch.

@@ -392,19 +392,35 @@ const Tensor& Tensor::copy_(const Tensor& src) const {
   return *this;
 }
 
+namespace {
+
+// this += other, other on this tensor's device or a host scalar (Note [Scalar operands]).
+const Tensor& add_into(const Tensor& self, const Tensor& other) {
+  EMBER_CHECK(!(grad_enabled() && self.requires_grad()), "add_: cannot write in place into a tensor that requires "
+              "grad (for parameter updates, use a NoGradGuard)");
+  const Tensor o = other.detach().to(self.dtype()).expand(self.shape());
+  if (self.numel() == 0) return self;
+  // The elementwise kernels read each element before writing it, so the output may be
+  // the first operand when both have one layout; other views take the two-pass route.
+  if (self.is_contiguous()) {
+    kernels::add_stub(self.device(), self, self, o);
+  } else {
+    Tensor sum = empty(self.shape(), {self.dtype(), self.device()});
+    kernels::add_stub(self.device(), sum, self.detach(), o);
+    self.copy_(sum);
+  }
+  return self;
+}
+
+}  // namespace
+
 const Tensor& Tensor::add_(const Tensor& other) const {
   EMBER_CHECK(other.device() == device(), "add_: the operand is on ", other.device().str(), " but this tensor on ",
               device().str());
-  EMBER_CHECK(!(grad_enabled() && requires_grad()), "add_: cannot write in place into a tensor that requires grad "
-              "(for parameter updates, use a NoGradGuard)");
-  const Tensor o = other.detach().to(dtype()).expand(shape());
-  if (numel() == 0) return *this;
-  // The elementwise kernels read each element before writing it, so the output may be
-  // the first operand when both have one layout; other views take the two-pass route.
-  if (is_contiguous()) kernels::add_stub(device(), *this, *this, o);
-  else copy_(ember::add(detach(), o));
-  return *this;
+  return add_into(*this, other);
 }
+
+const Tensor& Tensor::add_(Scalar other) const { return add_into(*this, scalar_tensor(other, {dtype(), Device::cpu()})); }
 
 const Tensor& Tensor::fill_(Scalar value) const {
   EMBER_CHECK(!(grad_enabled() && requires_grad()), "fill_: cannot write in place into a tensor that requires grad "

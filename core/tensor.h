@@ -120,6 +120,7 @@ class Tensor {
   // Adds other (broadcast to this shape, converted to this dtype) into this view: one
   // pass where copy_(add(...)) makes two, and no temporary. Not recorded by autograd.
   const Tensor& add_(const Tensor& other) const;
+  const Tensor& add_(Scalar other) const;  // other by value, as Note [Scalar operands]
 
   // Makes every handle of this tensor see `src`'s data, shape and dtype (src's storage is
   // shared, not copied). Keeps autograd state, so a parameter moved with Module::to()

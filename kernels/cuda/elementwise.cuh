@@ -166,6 +166,14 @@ struct BinaryMath {
     return convert<R>(op(convert<compute_t<T>>(a), convert<compute_t<T>>(b)));
   }
 };
+// BinaryMath with its second operand a value held by the functor (a host scalar, Note
+// [Scalar operands] in core/ops_elementwise.cpp): the same arithmetic, one input stream.
+template <class Op, class R, class T>
+struct BinaryScalarMath {
+  Op op;
+  compute_t<T> b;
+  __host__ __device__ __forceinline__ R operator()(T a) const { return convert<R>(op(convert<compute_t<T>>(a), b)); }
+};
 template <class To, class From>
 struct Convert {
   __host__ __device__ __forceinline__ To operator()(From x) const { return convert<To>(x); }
@@ -188,6 +196,13 @@ template <class Op, class R, class T>
 void binary(const T* a, const Layout& a_layout, const T* b, const Layout& b_layout, R* out, const Layout& out_layout,
             Op op = {}, cudaStream_t stream = {}) {
   map<R>(stream, BinaryMath<Op, R, T>{op}, out, out_layout, std::pair{a, a_layout}, std::pair{b, b_layout});
+}
+
+// out = op(a, b) for a scalar b, passed by value. f32 mul: 8 B/element.
+template <class Op, class R, class T>
+void binary_scalar(const T* a, const Layout& a_layout, T b, R* out, const Layout& out_layout, Op op = {},
+                   cudaStream_t stream = {}) {
+  map<R>(stream, BinaryScalarMath<Op, R, T>{op, convert<compute_t<T>>(b)}, out, out_layout, std::pair{a, a_layout});
 }
 
 // out = (To) in, any strides on either side (the copy kernel). sizeof(From) + sizeof(To)

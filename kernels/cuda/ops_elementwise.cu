@@ -55,17 +55,21 @@ void unary_kernel(const Tensor& out, const Tensor& in) {
   });
 }
 
+// b on the host is a scalar (Note [Scalar operands]): its value goes to the kernel.
 template <class Op>
 void binary_kernel(const Tensor& out, const Tensor& a, const Tensor& b) {
   const OpScope scope(out);
+  const bool scalar = b.device().is_cpu();
   visit_cuda_dtype(a.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if constexpr (kComparison<Op>) {
-      binary<Op, bool, T>(data<T>(a), layout_of(a), data<T>(b), layout_of(b), mutable_data<bool>(out), layout_of(out),
-                          Op{}, scope.stream());
-    } else if constexpr (!std::is_same_v<T, bool>) {
-      binary<Op, T, T>(data<T>(a), layout_of(a), data<T>(b), layout_of(b), mutable_data<T>(out), layout_of(out), Op{},
-                       scope.stream());
+    using R = std::conditional_t<kComparison<Op>, bool, T>;
+    if constexpr (kComparison<Op> || !std::is_same_v<T, bool>) {
+      if (scalar)
+        binary_scalar<Op, R, T>(data<T>(a), layout_of(a), *static_cast<const T*>(b.data_ptr()), mutable_data<R>(out),
+                                layout_of(out), Op{}, scope.stream());
+      else
+        binary<Op, R, T>(data<T>(a), layout_of(a), data<T>(b), layout_of(b), mutable_data<R>(out), layout_of(out),
+                         Op{}, scope.stream());
     } else {
       EMBER_FAIL("binary kernel (cuda): dtype bool is not supported");
     }
