@@ -54,7 +54,7 @@ void Optimizer::make_capturable() {
 
 void Optimizer::count_step() {
   if (capturable())
-    step_t_.copy_(add(step_t_, Scalar(1)));
+    step_t_.add_(Scalar(1));
   else
     ++steps_;
 }
