@@ -102,6 +102,8 @@ if [ -n "${EMBER_GPU_PREBUILT:-}" ]; then
   echo "libraries: $(ldd "$build/libember.so" | awk '/cudnn|nccl|cublasLt|cudart/ {print $3}' | xargs -r realpath | tr '\n' ' ')"
   [ -n "$missing" ] && echo "libember.so: not found on this machine: $missing"
   echo "export LD_LIBRARY_PATH=$LD_LIBRARY_PATH" > "$build/env.sh"  # for runs by hand after this one
+  here=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
+  echo "programs built from commit $(cat "$build/commit" 2>/dev/null || echo unknown); this checkout: $here"
 fi
 
 gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo "nvidia-smi: not available")

@@ -31,6 +31,11 @@ done
 # Where the binaries look for libember.so and ember-run, and the tests for tests/refcases.
 echo "$build" > "$dest/build-dir"
 sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt" > "$dest/source-dir"
+# The commit built (with -dirty for uncommitted changes), which gpu-check.sh prints.
+src=$(cat "$dest/source-dir")
+commit=$(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo unknown)
+[ -n "$(git -C "$src" status --porcelain --untracked-files=no 2>/dev/null)" ] && commit="$commit-dirty"
+echo "$commit" > "$dest/commit"
 find "$dest" -type f -perm -u+x -exec strip --strip-unneeded {} + 2>/dev/null || true
 
 # Dependencies: everything ldd resolves outside glibc and CUDA's libraries.
@@ -51,4 +56,5 @@ done
 
 tar -C "$stage" -cf - ember-gpu | xz -6 -T0 > "$out"
 ls -la "$out"
+echo "built from commit $commit"
 echo "libraries packed: $(ls "$dest/lib" | tr '\n' ' ')"
