@@ -16,23 +16,29 @@ template <class T>
 EMBER_HD void SgdUpdate::operator()(T& p, T g, T& buf) const {
   T d = g + T(weight_decay) * p;
   if (momentum != 0) {
-    buf = first_step ? d : T(momentum) * buf + T(1 - dampening) * d;
-    d = nesterov ? d + T(momentum) * buf : buf;
+    const T b = first_step ? d : T(momentum) * buf + T(1 - dampening) * d;
+    buf = b;
+    d = nesterov ? d + T(momentum) * b : b;
   }
   p -= T(lr) * d;
 }
 
-// No branches or conversions left for the loop over elements (so it vectorizes).
+// No branches or conversions left for the loop over elements (so it vectorizes). Each
+// of p, m and v is read once and written once, after the math: written back as it went,
+// a store could (for the compiler) change a value still to be read, and the CPU loop ran
+// 2.5x slower than memory allows (an AVX2 EPYC, 2026-12-05).
 template <class T>
 struct AdamUpdate::Prepared {
   T decay, l2, b1, one_minus_b1, b2, one_minus_b2, inv_bc2_sqrt, eps, step;
-  EMBER_HD void operator()(T& p, T g, T& m, T& v) const {
+  EMBER_HD void operator()(T& p_io, T g, T& m_io, T& v_io) const {
     using std::sqrt;
-    p *= decay;
+    const T p = p_io * decay;
     g += l2 * p;
-    m = b1 * m + one_minus_b1 * g;
-    v = b2 * v + one_minus_b2 * g * g;
-    p -= step * m / (sqrt(v) * inv_bc2_sqrt + eps);
+    const T m = b1 * m_io + one_minus_b1 * g;
+    const T v = b2 * v_io + one_minus_b2 * g * g;
+    m_io = m;
+    v_io = v;
+    p_io = p - step * m / (sqrt(v) * inv_bc2_sqrt + eps);
   }
 };
 
