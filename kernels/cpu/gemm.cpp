@@ -1,12 +1,6 @@
-// GEMM variants. Note [GEMM choice]: with AVX-512, OpenBLAS's sgemm kernel is 20-35%
-// faster than Eigen's from 256^3 up (bench/report.py, table in the README), so Auto sends
-// products of 64^3 multiply-adds and more to it, and smaller ones to Eigen. With AVX2
-// only, Eigen's kernel is as fast or faster at every size: on an AVX2 EPYC (Zen 1,
-// 2026-12-05, one thread, interleaved) OpenBLAS reached 12-13 GFLOP/s on the Winograd
-// products of the CNN's second layer ([128 x 32] x [32 x 64]) where Eigen reached 30, and
-// 21 against 30 on its im2col product, while on the MLP's products both ran at 31-34;
-// the layer's forward took 10% and its backward 15-20% less on Eigen. So an AVX2 build's
-// Auto is Eigen throughout. Auto splits a product
+// GEMM variants. Note [GEMM choice]: OpenBLAS's sgemm kernel is 20-35% faster than
+// Eigen's from 256^3 up (bench/report.py, table in the README), so Auto sends products of
+// 64^3 multiply-adds and more to it, and smaller ones to Eigen. Auto splits a product
 // over ember's pool, one single-threaded OpenBLAS call per block, rather than letting
 // OpenBLAS run its own threads: those spin in sched_yield for about 0.1 s after each
 // call, and in training they took the cores from ember's pool, which runs everything
@@ -21,7 +15,6 @@
 
 #include <Eigen/Core>
 #include <atomic>
-#include <limits>
 
 #include "base/error.h"
 #include "kernels/cpu/parallel.h"
@@ -32,13 +25,8 @@ namespace {
 
 std::atomic<GemmVariant> g_variant{variant_from_env("EMBER_GEMM", GemmVariant::Auto, parse_gemm_variant)};
 
-// Products of at least this many multiply-adds go to OpenBLAS under Auto (none without
-// AVX-512: Note [GEMM choice]).
-#if defined(__AVX512F__)
+// Products of at least this many multiply-adds go to OpenBLAS under Auto.
 constexpr double kOpenBlasMinFlops = 64.0 * 64 * 64;
-#else
-constexpr double kOpenBlasMinFlops = std::numeric_limits<double>::infinity();
-#endif
 
 template <class T>
 using RowMat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
