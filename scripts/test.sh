@@ -17,16 +17,18 @@ export CCACHE_BASEDIR=$root  # as in build.sh: a fresh clone reuses a warm ccach
 # objects unless told not to: every fresh clone then recompiled it whole (about 20 of CI's
 # 37 minutes, measured). Its debug info may name another clone's paths; CI does not mind.
 export CCACHE_NOHASHDIR=1
+# Each stage says when it started, so a slow CI run shows where its time went.
+stage() { echo "== $* (at ${SECONDS}s) =="; }
 "$root/scripts/bootstrap.sh"
 
-echo "== default build (CUDA compiled if available) =="
+stage "default build (CUDA compiled if available)"
 # Without a GPU the CUDA code is only compiled, never run: one architecture checks it.
 cuda_arch=-DCMAKE_CUDA_ARCHITECTURES=90
 command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && cuda_arch=-DCMAKE_CUDA_ARCHITECTURES=native
 "$root/scripts/build.sh" "$root/build" "$cuda_arch"
 ctest --test-dir "$root/build" --output-on-failure -j "$jobs"
 
-echo "== CPU-only build with AddressSanitizer + UndefinedBehaviorSanitizer =="
+stage "CPU-only build with AddressSanitizer + UndefinedBehaviorSanitizer"
 "$root/scripts/build.sh" "$root/build-asan" -DEMBER_CUDA=OFF -DEMBER_SANITIZE=address,undefined \
   -DEMBER_BUILD_BENCH=OFF -DEMBER_BUILD_EXAMPLES=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
@@ -35,7 +37,7 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:ha
 # The CUDA backend's own sources, compiled by the host compiler against the emulated
 # device, in a release build: under the sanitizers each of its files took 2 minutes and
 # 2.4 GiB to compile (measured), too much for CI on 2 cores.
-echo "== the CUDA backend on the emulated device (-DEMBER_CUDA=EMULATED) =="
+stage "the CUDA backend on the emulated device (-DEMBER_CUDA=EMULATED)"
 "$root/scripts/build.sh" "$root/build-emu" -DEMBER_CUDA=EMULATED -DEMBER_BUILD_BENCH=OFF
 ctest --test-dir "$root/build-emu" --output-on-failure -j "$jobs"
 
@@ -44,7 +46,7 @@ ctest --test-dir "$root/build-emu" --output-on-failure -j "$jobs"
 # OpenBLAS picks its kernels at run time; OPENBLAS_CORETYPE=Haswell gives it the AVX2 ones
 # too, unless the environment already chose (some CPUs need a preset value).
 if grep -qw avx512f /proc/cpuinfo; then
-  echo "== AVX2 build (-march=x86-64-v3): CPU kernel, core, layer and training tests =="
+  stage "AVX2 build (-march=x86-64-v3): CPU kernel, core, layer and training tests"
   build_avx2=$root/build-avx2
   [ -f "$build_avx2/CMakeCache.txt" ] || cmake -S "$root" -B "$build_avx2" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DEMBER_CPU_ARCH=x86-64-v3 -DEMBER_CUDA=OFF -DEMBER_BUILD_BENCH=OFF -DEMBER_BUILD_EXAMPLES=OFF
@@ -57,5 +59,6 @@ fi
 # Fuzz smoke test: every libFuzzer target of tests/fuzz for a few seconds on its seed
 # corpus (clang build in build-fuzz; docs/fuzzing.md has the long runs). A fixed seed:
 # a regression check that fails the same way each run; the long runs find new inputs.
-echo "== fuzz targets, ${EMBER_FUZZ_SECONDS:-5}s each =="
+stage "fuzz targets, ${EMBER_FUZZ_SECONDS:-5}s each"
 EMBER_FUZZ_SEED=${EMBER_FUZZ_SEED:-1} "$root/scripts/fuzz.sh" "${EMBER_FUZZ_SECONDS:-5}"
+stage "all stages passed"

@@ -27,11 +27,14 @@ namespace ember::kernels::cpu {
 namespace {
 
 constexpr int64_t kLanes = kPackLanes;
-// Tiles per chunk: V and M of a chunk (36 x 128 x 96 floats for 32 -> 64 channels,
-// 1.7 MiB) stay in the core's L2 while each GEMM is still large enough to run at speed.
-// (Measured on the CNN's second layer: 32 to 2048 tiles per chunk; 128 was fastest, the
-// weight gradient losing 10-35% with 512 and more.)
-constexpr int64_t kTilesPerChunk = 128;
+// Tiles per chunk: V and M of a chunk (36 x 64 x 96 floats for 32 -> 64 channels,
+// 0.8 MiB) stay near the core. Measured on the CNN's second layer, batch 128, 8 to 128
+// tiles per chunk interleaved in one process (AMD EPYC Zen 1, 512 KiB L2, medians of
+// 21): 64 was the fastest or within noise of it at 1 and 2 threads; 128 lost 25-30% of
+// the forward and 15% of the backward (at 2 threads 45%). With gemm()'s OpenBLAS on an
+// AVX-512 Xeon (1-2 MiB L2), 128 had been fastest there; the products no longer need
+// large chunks to run at speed (Note [Winograd products]).
+constexpr int64_t kTilesPerChunk = 64;
 
 template <class T>
 struct VecOf {
@@ -207,6 +210,102 @@ void grad_transform(const T* packed, const Tiling& t, const TileMatrix<T>& M, in
 
 int64_t round_lanes(int64_t n) { return (n + kLanes - 1) / kLanes * kLanes; }
 
+// Note [Winograd products]. The 36 products of a chunk, M[k] = V[k] U[k] and
+// dU[k] += M[k]^T V[k], are short (k, n of 32 to 128) with a right-hand side of 8-32 KiB
+// that stays in L1. gemm() sent them to OpenBLAS, which packs both sides, zeroes C and
+// copies before every call: on the AVX2-only EPYC (Zen 1) those passes took a third of
+// its time on them. This kernel reads both sides where they lie: a tile of kTileRows rows
+// of C by kTileVecs vectors stays in registers while i runs over k, each step one vector
+// load of B per register and one broadcast of A per row. Each element of C is summed over i
+// in order, so a row's result depends neither on the other rows (the batch) nor on the
+// thread count. A named EMBER_GEMM variant sends the products to gemm() instead (to
+// compare the two).
+// The kernel's registers are the machine's own vectors (GCC keeps a Vec, wider than
+// AVX2's, on the stack inside a loop like this one).
+#if defined(__AVX512F__)
+constexpr int kRegBytes = 64;
+#else
+constexpr int kRegBytes = 32;
+#endif
+template <class T>
+struct RegOf {
+  typedef T type __attribute__((vector_size(kRegBytes)));
+};
+template <class T>
+using Reg = typename RegOf<T>::type;
+template <class T>
+constexpr int64_t kRegLanes = kRegBytes / sizeof(T);
+// 6 x 2 registers: 12 accumulators, enough to hide the FMA latency, with room for the two
+// loads of B and the broadcast of A in AVX2's 16 registers.
+constexpr int kTileRows = 6, kTileRegs = 2;
+
+// C[r][v] (+)= sum over i < k of A(r, i) B[i][v] for the R x NV tile of registers, A(r, i)
+// at a[r * ar + i * ai].
+template <class T, int R, int NV>
+void product_tile(int64_t k, const T* a, int64_t ar, int64_t ai, const T* b, int64_t ldb, T* c, int64_t ldc,
+                  bool acc) {
+  constexpr int64_t L = kRegLanes<T>;
+  Reg<T> s[R][NV];  // the unrolled loops keep it in registers
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) {
+      s[r][v] = Reg<T>{};
+      if (acc) std::memcpy(&s[r][v], c + r * ldc + v * L, sizeof(Reg<T>));
+    }
+  for (int64_t i = 0; i < k; ++i) {
+    Reg<T> bv[NV];
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) std::memcpy(&bv[v], b + i * ldb + v * L, sizeof(Reg<T>));
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const T x = a[r * ar + i * ai];
+#pragma GCC unroll 2
+      for (int v = 0; v < NV; ++v) s[r][v] += x * bv[v];
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) std::memcpy(c + r * ldc + v * L, &s[r][v], sizeof(Reg<T>));
+}
+
+// The last rows < R of a column block.
+template <class T, int NV, int R = kTileRows - 1>
+void product_rows(int64_t rows, int64_t k, const T* a, int64_t ar, int64_t ai, const T* b, int64_t ldb, T* c,
+                  int64_t ldc, bool acc) {
+  if constexpr (R > 0) {
+    if (rows == R) return product_tile<T, R, NV>(k, a, ar, ai, b, ldb, c, ldc, acc);
+    product_rows<T, NV, R - 1>(rows, k, a, ar, ai, b, ldb, c, ldc, acc);
+  }
+}
+
+template <class T, int NV>
+void product_block(int64_t m, int64_t k, const T* a, int64_t ar, int64_t ai, const T* b, int64_t ldb, T* c,
+                   int64_t ldc, bool acc) {
+  int64_t r = 0;
+  for (; r + kTileRows <= m; r += kTileRows)
+    product_tile<T, kTileRows, NV>(k, a + r * ar, ar, ai, b, ldb, c + r * ldc, ldc, acc);
+  product_rows<T, NV>(m - r, k, a + r * ar, ar, ai, b, ldb, c + r * ldc, ldc, acc);
+}
+
+// C[m][n] (+)= op(A) B as gemm() (row-major, op(A) = A or A^T), for n a whole number of
+// vectors; Note [Winograd products].
+template <class T>
+void winograd_product(bool ta, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb,
+                      T* c, int64_t ldc, bool acc, bool parallel) {
+  if (gemm_variant() != GemmVariant::Auto)
+    return gemm<T>(ta, false, m, n, k, a, lda, b, ldb, c, ldc, acc, parallel);
+  constexpr int64_t L = kRegLanes<T>;
+  static_assert(kLanes % L == 0, "a row of C is a whole number of registers");
+  const int64_t ar = ta ? 1 : lda, ai = ta ? lda : 1, regs = n / L;
+  int64_t v = 0;
+  for (; v + kTileRegs <= regs; v += kTileRegs)
+    product_block<T, kTileRegs>(m, k, a, ar, ai, b + v * L, ldb, c + v * L, ldc, acc);
+  if (v < regs) product_block<T, 1>(m, k, a, ar, ai, b + v * L, ldb, c + v * L, ldc, acc);
+}
+
+
 // Splits N images into chunks of about kTilesPerChunk tiles, whole rounds of the pool.
 int64_t chunk_count(int64_t N, int64_t tiles) {
   const int64_t threads = num_threads();
@@ -261,8 +360,8 @@ void winograd_conv_typed(const T* x, int64_t N, int64_t G, int64_t ins, int64_t 
             input_transform(in_packed.data(), t, TileMatrix<C>{Vs.data() + i0, Ip, 36 * Ip}, (n - n0) * t.tiles);
           }
         for (int k = 0; k < 36; ++k)
-          gemm<C>(false, false, T_, Op, Ip, Vs.data() + k * Ip, 36 * Ip, U + (g * 36 + k) * Ip * Op, Op,
-                  Ms.data() + k * Op, 36 * Op, false, parallel_gemm);
+          winograd_product<C>(false, T_, Op, Ip, Vs.data() + k * Ip, 36 * Ip, U + (g * 36 + k) * Ip * Op, Op,
+                              Ms.data() + k * Op, 36 * Op, false, parallel_gemm);
         for (int64_t n = n0; n < n1; ++n)
           for (int64_t o0 = 0; o0 < outs; o0 += kLanes) {
             output_transform(TileMatrix<C>{Ms.data() + o0, Op, 36 * Op}, (n - n0) * t.tiles, t, out_packed.data());
@@ -348,8 +447,8 @@ void backward_weight_typed(const Tensor& gw, const Tensor& gb, const Tensor& gou
             }
           }
           for (int k = 0; k < 36; ++k)
-            gemm<C_>(true, false, Op, Cp, T_, Ms.data() + k * Op, 36 * Op, Vs.data() + k * Cp, 36 * Cp,
-                     du + (g * 36 + k) * Op * Cp, Cp, true, parallel_gemm);
+            winograd_product<C_>(true, Op, Cp, T_, Ms.data() + k * Op, 36 * Op, Vs.data() + k * Cp, 36 * Cp,
+                                 du + (g * 36 + k) * Op * Cp, Cp, true, parallel_gemm);
         }
       }
     }
