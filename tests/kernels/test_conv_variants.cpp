@@ -33,6 +33,7 @@
 
 #include "ember.h"
 #include "kernels/cpu/conv.h"
+#include "kernels/cpu/gemm.h"
 #include "tests/core/conv_reference.h"
 #include "tests/core/reference.h"
 
@@ -311,6 +312,30 @@ TEST(ConvVariants, WinogradTakesTheShapesItSupportsOnly) {
   EXPECT_NE(run(ConvVariant::Winograd, same), run(ConvVariant::Im2col, same));
   EXPECT_EQ(run(ConvVariant::Auto, same), run(ConvVariant::Winograd, same));  // 16 channels: Auto picks it
   EXPECT_EQ(run(ConvVariant::Winograd, strided), run(ConvVariant::Im2col, strided));
+}
+
+// Winograd's forward gives an image the same bits whatever else is in the batch and however
+// many threads run it (Note [Winograd products]): the CNN's second layer at batch 9, whose
+// chunks hold 2 or 3 images at 2 threads and all 9 at 1, against its first 2 images alone.
+// (gemm()'s OpenBLAS fails this: its rows change with the rows around them.)
+TEST(ConvVariants, WinogradForwardDependsOnNeitherTheBatchNorTheThreads) {
+  VariantScope scope(ConvVariant::Winograd);
+  const kernels::cpu::GemmVariant saved_gemm = kernels::cpu::gemm_variant();
+  kernels::cpu::set_gemm_variant(kernels::cpu::GemmVariant::Auto);
+  const int saved_threads = get_num_threads();
+  Tensor x = random_tensor({9, 32, 14, 14}, kFloat32, Layout::Contiguous, 11);
+  Tensor w = random_tensor({64, 32, 3, 3}, kFloat32, Layout::Contiguous, 12);
+  Tensor b = random_tensor({64}, kFloat32, Layout::Contiguous, 13);
+  auto forward = [&](const Tensor& input, int threads) {
+    set_num_threads(threads);
+    return conv2d(input, w, b, {1, 1}, {1, 1});
+  };
+  const std::vector<double> two = values(forward(x.narrow(0, 0, 2).contiguous(), 1));
+  const Tensor at2 = forward(x, 2), at1 = forward(x, 1);
+  set_num_threads(saved_threads);
+  kernels::cpu::set_gemm_variant(saved_gemm);
+  EXPECT_EQ(values(at2.narrow(0, 0, 2).contiguous()), two);
+  EXPECT_EQ(values(at2), values(at1));
 }
 
 TEST(ConvVariants, NamesParse) {
