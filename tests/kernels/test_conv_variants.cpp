@@ -316,13 +316,19 @@ TEST(ConvVariants, WinogradTakesTheShapesItSupportsOnly) {
 
 // Winograd's forward gives an image the same bits whatever else is in the batch and however
 // many threads run it (Note [Winograd products]): the CNN's second layer at batch 9, whose
-// chunks hold 2 or 3 images at 2 threads and all 9 at 1, against its first 2 images alone.
-// (gemm()'s OpenBLAS fails this: its rows change with the rows around them.)
+// chunks hold 2 or 3 images at 2 threads and 3 at 1, against its first 2 images alone (one
+// chunk). (gemm()'s OpenBLAS fails this: its rows change with the rows around them.)
 TEST(ConvVariants, WinogradForwardDependsOnNeitherTheBatchNorTheThreads) {
   VariantScope scope(ConvVariant::Winograd);
-  const kernels::cpu::GemmVariant saved_gemm = kernels::cpu::gemm_variant();
+  struct Restore {  // the GEMM variant and the thread count, however the test ends
+    kernels::cpu::GemmVariant gemm = kernels::cpu::gemm_variant();
+    int threads = get_num_threads();
+    ~Restore() {
+      kernels::cpu::set_gemm_variant(gemm);
+      set_num_threads(threads);
+    }
+  } restore;
   kernels::cpu::set_gemm_variant(kernels::cpu::GemmVariant::Auto);
-  const int saved_threads = get_num_threads();
   Tensor x = random_tensor({9, 32, 14, 14}, kFloat32, Layout::Contiguous, 11);
   Tensor w = random_tensor({64, 32, 3, 3}, kFloat32, Layout::Contiguous, 12);
   Tensor b = random_tensor({64}, kFloat32, Layout::Contiguous, 13);
@@ -332,8 +338,6 @@ TEST(ConvVariants, WinogradForwardDependsOnNeitherTheBatchNorTheThreads) {
   };
   const std::vector<double> two = values(forward(x.narrow(0, 0, 2).contiguous(), 1));
   const Tensor at2 = forward(x, 2), at1 = forward(x, 1);
-  set_num_threads(saved_threads);
-  kernels::cpu::set_gemm_variant(saved_gemm);
   EXPECT_EQ(values(at2.narrow(0, 0, 2).contiguous()), two);
   EXPECT_EQ(values(at2), values(at1));
 }
