@@ -59,7 +59,11 @@ const ConvCase kCases[] = {
     {1, 2, 33, 18, 3, 3, 3, {1, 1}, {1, 0}, {1, 1}, 1, true},    // 45 tiles: three groups of 16 lanes
     {2, 3, 8, 8, 4, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, true},      // stride 2: not Winograd's, im2col's
     {1, 12, 11, 21, 10, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},  // 12 channels (AVX2 packs 8 + 4), width 21
-    {1, 33, 6, 9, 40, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},    // 3 vectors of channels: Winograd's products in a tile of 2 and 1
+    // Winograd's products take their columns (channels padded to 16) 2 registers at a time on
+    // AVX2, 4 on AVX-512, and the rest in a narrower tile: on AVX-512, 33 and 70 channels
+    // (3 and 5 registers) end on tiles of 3 and 1, 64 on none (24, below, ends on 2)
+    {1, 33, 6, 9, 40, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},
+    {1, 70, 6, 10, 64, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, false},
     // 11 and 25 tiles: Winograd's products end on 5 rows and on 1 (their tiles are 6 rows)
     {1, 16, 4, 44, 16, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, false},
     {1, 16, 20, 20, 24, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},
