@@ -238,9 +238,10 @@ template <class T>
 constexpr int64_t kRegLanes = kRegBytes / sizeof(T);
 // Tiles of 6 rows by 2 registers on AVX2 (12 accumulators, enough to hide the FMA latency,
 // with room in its 16 registers for the loads of B and the broadcast of A) and by 4 on
-// AVX-512 (24 of its 32). On the AMD EPYC (Zen 4), 6 x 4 ran the CNN's conv2 forward 3-5%
-// faster than 6 x 2 or 8 x 2, and 12 x 2, 8 x 3, 5 x 4 and 4 x 4 were no better; on the
-// AVX2-only EPYC (Zen 1), 6 x 2 beat 4 x 3, 3 x 4, 5 x 2 and 8 x 1.
+// AVX-512 (24 of its 32). On the AMD EPYC (Zen 4), the CNN's conv2 forward ran 2-3% behind
+// OpenBLAS's small-matrix kernel with 6 x 4, 4-6% with 8 x 2 and 7% with 6 x 2 (12 x 2,
+// 8 x 3, 5 x 4 and 4 x 4 were no better); on the AVX2-only EPYC (Zen 1), 6 x 2 beat 4 x 3,
+// 3 x 4, 5 x 2 and 8 x 1.
 #if defined(__AVX512F__)
 constexpr int kTileRows = 6, kTileRegs = 4;
 #else
