@@ -214,7 +214,7 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter(const Tensor& out, const Tens
   EMBER_CHECK(in.numel() == out.numel() * size_, "reduce_scatter: input has ", in.numel(), " elements; ", size_,
               " ranks x ", out.numel(), " = ", out.numel() * size_, " expected");
   EMBER_CHECK(in.dtype() != kBool || op == ReduceOp::kMax || op == ReduceOp::kMin,
-              "reduce_scatter: bool tensors reduce with max and min only");
+              "reduce_scatter: bool tensors reduce with max (or) and min (and) only, not ", reduce_op_name(op));
   const std::string name = std::string("reduce_scatter (") + reduce_op_name(op) + ")";
   return with_timeout(b.reduce_scatter(out, in, op, describe(name.c_str(), in)));
 }

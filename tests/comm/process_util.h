@@ -8,6 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -45,5 +47,32 @@ inline std::vector<int> wait_all(const std::vector<pid_t>& pids) {
 }
 
 inline bool is_worker() { return std::getenv("EMBER_TEST_WORKER") != nullptr; }
+
+struct CommandResult {
+  int status = -1;  // as waitpid gives it
+  std::string output;  // stdout, then stderr as it came
+  bool exited_zero() const { return WIFEXITED(status) && WEXITSTATUS(status) == 0; }
+};
+
+// Runs a shell command to its end; its stderr goes with its stdout.
+inline CommandResult run_command(const std::string& command) {
+  CommandResult r;
+  FILE* p = ::popen((command + " 2>&1").c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
+  r.status = ::pclose(p);
+  return r;
+}
+
+// `launcher` (ember-run's path) starting `nproc` ranks of this binary, each running only
+// `test` as a worker, on a free port; `env`: variables set before, "A=1 B=2".
+inline std::string ember_run_self(const std::string& launcher, int nproc, const std::string& test,
+                                  const std::string& env) {
+  return "EMBER_TEST_WORKER=1 " + env + " " + launcher + " --nproc-per-node " + std::to_string(nproc) +
+         " --master-port " + std::to_string(free_port()) + " /proc/" + std::to_string(::getpid()) +
+         "/exe --gtest_filter=" + test;
+}
 
 }  // namespace ember::comm::testing

@@ -3,8 +3,6 @@
 // meeting through rank 0's TcpStore.
 #include <gtest/gtest.h>
 
-#include <cstdio>
-#include <cstdlib>
 #include <map>
 
 #include "base/error.h"
@@ -123,17 +121,11 @@ TEST(RendezvousProcesses, ThreeRanksOverTcpStore) {
 // The same worker, three ranks started by ember-run (its variables, its rank 0 serving
 // the TcpStore on the port it is given).
 TEST(RendezvousProcesses, ThreeRanksUnderEmberRun) {
-  const std::string cmd = "EMBER_TEST_WORKER=1 EMBER_COMM_TIMEOUT_S=20 " + std::string(EMBER_RUN_BIN) +
-                          " --nproc-per-node 3 --master-port " + std::to_string(free_port()) +
-                          " /proc/" + std::to_string(::getpid()) + "/exe --gtest_filter=RendezvousProcesses.Worker";
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int status = ::pclose(p);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
-  for (int r = 0; r < 3; ++r) EXPECT_NE(out.find("[rank " + std::to_string(r) + "] [       OK ]"), std::string::npos) << out;
+  const testing::CommandResult run = testing::run_command(
+      testing::ember_run_self(EMBER_RUN_BIN, 3, "RendezvousProcesses.Worker", "EMBER_COMM_TIMEOUT_S=20"));
+  EXPECT_TRUE(run.exited_zero()) << run.output;
+  for (int r = 0; r < 3; ++r)
+    EXPECT_NE(run.output.find("[rank " + std::to_string(r) + "] [       OK ]"), std::string::npos) << run.output;
 }
 
 }  // namespace
