@@ -185,13 +185,17 @@ void pump(std::vector<Worker>& workers, const LaunchOptions& o) {
 LaunchResult supervise(std::vector<Worker>& workers, const LaunchOptions& o) {
   LaunchResult result;
   auto deadline = Clock::time_point::max(), all_ended = Clock::time_point::max();
-  bool killed = false;
+  bool killed = false, stopping = false;
   auto stop_all = [&](int sig) {
     for (auto& w : workers)
       if (w.running) ::kill(-w.pid, sig);
   };
   while (true) {
     pump(workers, o);
+    // Every failure one sweep finds is named: a rank's death fails its peers' collectives
+    // within microseconds, so that sweep may find them too, and which came first is
+    // unknown (naming the lowest rank only could hide the killed rank behind its peer).
+    bool failed_now = false;
     for (auto& w : workers) {
       int status = 0;
       if (!w.running) continue;
@@ -200,22 +204,27 @@ LaunchResult supervise(std::vector<Worker>& workers, const LaunchOptions& o) {
       if (got == 0 || (got < 0 && wait_errno == EINTR)) continue;
       w.running = false;
       if (got == w.pid && WIFEXITED(status) && WEXITSTATUS(status) == 0) continue;
-      if (!result.failure.empty()) continue;
-      result.failure = "rank " + std::to_string(w.rank) + " (local rank " + std::to_string(w.local_rank) +
-                       ", pid " + std::to_string(w.pid) + ") " +
-                       (got == w.pid ? describe_wait_status(status)
-                                     : std::string("cannot be waited for (") + std::strerror(wait_errno) +
-                                           "; is SIGCHLD ignored?)");
-      result.failed_rank = w.rank;
+      if (stopping) continue;  // the stop ended it
+      result.failure += std::string(result.failure.empty() ? "" : "; ") + "rank " + std::to_string(w.rank) +
+                        " (local rank " + std::to_string(w.local_rank) + ", pid " + std::to_string(w.pid) + ") " +
+                        (got == w.pid ? describe_wait_status(status)
+                                      : std::string("cannot be waited for (") + std::strerror(wait_errno) +
+                                            "; is SIGCHLD ignored?)");
+      if (result.failed_rank < 0) result.failed_rank = w.rank;
+      failed_now = true;
+    }
+    if (failed_now) {
       std::fprintf(stderr, "%s: %s; stopping the other ranks\n", o.name.c_str(), result.failure.c_str());
       stop_all(SIGTERM);
       deadline = Clock::now() + o.stop_grace;
+      stopping = true;
     }
     if (g_signal) {
       const int sig = g_signal;
       g_signal = 0;
       std::fprintf(stderr, "%s: got signal %d (%s); passing it to every rank\n", o.name.c_str(), sig, strsignal(sig));
       stop_all(sig);
+      stopping = true;
       result.interrupted = true;
       if (result.failure.empty())
         result.failure = "interrupted by signal " + std::to_string(sig) + " (" + strsignal(sig) + ")";

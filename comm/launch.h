@@ -33,10 +33,11 @@ struct LaunchOptions {
 
 // How a group of workers ended. failure is empty when every rank exited 0; otherwise
 // e.g. "rank 1 (local rank 1, pid 2345) exited with status 3" or "... was killed by
-// signal 9 (Killed)", or "interrupted by signal 2 (Interrupt)".
+// signal 9 (Killed)" (ranks found failed at once: each, joined by "; "), or
+// "interrupted by signal 2 (Interrupt)".
 struct LaunchResult {
   std::string failure;
-  int failed_rank = -1;      // -1: none, or interrupted
+  int failed_rank = -1;      // the lowest rank that failed; -1: none, or interrupted
   bool interrupted = false;  // SIGINT / SIGTERM reached the launcher (no restart then)
   bool ok() const { return failure.empty(); }
 };

@@ -1,6 +1,7 @@
 // The models, data and training loops the DDP tests compare: one process on the whole
-// batch against N ranks on its shards. Two models: an MLP, and a CNN without batch norm
-// (conv -> relu -> max pool -> linear on 6x6 single-channel images).
+// batch against N ranks on its shards. Three models: an MLP, a CNN without batch norm
+// (conv -> relu -> max pool -> linear on 6x6 single-channel images), and a wide MLP
+// (8 -> 1024 -> 4) whose activations, not its parameters, fill memory.
 #pragma once
 
 #include <memory>
@@ -16,9 +17,11 @@
 
 namespace ember::comm::testing {
 
-enum class ModelKind { kMlp, kCnn };
+enum class ModelKind { kMlp, kCnn, kWide };
 
-inline std::string to_string(ModelKind k) { return k == ModelKind::kMlp ? "Mlp" : "Cnn"; }
+inline std::string to_string(ModelKind k) {
+  return k == ModelKind::kMlp ? "Mlp" : k == ModelKind::kCnn ? "Cnn" : "Wide";
+}
 
 inline std::shared_ptr<nn::Module> make_model(uint64_t seed, DType dt, ModelKind kind = ModelKind::kMlp) {
   manual_seed(seed);
@@ -28,6 +31,9 @@ inline std::shared_ptr<nn::Module> make_model(uint64_t seed, DType dt, ModelKind
     m = std::make_shared<nn::Sequential>(Modules{std::make_shared<nn::Linear>(8, 32), std::make_shared<nn::Tanh>(),
                                                  std::make_shared<nn::Linear>(32, 16), std::make_shared<nn::Tanh>(),
                                                  std::make_shared<nn::Linear>(16, 4)});
+  } else if (kind == ModelKind::kWide) {
+    m = std::make_shared<nn::Sequential>(Modules{std::make_shared<nn::Linear>(8, 1024), std::make_shared<nn::Tanh>(),
+                                                 std::make_shared<nn::Linear>(1024, 4)});
   } else {  // [B, 1, 6, 6] -> conv 3x3 pad 1 -> [B, 3, 6, 6] -> relu, pool 2 -> [B, 3, 3, 3] -> [B, 27] -> [B, 4]
     m = std::make_shared<nn::Sequential>(Modules{
         std::make_shared<nn::Conv2d>(1, 3, nn::Pair{3, 3}, nn::Pair{1, 1}, nn::Pair{1, 1}),
@@ -38,11 +44,11 @@ inline std::shared_ptr<nn::Module> make_model(uint64_t seed, DType dt, ModelKind
   return m;
 }
 
-// Step s's global batch: inputs ([global, 8] for the MLP, [global, 1, 6, 6] for the CNN)
+// Step s's global batch: inputs ([global, 8] for the MLPs, [global, 1, 6, 6] for the CNN)
 // and [global, 4] targets, the same for every caller.
 inline std::pair<Tensor, Tensor> batch(int step, int64_t global, DType dt, ModelKind kind = ModelKind::kMlp) {
   Generator gen(1000 + step);
-  Tensor x = kind == ModelKind::kMlp ? randn({global, 8}, dt, &gen) : randn({global, 1, 6, 6}, dt, &gen);
+  Tensor x = kind == ModelKind::kCnn ? randn({global, 1, 6, 6}, dt, &gen) : randn({global, 8}, dt, &gen);
   return {x, randn({global, 4}, dt, &gen)};
 }
 
