@@ -152,6 +152,9 @@ void add_train_flags(CLI::App& app, TrainConfig& c) {
   app.add_option("--limit-test", c.limit_test, "evaluate on the first N test images only");
   app.add_option("--save", c.save, "write a checkpoint here after every epoch");
   app.add_option("--resume", c.resume, "continue from this checkpoint");
+  app.add_flag("--tf32", c.tf32,
+               "let float32 matmul, linear and conv2d on a CUDA GPU use TF32 tensor cores (10-bit mantissa "
+               "products, as PyTorch's allow_tf32); no effect on the cpu or the emulated device");
   app.add_flag("--json", c.json, "end with one JSON line of results");
   app.add_flag("--profile", c.profile, "print the time each kernel took in training, as a table");
   app.add_option("--max-memory", c.max_memory,
@@ -203,6 +206,7 @@ int train_main(const std::string& model_name, const TrainConfig& c,
     // The checkpoint is written after the first epoch: an unwritable path fails now, not then.
     if (!c.save.empty()) check_can_write(c.save, "--save");
     if (c.threads > 0) set_num_threads(c.threads);
+    if (c.tf32) set_allow_tf32(true);
     // Under ember-run (or torchrun, srun, mpirun) with several processes: data-parallel
     // training. --batch-size stays the global batch; each rank takes its share of every
     // step (DistributedSampler), DDP averages the gradients, rank 0 alone prints and saves.
@@ -505,6 +509,7 @@ int train_main(const std::string& model_name, const TrainConfig& c,
                           {"checkpoint", c.checkpoint},
                           {"cuda_graph_replays", graph_step ? graph_step->replays() : 0},
                           {"precision", c.precision},
+                          {"tf32", c.tf32},
                           {"image_size", c.image_size},
                           {"raw_allocs_after_first_step", raw_allocs_after_first},
                           {"micro_batch", micro_batch},

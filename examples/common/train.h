@@ -40,6 +40,7 @@ struct TrainConfig {
   std::string device_memory;       // the capacity the estimate fits the batch to; default: the device's
   double prune = 0;  // after training: prune this share, fine-tune an epoch, run sparse (CSR)
   int zero = 0;  // with several processes: 0 plain DDP, 1 or 2 the ZeRO stage (comm/zero.h)
+  bool tf32 = false;  // float32 GEMMs and convolutions on CUDA may use TF32 (set_allow_tf32)
 };
 
 void add_train_flags(CLI::App& app, TrainConfig& config);
