@@ -1,7 +1,10 @@
 // Rendezvous from the environment (comm/rendezvous.h).
 #include "comm/rendezvous.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <vector>
 
@@ -115,6 +118,24 @@ void read_local(LaunchInfo& info, const Family& f, const EnvLookup& env) {
               " on this one");
 }
 
+// Note [One job per store prefix]. Two jobs given the same MASTER_ADDR, MASTER_PORT and
+// job id (ember-run's default id is "ember-<port>") would meet in the same keys: the
+// second job's rank 0 cannot listen on the port ("port in use"), but its other ranks, on
+// that node before ember-run stops them or on other nodes, reach the first job's store
+// and would add to its keys (the count of its groups, their join keys). So each rank first
+// claims its rank number under the job's prefix, and finding it held by another process
+// is an error, before this one writes anything else there.
+void claim_rank(Store& store, const LaunchInfo& info) {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "?");
+  const std::string me = std::string(host) + " pid " + std::to_string(::getpid());
+  const std::string holder = store.compare_set("rank/" + std::to_string(info.rank), "", me);
+  EMBER_CHECK(holder == me, "rendezvous: rank ", info.rank, " of job '", info.job_id, "' (restart ", info.restart,
+              ") already joined the store at ", info.master_addr, ":", info.master_port, " (", holder,
+              "): another job uses the same address, port and job id; give each job its own MASTER_PORT "
+              "(--master-port) or EMBER_RUN_ID (--run-id)");
+}
+
 }  // namespace
 
 std::string first_slurm_host(const std::string& nodelist) {
@@ -212,6 +233,7 @@ std::shared_ptr<ProcessGroup> init_process_group(const LaunchInfo& info) {
   }
   base->set_timeout(info.timeout);
   auto store = std::make_shared<PrefixStore>(info.job_id + "/" + std::to_string(info.restart), base);
+  if (info.world_size > 1) claim_rank(*store, info);
   ProcessGroupOptions options;
   options.timeout = info.timeout;
   return std::make_shared<ProcessGroup>(store, info.rank, info.world_size, options);
