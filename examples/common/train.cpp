@@ -132,6 +132,8 @@ void print_memory_estimate(const TrainConfig& c, Device device, int64_t batch, i
 
 }  // namespace
 
+void line_buffered_stdout() { std::setvbuf(stdout, nullptr, _IOLBF, BUFSIZ); }
+
 void add_train_flags(CLI::App& app, TrainConfig& c) {
   app.add_option("--data", c.data, "Fashion-MNIST folder (IDX files)")->capture_default_str();
   app.add_option("--device", c.device, "auto, cpu, cuda or cuda:N")->capture_default_str();

@@ -43,6 +43,10 @@ struct TrainConfig {
   bool tf32 = false;  // float32 GEMMs and convolutions on CUDA may use TF32 (set_allow_tf32)
 };
 
+// Makes stdout line-buffered, into a pipe (ember-run's) too: a rank stopped because another
+// failed has then written every line it printed. Call it first in main, before any output.
+void line_buffered_stdout();
+
 void add_train_flags(CLI::App& app, TrainConfig& config);
 // --image-size, for the models whose input size follows it (the CNN).
 void add_image_size_flag(CLI::App& app, TrainConfig& config);
