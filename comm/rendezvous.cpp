@@ -217,6 +217,11 @@ LaunchInfo launch_info_from_env(const EnvLookup& env) {
       info.restart = parse_int(name, *r, 0, 1 << 20);
       break;
     }
+  for (const char* name : {"EMBER_MAX_RESTARTS", "TORCHELASTIC_MAX_RESTARTS"})
+    if (auto r = env(name)) {
+      info.max_restarts = parse_int(name, *r, 0, 1 << 20);
+      break;
+    }
   if (auto t = env("EMBER_COMM_TIMEOUT_S"))
     info.timeout = std::chrono::seconds(parse_int("EMBER_COMM_TIMEOUT_S", *t, 1, 1 << 24));
   return info;

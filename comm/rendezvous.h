@@ -25,7 +25,8 @@
 // 127.0.0.1) and MASTER_PORT (default 29500) locate rank 0's TcpStore. Keys are prefixed
 // by the job (EMBER_RUN_ID, TORCHELASTIC_RUN_ID or SLURM_JOB_ID) and the restart
 // (EMBER_RESTART_COUNT or TORCHELASTIC_RESTART_COUNT), so a restarted group never reads
-// a previous attempt's keys. EMBER_COMM_TIMEOUT_S sets the timeout. A missing, malformed
+// a previous attempt's keys; EMBER_MAX_RESTARTS or TORCHELASTIC_MAX_RESTARTS say how often
+// the launcher may restart it. EMBER_COMM_TIMEOUT_S sets the timeout. A missing, malformed
 // or contradictory variable is an ember::Error naming it.
 #pragma once
 
@@ -48,6 +49,7 @@ struct LaunchInfo {
   std::string launcher = "none";  // "torchrun", "openmpi", "slurm" or "none"
   std::string job_id = "ember";
   int restart = 0;
+  int max_restarts = 0;  // how often the launcher may restart the group (0: a failure ends the job)
   Duration timeout = kDefaultTimeout;
 };
 

@@ -38,12 +38,13 @@ TEST(Rendezvous, NothingSetIsOneProcess) {
   EXPECT_EQ(i.world_size, 1);
   EXPECT_EQ(i.launcher, "none");
   EXPECT_EQ(i.master_port, 29500);
+  EXPECT_EQ(i.max_restarts, 0);
 }
 
 TEST(Rendezvous, Torchrun) {
   LaunchInfo i = from({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"},
                        {"MASTER_ADDR", "node7"}, {"MASTER_PORT", "1234"}, {"TORCHELASTIC_RESTART_COUNT", "2"},
-                       {"EMBER_RUN_ID", "job42"}});
+                       {"TORCHELASTIC_MAX_RESTARTS", "3"}, {"EMBER_RUN_ID", "job42"}});
   EXPECT_EQ(i.launcher, "torchrun");
   EXPECT_EQ(i.rank, 3);
   EXPECT_EQ(i.world_size, 4);
@@ -52,6 +53,7 @@ TEST(Rendezvous, Torchrun) {
   EXPECT_EQ(i.master_addr, "node7");
   EXPECT_EQ(i.master_port, 1234);
   EXPECT_EQ(i.restart, 2);
+  EXPECT_EQ(i.max_restarts, 3);
   EXPECT_EQ(i.job_id, "job42");
   // One node: MASTER_ADDR may be left out.
   EXPECT_EQ(from({{"RANK", "1"}, {"WORLD_SIZE", "2"}}).master_addr, "127.0.0.1");

@@ -1,7 +1,9 @@
 // Flags the training driver acts on before it reads the data set (absent here, so each
-// run stops at loading it): --tf32 reaches the runtime switch.
+// run that gets that far stops there): --tf32 reaches the runtime switch, and a missing
+// --resume file is an error except in a job that restarts and writes it itself.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -10,6 +12,15 @@
 
 namespace ember {
 namespace {
+
+bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// Sets an environment variable for the scope (the launcher's, read by train_main).
+struct ScopedEnv {
+  std::string name;
+  ScopedEnv(std::string n, const std::string& value) : name(std::move(n)) { ::setenv(name.c_str(), value.c_str(), 1); }
+  ~ScopedEnv() { ::unsetenv(name.c_str()); }
+};
 
 class TrainFlags : public test::TempDirTest {
  protected:
@@ -25,13 +36,19 @@ class TrainFlags : public test::TempDirTest {
     return c;
   }
 
-  // train_main's exit code and what it printed on stderr; it fails at the missing data.
-  std::pair<int, std::string> train(examples::TrainConfig c) {
+  struct Run {
+    int rc;
+    std::string out, err;
+    bool reached_the_data() const { return rc == 1 && has(err, "no-dataset"); }
+  };
+  Run train(examples::TrainConfig c) {
     c.data = path("no-dataset");
     c.device = "cpu";
+    testing::internal::CaptureStdout();
     testing::internal::CaptureStderr();
     const int rc = examples::train_main("mlp", c, []() -> std::shared_ptr<nn::Module> { return nullptr; });
-    return {rc, testing::internal::GetCapturedStderr()};
+    std::string out = testing::internal::GetCapturedStdout();
+    return {rc, out, testing::internal::GetCapturedStderr()};
   }
 };
 
@@ -43,10 +60,45 @@ TEST_F(TrainFlags, Tf32ReachesTheRuntimeSwitch) {
   EXPECT_FALSE(parse({}).tf32);
   train(parse({}));
   EXPECT_FALSE(allow_tf32()) << "allowed without --tf32";
-  auto [rc, err] = train(parse({"--tf32"}));
-  EXPECT_EQ(rc, 1);
-  EXPECT_NE(err.find("no-dataset"), std::string::npos) << err;
+  const Run r = train(parse({"--tf32"}));
+  EXPECT_TRUE(r.reached_the_data()) << r.err;
   EXPECT_TRUE(allow_tf32());
+}
+
+// Note [Resuming after a restart] (examples/common/restart.h).
+TEST_F(TrainFlags, MissingResumeFileIsAnErrorOutsideARestartableJob) {
+  examples::TrainConfig c;
+  c.resume = path("ck.safetensors");
+  Run r = train(c);
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "--resume: '" + c.resume + "' does not exist")) << r.err;
+  c.save = c.resume;  // its own checkpoint, but no launcher restarts the job
+  r = train(c);
+  EXPECT_TRUE(has(r.err, "--resume: '" + c.resume + "' does not exist")) << r.err;
+  ScopedEnv restarts("EMBER_MAX_RESTARTS", "0");
+  r = train(c);
+  EXPECT_TRUE(has(r.err, "--resume: '" + c.resume + "' does not exist")) << r.err;
+}
+
+TEST_F(TrainFlags, MissingResumeFileStartsFromTheBeginningInARestartableJobThatWritesIt) {
+  for (const char* launcher : {"EMBER_MAX_RESTARTS", "TORCHELASTIC_MAX_RESTARTS"}) {  // ember-run's, torchrun's
+    SCOPED_TRACE(launcher);
+    ScopedEnv restarts(launcher, "1");
+    examples::TrainConfig c;
+    c.resume = path("ck.safetensors");
+    c.save = path("other.safetensors");  // a typo in one of them: not this job's checkpoint
+    Run r = train(c);
+    EXPECT_TRUE(has(r.err, "--resume: '" + c.resume + "' does not exist")) << r.err;
+
+    c.save = path("") + "/./ck.safetensors";  // the same file, spelt otherwise
+    r = train(c);
+    EXPECT_TRUE(r.reached_the_data()) << r.err;
+    EXPECT_TRUE(has(r.out, "--resume: " + c.resume + " is not written yet: training from the start")) << r.out;
+    ScopedEnv restart("EMBER_RESTART_COUNT", "1");  // a failure in the first epoch
+    r = train(c);
+    EXPECT_TRUE(r.reached_the_data()) << r.err;
+    EXPECT_TRUE(has(r.out, "restart 1: " + c.resume + " was not written before the failure")) << r.out;
+  }
 }
 
 }  // namespace

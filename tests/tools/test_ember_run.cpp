@@ -69,7 +69,8 @@ TEST(EmberRun, ARankKilledBySignalIsNamed) {
 }
 
 TEST(EmberRun, RestartsTheGroup) {
-  Result r = ember_run("--nproc-per-node 2 --max-restarts 2 sh -c '[ $EMBER_RESTART_COUNT = 1 ]'");
+  Result r =
+      ember_run("--nproc-per-node 2 --max-restarts 2 sh -c '[ $EMBER_RESTART_COUNT = 1 ] && [ $EMBER_MAX_RESTARTS = 2 ]'");
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_TRUE(has(r.out, "restarting the group (1 of 2)")) << r.out;
 }

@@ -8,7 +8,8 @@
 // refused (Note [One job per store prefix] in comm/rendezvous.cpp).
 //
 // Each process gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
-// MASTER_PORT, EMBER_RUN_ID and EMBER_RESTART_COUNT (comm/rendezvous.h reads them), and,
+// MASTER_PORT, EMBER_RUN_ID, EMBER_RESTART_COUNT and EMBER_MAX_RESTARTS (comm/rendezvous.h
+// reads them; the examples resume from their checkpoint after a restart), and,
 // unless set, EMBER_NUM_THREADS = cores / N so the processes do not fight over the CPU.
 // Every output line is prefixed with its rank ("[rank 1] ..."; --no-prefix leaves it
 // out). SIGINT and SIGTERM are forwarded. When one process fails (a non-zero exit or a
@@ -129,6 +130,7 @@ int main(int argc, char** argv) {
   lo.master_addr = o.master_addr;
   lo.master_port = o.master_port;
   lo.run_id = o.run_id;  // empty: "ember-<port>"
+  lo.max_restarts = o.max_restarts;
   lo.prefix_output = !o.no_prefix;
   lo.name = "ember-run";
   std::vector<char*> program;  // PROGRAM ARGS... for execvp
