@@ -81,7 +81,8 @@ void build_env(Worker& w, const LaunchOptions& o, int nproc) {
       {"MASTER_ADDR", o.master_addr},
       {"MASTER_PORT", std::to_string(o.master_port)},
       {"EMBER_RUN_ID", o.run_id},
-      {"EMBER_RESTART_COUNT", std::to_string(o.restart)}};
+      {"EMBER_RESTART_COUNT", std::to_string(o.restart)},
+      {"EMBER_MAX_RESTARTS", std::to_string(o.max_restarts)}};
   if (!std::getenv("EMBER_NUM_THREADS")) {
     const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
     vars.emplace_back("EMBER_NUM_THREADS", std::to_string(std::max(1u, cores / static_cast<unsigned>(nproc))));

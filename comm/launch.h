@@ -3,10 +3,11 @@
 //
 // launch_workers forks one process per local rank. Each gets the environment
 // comm/rendezvous.h reads (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK,
-// MASTER_ADDR, MASTER_PORT, EMBER_RUN_ID, EMBER_RESTART_COUNT and, unless set,
-// EMBER_NUM_THREADS = cores / ranks so the processes do not fight over the CPU), runs in
-// its own process group (stopping a rank stops what it started) and dies with its parent
-// (PR_SET_PDEATHSIG). Every output line is prefixed with its rank ("[rank 1] ...").
+// MASTER_ADDR, MASTER_PORT, EMBER_RUN_ID, EMBER_RESTART_COUNT, EMBER_MAX_RESTARTS and,
+// unless set, EMBER_NUM_THREADS = cores / ranks so the processes do not fight over the
+// CPU), runs in its own process group (stopping a rank stops what it started) and dies
+// with its parent (PR_SET_PDEATHSIG). Every output line is prefixed with its rank
+// ("[rank 1] ...").
 // Fail-fast: when one rank fails (a non-zero exit or a signal) the others are stopped
 // (SIGTERM, then SIGKILL after `stop_grace`) and the result says which rank failed and
 // how. SIGINT and SIGTERM sent to the launching process are passed on to every rank.
@@ -23,8 +24,9 @@ struct LaunchOptions {
   int node_rank = 0;          // this node's index: its ranks are node_rank * nproc + local rank
   std::string master_addr;    // empty: MASTER_ADDR from the environment, else 127.0.0.1
   int master_port = 0;        // 0: MASTER_PORT from the environment, else a free port
-  std::string run_id;         // EMBER_RUN_ID; empty: "ember-<port>"
+  std::string run_id;         // EMBER_RUN_ID; empty: "ember-<port>" (one job per port: comm/rendezvous.cpp)
   int restart = 0;            // EMBER_RESTART_COUNT
+  int max_restarts = 0;       // EMBER_MAX_RESTARTS: how often the launcher may restart the group
   bool prefix_output = true;  // "[rank R] " before each line
   bool forward_signals = true;  // SIGINT / SIGTERM handlers while the workers run (then restored)
   std::chrono::milliseconds stop_grace{5000};  // SIGTERM to SIGKILL when stopping the others

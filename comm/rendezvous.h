@@ -1,17 +1,32 @@
 // Rendezvous from the environment: which rank this process is, how many there are and
 // where rank 0's store listens, from the variables a launcher sets.
 //
-// Read in this order (the first family present wins, so ember-run or torchrun inside an
-// srun allocation is not overruled by Slurm's own variables):
+// Read in this order; the first family present is the launcher that started this process:
 //   torchrun / ember-run  RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE
 //   OpenMPI (mpirun)      OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE
 //   Slurm (srun)          SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_TASKS_PER_NODE
+//                         (with SLURM_NODEID when the nodes hold different task counts)
 //   none                  one process: rank 0 of 1
+//
+// Note [Two launchers' variables]. A launcher started inside another's allocation
+// (torchrun or ember-run in an srun step, mpirun in a Slurm job) leaves the outer one's
+// variables in place; they describe the outer step and differ for good reason. As in
+// PyTorch, the inner launcher's are the truth: its env:// rendezvous reads only RANK and
+// WORLD_SIZE, and its MPI backend takes rank and size from the MPI runtime, never from
+// Slurm's. RANK and WORLD_SIZE that no launcher set (no TORCHELASTIC_RESTART_COUNT or
+// EMBER_RESTART_COUNT beside them: exported by hand, or left over in a shell) must agree
+// with an OpenMPI or Slurm rank and size present too; otherwise every process could be
+// "rank 0 of 1" of its own job, and the disagreement is an error naming both variables.
+//
+// A missing local rank or size is taken from the global one only where the job is known
+// to run on one node (MASTER_ADDR unset or loopback; under Slurm, SLURM_NNODES=1);
+// elsewhere it is an error naming the variable (Note [Local rank and size]).
 // MASTER_ADDR (default under Slurm: the first host of SLURM_JOB_NODELIST; on one node:
 // 127.0.0.1) and MASTER_PORT (default 29500) locate rank 0's TcpStore. Keys are prefixed
 // by the job (EMBER_RUN_ID, TORCHELASTIC_RUN_ID or SLURM_JOB_ID) and the restart
 // (EMBER_RESTART_COUNT or TORCHELASTIC_RESTART_COUNT), so a restarted group never reads
-// a previous attempt's keys. EMBER_COMM_TIMEOUT_S sets the timeout. A missing, malformed
+// a previous attempt's keys; EMBER_MAX_RESTARTS or TORCHELASTIC_MAX_RESTARTS say how often
+// the launcher may restart it. EMBER_COMM_TIMEOUT_S sets the timeout. A missing, malformed
 // or contradictory variable is an ember::Error naming it.
 #pragma once
 
@@ -34,6 +49,7 @@ struct LaunchInfo {
   std::string launcher = "none";  // "torchrun", "openmpi", "slurm" or "none"
   std::string job_id = "ember";
   int restart = 0;
+  int max_restarts = 0;  // how often the launcher may restart the group (0: a failure ends the job)
   Duration timeout = kDefaultTimeout;
 };
 

@@ -34,10 +34,10 @@ class SingleThreadedScope {
 // vectorization follows the same flags.
 const char* cpu_vector_isa();
 
-// Whether float32 matmul and linear on a GPU may use TF32 tensor cores (10-bit mantissa
-// products, float32 sums), as torch.backends.cuda.matmul.allow_tf32: off by default, so
-// float32 results keep float32 precision. Process-wide; the CPU and the emulated device
-// ignore it.
+// Whether float32 matmul, linear (cuBLAS) and conv2d (cuDNN) on a GPU may use TF32 tensor
+// cores (10-bit mantissa products, float32 sums), as torch.backends.cuda.matmul.allow_tf32
+// and torch.backends.cudnn.allow_tf32 together: off by default, so float32 results keep
+// float32 precision. Process-wide; the CPU and the emulated device ignore it.
 void set_allow_tf32(bool allow);
 bool allow_tf32();
 

@@ -3,9 +3,11 @@
 
 The same models, batch size (128), optimizer (Adam, lr 1e-3), Fashion-MNIST data resident
 on the device (as ember's --data-on-device), cudnn.benchmark=True, fused Adam and TF32
-off (ember's default; --tf32 allows it in both). Two modes: eager, and the whole
-training step captured once in a CUDA graph and replayed (static input buffers, Adam
-with capturable=True); the graph mode skips the last partial batch (32 of 60000 samples).
+off (ember's default; --tf32 here allows it for matmuls and convolutions, as the ember
+examples' --tf32 does; scripts/gpu-check.sh passes it to neither). Two modes: eager, and
+the whole training step captured once in a CUDA graph and replayed (static input
+buffers, Adam with capturable=True); the graph mode skips the last partial batch (32 of
+60000 samples).
 Prints one JSON line per (model, mode) with the seconds of each epoch after a warm-up
 epoch, and the test accuracy.
 

@@ -4,6 +4,7 @@
 #include "examples/common/train.h"
 
 int main(int argc, char** argv) {
+  ember::examples::line_buffered_stdout();
   CLI::App app{"ember cnn: train a two-layer convolutional network on Fashion-MNIST"};
   ember::examples::TrainConfig config;
   ember::examples::add_train_flags(app, config);

@@ -16,6 +16,7 @@
 #include "data/prefetch.h"
 #include "data/sampler.h"
 #include "examples/common/graph_step.h"
+#include "examples/common/restart.h"
 #include "memory/oom.h"
 #include "optim/checkpoint.h"
 #include "optim/memory_estimate.h"
@@ -132,6 +133,8 @@ void print_memory_estimate(const TrainConfig& c, Device device, int64_t batch, i
 
 }  // namespace
 
+void line_buffered_stdout() { std::setvbuf(stdout, nullptr, _IOLBF, BUFSIZ); }
+
 void add_train_flags(CLI::App& app, TrainConfig& c) {
   app.add_option("--data", c.data, "Fashion-MNIST folder (IDX files)")->capture_default_str();
   app.add_option("--device", c.device, "auto, cpu, cuda or cuda:N")->capture_default_str();
@@ -151,7 +154,12 @@ void add_train_flags(CLI::App& app, TrainConfig& c) {
   app.add_option("--limit-train", c.limit_train, "use only the first N training images");
   app.add_option("--limit-test", c.limit_test, "evaluate on the first N test images only");
   app.add_option("--save", c.save, "write a checkpoint here after every epoch");
-  app.add_option("--resume", c.resume, "continue from this checkpoint");
+  app.add_option("--resume", c.resume,
+                 "continue from this checkpoint; a missing one is an error, except under ember-run or torchrun "
+                 "--max-restarts K > 0 when --save names the same file (not written yet: start from the beginning)");
+  app.add_flag("--tf32", c.tf32,
+               "let float32 matmul, linear and conv2d on a CUDA GPU use TF32 tensor cores (10-bit mantissa "
+               "products, as PyTorch's allow_tf32); no effect on the cpu or the emulated device");
   app.add_flag("--json", c.json, "end with one JSON line of results");
   app.add_flag("--profile", c.profile, "print the time each kernel took in training, as a table");
   app.add_option("--max-memory", c.max_memory,
@@ -203,6 +211,7 @@ int train_main(const std::string& model_name, const TrainConfig& c,
     // The checkpoint is written after the first epoch: an unwritable path fails now, not then.
     if (!c.save.empty()) check_can_write(c.save, "--save");
     if (c.threads > 0) set_num_threads(c.threads);
+    if (c.tf32) set_allow_tf32(true);
     // Under ember-run (or torchrun, srun, mpirun) with several processes: data-parallel
     // training. --batch-size stays the global batch; each rank takes its share of every
     // step (DistributedSampler), DDP averages the gradients, rank 0 alone prints and saves.
@@ -248,6 +257,7 @@ int train_main(const std::string& model_name, const TrainConfig& c,
       return 0;
     }
     EMBER_CHECK(c.device_memory.empty(), "--device-memory goes with --estimate-memory");
+    const bool resume = resume_checkpoint_exists(c.resume, c.save, launch, pg.get());
     manual_seed(c.seed);
     // Each load leaves intermediate copies (bytes, floats, scaled floats) in the cache:
     // returned at once, before a later tensor can split their segments and pin them.
@@ -288,13 +298,15 @@ int train_main(const std::string& model_name, const TrainConfig& c,
     std::unique_ptr<optim::Optimizer> opt =
         c.zero ? std::make_unique<comm::ZeroOptimizer>(*ddp, c.zero, inner) : inner(model->parameters());
     int64_t first_epoch = 0;
-    if (!c.resume.empty()) {
+    if (resume) {  // Note [Resuming after a restart] (restart.h)
       auto meta = optim::load_checkpoint(c.resume, *model, opt.get());
       EMBER_CHECK(meta.count("model") && meta["model"] == model_name, "--resume: '", c.resume, "' holds a ",
                   meta.count("model") ? meta["model"] : std::string("?"), " model, not ", model_name);
       first_epoch = std::stoll(meta.at("epoch"));
       if (lead)
-        std::printf("resumed from %s after epoch %lld\n", c.resume.c_str(), static_cast<long long>(first_epoch));
+        std::printf("%sresumed from %s after epoch %lld\n",
+                    launch.restart > 0 ? ("restart " + std::to_string(launch.restart) + ": ").c_str() : "",
+                    c.resume.c_str(), static_cast<long long>(first_epoch));
     }
 
     data::DataLoaderOptions loader_options{.batch_size = rank_batch,
@@ -447,6 +459,7 @@ int train_main(const std::string& model_name, const TrainConfig& c,
       if (zero && !c.save.empty()) zero->consolidate_state_dict();  // a collective: every rank
       if (!c.save.empty() && lead && !after_step)
         optim::save_checkpoint(c.save, *model, opt.get(), {{"model", model_name}, {"epoch", std::to_string(e + 1)}});
+      if (!c.save.empty() && !after_step) crash_after_checkpoint_for_tests(launch, pg.get());
     };
     for (int64_t e = first_epoch; e < c.epochs; ++e) train_epoch(e);
     // --prune: prune the trained Linear weights, fine-tune one epoch holding the masks
@@ -505,6 +518,7 @@ int train_main(const std::string& model_name, const TrainConfig& c,
                           {"checkpoint", c.checkpoint},
                           {"cuda_graph_replays", graph_step ? graph_step->replays() : 0},
                           {"precision", c.precision},
+                          {"tf32", c.tf32},
                           {"image_size", c.image_size},
                           {"raw_allocs_after_first_step", raw_allocs_after_first},
                           {"micro_batch", micro_batch},

@@ -40,7 +40,12 @@ struct TrainConfig {
   std::string device_memory;       // the capacity the estimate fits the batch to; default: the device's
   double prune = 0;  // after training: prune this share, fine-tune an epoch, run sparse (CSR)
   int zero = 0;  // with several processes: 0 plain DDP, 1 or 2 the ZeRO stage (comm/zero.h)
+  bool tf32 = false;  // float32 GEMMs and convolutions on CUDA may use TF32 (set_allow_tf32)
 };
+
+// Makes stdout line-buffered, into a pipe (ember-run's) too: a rank stopped because another
+// failed has then written every line it printed. Call it first in main, before any output.
+void line_buffered_stdout();
 
 void add_train_flags(CLI::App& app, TrainConfig& config);
 // --image-size, for the models whose input size follows it (the CNN).

@@ -5,11 +5,11 @@
 // comparison; stage 2 keeps only gradient shards; a checkpoint saved at world size 3
 // resumes at 2 (ZeRO) and at 1 (a plain optimizer) with the uninterrupted run's next step.
 //
-// Tolerance: 1e-6 relative, as the issue asks. The sharded update is the same elementwise
-// fused op on the same values; only the gradient reduction may add in another order
-// (reduce-scatter against all-reduce), ~1e-16 in float64 (measured: the runs agree bit
-// for bit on Gloo). A missing all-gather leaves (N-1)/N of the parameters at their
-// previous values: off by a learning-rate-sized step, 1e-3 and more.
+// Tolerance: 1e-6 relative, between the two things it must tell apart. The sharded update
+// is the same elementwise fused op on the same values; only the gradient reduction may
+// add in another order (reduce-scatter against all-reduce), ~1e-16 in float64 (measured:
+// the runs agree bit for bit on Gloo). A missing all-gather leaves (N-1)/N of the
+// parameters at their previous values: off by a learning-rate-sized step, 1e-3 and more.
 #include <gtest/gtest.h>
 
 #include <filesystem>

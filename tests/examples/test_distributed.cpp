@@ -2,6 +2,7 @@
 // devices (NCCL; in the emulated build, two emulated devices and the emulated NCCL): only
 // rank 0 reports, the --json line says world_size 2, and the saved parameters equal the
 // single-process run's (same global batch, same samples per step) to float32 rounding.
+// A group restarted after a rank dies resumes from its checkpoint.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -111,6 +112,73 @@ TEST(DistributedZero, ZeroTwoSavesWhatPlainDdpSaves) {
     const double worst = max(abs(sub(x, b.tensors[i].second))).item<double>();
     EXPECT_LE(worst, 1e-6 * std::max(1.0, max(abs(x)).item<double>())) << a.tensors[i].first;
   }
+  std::filesystem::remove_all(dir);
+}
+
+// Note [Resuming after a restart] (examples/common/restart.h): one fixed command line
+// under ember-run --max-restarts 1, --save and --resume naming the same file. The first
+// start finds no checkpoint and trains from the beginning; rank 1 is killed once epoch
+// 1's checkpoint is on disk (the test hook EMBER_TEST_CRASH_AFTER_CHECKPOINT); the
+// restarted group resumes from it and trains epoch 2 alone. The same command without the
+// crash is the uninterrupted run: both take the same steps on the same samples in the
+// same order with the same threads (ember-run gives each rank cores / 2) and the
+// checkpoint restores parameters and momentum exactly, so every saved tensor is equal,
+// bit for bit.
+TEST(DistributedRestart, ARestartedGroupResumesFromItsCheckpoint) {
+  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist")) GTEST_SKIP() << "no Fashion-MNIST";
+  const auto dir = std::filesystem::temp_directory_path() / ("ember_restart_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto job = [&](const std::string& name, const std::string& env) {
+    const std::string ck = (dir / (name + ".safetensors")).string();
+    return run(env + EMBER_RUN_BIN + " --nproc-per-node 2 --max-restarts 1 --master-port " +
+               std::to_string(free_port()) + " " + EMBER_MLP_BIN +
+               " --device cpu --limit-train 512 --limit-test 128 --batch-size 64 --epochs 2 --optimizer sgd --lr 0.05"
+               " --save " + ck + " --resume " + ck + " 2>&1");
+  };
+  auto [crashed, rc] = job("crashed", "EMBER_TEST_CRASH_AFTER_CHECKPOINT=1 ");
+  ASSERT_EQ(rc, 0) << crashed;
+  auto [straight, rc_straight] = job("straight", "");
+  ASSERT_EQ(rc_straight, 0) << straight;
+
+  auto count = [](const std::string& s, const std::string& part) {
+    size_t n = 0;
+    for (size_t at = s.find(part); at != std::string::npos; at = s.find(part, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count(crashed, "is not written yet: training from the start"), 1u) << crashed;
+  EXPECT_EQ(count(crashed, "rank 1 (local rank 1, pid "), 1u) << crashed;
+  EXPECT_EQ(count(crashed, "was killed by signal 9"), 1u) << crashed;
+  EXPECT_EQ(count(crashed, "restarting the group (1 of 1)"), 1u) << crashed;
+  EXPECT_EQ(count(crashed, "restart 1: resumed from "), 1u) << crashed;
+  EXPECT_EQ(count(crashed, "after epoch 1"), 1u) << crashed;
+  EXPECT_EQ(count(crashed, "epoch 1/2: "), 1u) << "epoch 1 trained again:\n" << crashed;
+  EXPECT_EQ(count(crashed, "epoch 2/2: "), 1u) << crashed;
+
+  auto a = load_safetensors((dir / "crashed.safetensors").string());
+  auto b = load_safetensors((dir / "straight.safetensors").string());
+  ASSERT_EQ(a.tensors.size(), b.tensors.size());
+  for (size_t i = 0; i < a.tensors.size(); ++i) {
+    ASSERT_EQ(a.tensors[i].first, b.tensors[i].first);
+    EXPECT_EQ(a.tensors[i].second.to_vector<double>(), b.tensors[i].second.to_vector<double>()) << a.tensors[i].first;
+  }
+  EXPECT_EQ(a.metadata, b.metadata);
+  std::filesystem::remove_all(dir);
+}
+
+// Every rank reads --resume's file. Ranks that see it and ranks that do not (nodes without
+// a shared folder; here each rank in a folder of its own) would train different epochs:
+// an error, on every rank alike, before the data is read.
+TEST(DistributedRestart, ACheckpointOnlySomeRanksSeeIsAnError) {
+  const auto dir = std::filesystem::temp_directory_path() / ("ember_resume_seen_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir / "r0");
+  std::filesystem::create_directories(dir / "r1");
+  std::fclose(std::fopen((dir / "r0" / "ck.safetensors").c_str(), "w"));
+  auto [out, rc] = run(std::string(EMBER_RUN_BIN) + " --nproc-per-node 2 --master-port " + std::to_string(free_port()) +
+                       " sh -c 'cd " + dir.string() + "/r$RANK && exec " + EMBER_MLP_BIN +
+                       " --device cpu --resume ck.safetensors' 2>&1");
+  EXPECT_EQ(rc, 1) << out;
+  // The first rank to fail is named; ember-run may stop the other before it prints.
+  EXPECT_NE(out.find("] error: --resume: 'ck.safetensors' exists for 1 of the 2 processes"), std::string::npos) << out;
   std::filesystem::remove_all(dir);
 }
 

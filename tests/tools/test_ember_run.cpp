@@ -1,11 +1,21 @@
 // ember-run: the environment each rank gets, rank-prefixed output, fail-fast with a
-// message naming the failed rank and how it ended, no process left behind, restarts.
+// message naming the failed rank and how it ended, no process left behind, restarts,
+// --master-addr on the nodes that need it, and a second job on a running job's port.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
 #include <string>
+#include <thread>
+
+#include "comm/rendezvous.h"
+#include "tests/comm/process_util.h"
 
 namespace {
 
@@ -59,7 +69,8 @@ TEST(EmberRun, ARankKilledBySignalIsNamed) {
 }
 
 TEST(EmberRun, RestartsTheGroup) {
-  Result r = ember_run("--nproc-per-node 2 --max-restarts 2 sh -c '[ $EMBER_RESTART_COUNT = 1 ]'");
+  Result r =
+      ember_run("--nproc-per-node 2 --max-restarts 2 sh -c '[ $EMBER_RESTART_COUNT = 1 ] && [ $EMBER_MAX_RESTARTS = 2 ]'");
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_TRUE(has(r.out, "restarting the group (1 of 2)")) << r.out;
 }
@@ -79,6 +90,79 @@ TEST(EmberRun, OneRankPerGpu) {
   if (r.status == 2) EXPECT_TRUE(has(r.out, "ember-run: --nproc-per-node gpu: ")) << r.out;  // no GPU here
   else EXPECT_EQ(r.status, 0) << r.out;
 #endif
+}
+
+// Node 0's ranks reach rank 0's store on 127.0.0.1; another node's cannot.
+TEST(EmberRun, OtherNodesNeedTheMasterAddress) {
+  Result r = ember_run("--nproc-per-node 1 --nnodes 2 --node-rank 1 true");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(has(r.out, "--node-rank 1 of --nnodes 2 needs --master-addr")) << r.out;
+  r = ember_run("--nproc-per-node 1 --nnodes 2 --node-rank 0 sh -c 'echo A=$MASTER_ADDR'");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "[rank 0] A=127.0.0.1")) << r.out;
+}
+
+// Waits up to `seconds` for `file` to appear; whether it did.
+bool wait_for(const std::filesystem::path& file, int seconds) {
+  for (int i = 0; i < seconds * 50 && !std::filesystem::exists(file); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  return std::filesystem::exists(file);
+}
+
+// A rank of the jobs below: joins its group, and (rank 0) says so in EMBER_TEST_DIR; then
+// stays in the job until the test writes "release" there (or a minute has passed).
+TEST(EmberRunJobs, Worker) {
+  if (!ember::comm::testing::is_worker()) GTEST_SKIP() << "runs as a rank of EmberRunJobs.*";
+  auto pg = ember::comm::init_process_group_from_env();
+  pg->barrier()->wait();
+  const std::filesystem::path dir = std::getenv("EMBER_TEST_DIR");
+  if (pg->rank() == 0) std::ofstream(dir / "joined") << "";
+  wait_for(dir / "release", 60);
+  pg->barrier()->wait();
+}
+
+// Note [One job per store prefix]: a second job given a running job's port, and so its
+// default run id (ember-<port>), reaches the first job's store from another "node"; its
+// rank is refused at once, and the first job runs on untouched.
+TEST(EmberRunJobs, ASecondJobOnTheSamePortIsRefused) {
+  const auto dir = std::filesystem::temp_directory_path() / ("ember_run_jobs_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string port = std::to_string(ember::comm::free_port());
+  const std::string worker = " /proc/" + std::to_string(::getpid()) + "/exe --gtest_filter=EmberRunJobs.Worker";
+  const std::string env = "EMBER_TEST_WORKER=1 EMBER_TEST_DIR=" + dir.string() + " EMBER_COMM_TIMEOUT_S=20";
+  auto finish_a = [&] {  // lets job A's ranks end; true when it has
+    std::ofstream(dir / "release") << "";
+    return wait_for(dir / "a.rc", 30);
+  };
+  struct Cleanup {  // job A ends, and its folder goes, however the test does
+    std::function<bool()> finish;
+    std::filesystem::path dir;
+    ~Cleanup() {
+      finish();
+      std::filesystem::remove_all(dir);
+    }
+  } cleanup{finish_a, dir};
+  const std::string a = "env " + env + " " + EMBER_RUN_BIN + " --nproc-per-node 2 --master-port " + port + worker;
+  ASSERT_EQ(std::system(("(" + a + " > " + (dir / "a.out").string() + " 2>&1; echo $? > " + (dir / "a.tmp").string() +
+                         "; mv " + (dir / "a.tmp").string() + " " + (dir / "a.rc").string() + ") &")
+                            .c_str()),
+            0);
+  ASSERT_TRUE(wait_for(dir / "joined", 30)) << "job A did not start";
+
+  Result b = ember_run("--nproc-per-node 1 --nnodes 2 --node-rank 1 --master-addr 127.0.0.1 --master-port " + port +
+                           worker,
+                       env);
+  EXPECT_EQ(b.status, 1) << b.out;
+  EXPECT_TRUE(has(b.out, "rank 1 of job 'ember-" + port + "' (restart 0) already joined the store")) << b.out;
+
+  ASSERT_TRUE(finish_a()) << "job A did not end";
+  std::ifstream rc(dir / "a.rc"), out(dir / "a.out");
+  const std::string a_out{std::istreambuf_iterator<char>(out), {}};
+  int a_status = -1;
+  rc >> a_status;
+  EXPECT_EQ(a_status, 0) << a_out;
+  for (int r = 0; r < 2; ++r)
+    EXPECT_TRUE(has(a_out, "[rank " + std::to_string(r) + "] [       OK ] EmberRunJobs.Worker")) << a_out;
 }
 
 TEST(EmberRun, BadArgumentsAreClear) {

@@ -3,8 +3,13 @@
 //   ember-run --nproc-per-node N [--nnodes M --node-rank R --master-addr A --master-port P]
 //             [--max-restarts K] PROGRAM ARGS...
 //
+// --master-addr is required on every node but node 0, whose ranks reach rank 0's store on
+// 127.0.0.1. Two jobs on one port share the default run id (ember-<port>); the second is
+// refused (Note [One job per store prefix] in comm/rendezvous.cpp).
+//
 // Each process gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
-// MASTER_PORT, EMBER_RUN_ID and EMBER_RESTART_COUNT (comm/rendezvous.h reads them), and,
+// MASTER_PORT, EMBER_RUN_ID, EMBER_RESTART_COUNT and EMBER_MAX_RESTARTS (comm/rendezvous.h
+// reads them; the examples resume from their checkpoint after a restart), and,
 // unless set, EMBER_NUM_THREADS = cores / N so the processes do not fight over the CPU.
 // Every output line is prefixed with its rank ("[rank 1] ..."; --no-prefix leaves it
 // out). SIGINT and SIGTERM are forwarded. When one process fails (a non-zero exit or a
@@ -57,13 +62,18 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--nnodes", o.nnodes, "nodes in the job")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--node-rank", o.node_rank, "this node's index, 0 to nnodes-1")->capture_default_str();
-  app.add_option("--master-addr", o.master_addr, "address of node 0 (where rank 0 serves the store)")
-      ->capture_default_str();
+  CLI::Option* master_addr =
+      app.add_option("--master-addr", o.master_addr,
+                     "address of node 0, where rank 0 serves the store (needed on the other nodes of a job; "
+                     "node 0's own ranks reach it on 127.0.0.1)")
+          ->capture_default_str();
   app.add_option("--master-port", o.master_port, "port of rank 0's store")->capture_default_str()->check(
       CLI::Range(1, 65535));
   app.add_option("--max-restarts", o.max_restarts, "restart the whole group this many times after a failure")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
-  app.add_option("--run-id", o.run_id, "job id that prefixes the store's keys (default: ember-<port>)");
+  app.add_option("--run-id", o.run_id,
+                 "job id that prefixes the store's keys (default: ember-<port>; a second job on the same port is "
+                 "refused, not mixed in)");
   app.add_flag("--no-prefix", o.no_prefix, "do not prefix output lines with the rank");
   app.prefix_command();  // everything from PROGRAM on belongs to it
   app.footer("PROGRAM ARGS...: the program each rank runs, and its arguments");
@@ -102,6 +112,16 @@ int main(int argc, char** argv) {
                  o.nnodes);
     return 2;
   }
+  // Node 0 holds rank 0, whose store listens on every interface: its own ranks reach it on
+  // 127.0.0.1. Another node's ranks would look for it on their own machine and wait there
+  // until the timeout.
+  if (o.node_rank > 0 && master_addr->count() == 0) {
+    std::fprintf(stderr,
+                 "ember-run: --node-rank %d of --nnodes %d needs --master-addr, the address of node 0 (where rank 0 "
+                 "serves the store); 127.0.0.1 would be this machine\n",
+                 o.node_rank, o.nnodes);
+    return 2;
+  }
   ::signal(SIGPIPE, SIG_IGN);
 
   ember::comm::LaunchOptions lo;
@@ -110,6 +130,7 @@ int main(int argc, char** argv) {
   lo.master_addr = o.master_addr;
   lo.master_port = o.master_port;
   lo.run_id = o.run_id;  // empty: "ember-<port>"
+  lo.max_restarts = o.max_restarts;
   lo.prefix_output = !o.no_prefix;
   lo.name = "ember-run";
   std::vector<char*> program;  // PROGRAM ARGS... for execvp
