@@ -132,6 +132,7 @@ void divide_by(DType t, void* p, size_t n, int by) {
 // and time out with an error on every rank. Free on the normal path; a hash collision (one
 // in a million) falls back to Gloo's behaviour. 12 bits of position are plenty: a rank
 // cannot get thousands of collectives ahead of a peer, each needs the peers' receives.
+// EMBER_DISTRIBUTED_DEBUG=detail (comm/process_group.h) names the calls instead.
 uint32_t call_hash(std::initializer_list<int64_t> fields) {
   uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a over the fields' bytes
   for (int64_t f : fields)
@@ -353,7 +354,9 @@ class GlooBackend final : public Backend {
       broken_message_ = task.work->description() + " failed: " + e.what();
       const bool timed_out = std::strstr(e.what(), "imeout") || std::strstr(e.what(), "imed out");
       task.work->finish(std::make_exception_ptr(
-          Error(broken_message_ + (timed_out ? " (a peer rank died, or did not call this same collective)" : ""))));
+          Error(broken_message_ + (timed_out ? " (a peer rank died, or did not call this same collective; "
+                                               "EMBER_DISTRIBUTED_DEBUG=detail names each rank's call)"
+                                             : ""))));
     }
   }
 
