@@ -2,10 +2,10 @@
 //
 // One worker thread per group runs the queued collectives in issue order (or the thread
 // waiting for the next one runs it: Note [Run inline when idle]), so every rank runs the
-// same sequence; each collective carries its own tag (its position in that
-// sequence) and Gloo's end-to-end timeout. A failed or timed-out collective breaks the
-// group (Gloo's pairs are left in an unknown state): later collectives fail at once with
-// the first error, as PyTorch's ProcessGroupGloo does.
+// same sequence; each collective carries its own tag (its position in that sequence and
+// what it is: Note [Tags name the call]) and Gloo's end-to-end timeout. A failed or
+// timed-out collective breaks the group (Gloo's pairs are left in an unknown state):
+// later collectives fail at once with the first error, as PyTorch's ProcessGroupGloo does.
 #include "comm/gloo_backend.h"
 
 #include <gloo/allgather.h>
@@ -18,6 +18,7 @@
 
 #include <cstring>
 #include <deque>
+#include <initializer_list>
 #include <thread>
 
 #include "base/error.h"
@@ -121,6 +122,26 @@ void divide_by(DType t, void* p, size_t n, int by) {
   }
 }
 
+// Note [Tags name the call]: ranks that issue different collectives at the same
+// position must not exchange data. Under one tag Gloo matches their messages, and a
+// message longer than the receiver posted throws in Gloo's device thread, where nothing
+// catches it (std::terminate: the process aborts); a shorter one, another dtype, reduce
+// op or collective over the same bytes gives a silent wrong answer. So the tag holds,
+// besides the position's low 12 bits, 20 bits of a hash of the call (collective, reduce
+// op, dtype, element count, root): mismatched calls use different slots, pass nothing,
+// and time out with an error on every rank. Free on the normal path; a hash collision (one
+// in a million) falls back to Gloo's behaviour. 12 bits of position are plenty: a rank
+// cannot get thousands of collectives ahead of a peer, each needs the peers' receives.
+// EMBER_DISTRIBUTED_DEBUG=detail (comm/process_group.h) names the calls instead.
+uint32_t call_hash(std::initializer_list<int64_t> fields) {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a over the fields' bytes
+  for (int64_t f : fields)
+    for (int i = 0; i < 8; ++i) h = (h ^ ((static_cast<uint64_t>(f) >> (8 * i)) & 0xff)) * 0x100000001b3ull;
+  return static_cast<uint32_t>(h >> 44);  // 20 bits
+}
+
+enum Call : int64_t { kAllReduce = 1, kBroadcast, kAllGather, kReduceScatter, kBarrier };
+
 class GlooBackend final : public Backend {
  public:
   GlooBackend(std::shared_ptr<Store> store, int rank, int size, const std::string& hostname, Duration timeout)
@@ -155,7 +176,8 @@ class GlooBackend final : public Backend {
   std::string name() const override { return "gloo"; }
 
   std::shared_ptr<Work> all_reduce(const Tensor& t, ReduceOp op, std::string what) override {
-    return enqueue(std::move(what), [this, t, op](uint32_t tag) {
+    const uint32_t call = call_hash({kAllReduce, static_cast<int64_t>(op), static_cast<int64_t>(t.dtype()), t.numel()});
+    return enqueue(std::move(what), call, [this, t, op](uint32_t tag) {
       const size_t n = static_cast<size_t>(t.numel());
       if (n == 0 || size_ == 1) {
         if (op == ReduceOp::kAvg) divide_by(t.dtype(), t.data_ptr(), n, size_);
@@ -172,7 +194,8 @@ class GlooBackend final : public Backend {
   }
 
   std::shared_ptr<Work> broadcast(const Tensor& t, int root, std::string what) override {
-    return enqueue(std::move(what), [this, t, root](uint32_t tag) {
+    const uint32_t call = call_hash({kBroadcast, root, static_cast<int64_t>(t.dtype()), t.numel()});
+    return enqueue(std::move(what), call, [this, t, root](uint32_t tag) {
       if (t.numel() == 0 || size_ == 1) return;
       gloo::BroadcastOptions opts(context_);
       opts.setOutput(static_cast<char*>(t.data_ptr()), bytes(t));
@@ -184,7 +207,8 @@ class GlooBackend final : public Backend {
   }
 
   std::shared_ptr<Work> all_gather(const Tensor& out, const Tensor& in, std::string what) override {
-    return enqueue(std::move(what), [this, out, in](uint32_t tag) {
+    const uint32_t call = call_hash({kAllGather, static_cast<int64_t>(in.dtype()), in.numel()});
+    return enqueue(std::move(what), call, [this, out, in](uint32_t tag) {
       if (in.numel() == 0) return;
       if (size_ == 1) {
         std::memcpy(out.data_ptr(), in.data_ptr(), bytes(in));
@@ -203,7 +227,9 @@ class GlooBackend final : public Backend {
   // options-style API has no reduce-scatter (its ReduceScatterHalvingDoubling is the
   // old algorithm API). Twice the traffic of a true reduce-scatter; DDP does not use it.
   std::shared_ptr<Work> reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op, std::string what) override {
-    return enqueue(std::move(what), [this, out, in, op](uint32_t tag) {
+    const uint32_t call =
+        call_hash({kReduceScatter, static_cast<int64_t>(op), static_cast<int64_t>(in.dtype()), out.numel()});
+    return enqueue(std::move(what), call, [this, out, in, op](uint32_t tag) {
       const size_t n = static_cast<size_t>(out.numel());
       if (n == 0) return;
       Tensor tmp = in.clone();
@@ -222,7 +248,7 @@ class GlooBackend final : public Backend {
   }
 
   std::shared_ptr<Work> barrier(std::string what) override {
-    return enqueue(std::move(what), [this](uint32_t tag) {
+    return enqueue(std::move(what), call_hash({kBarrier}), [this](uint32_t tag) {
       if (size_ == 1) return;
       gloo::BarrierOptions opts(context_);
       opts.setTag(tag);
@@ -234,6 +260,7 @@ class GlooBackend final : public Backend {
  private:
   struct Task {
     std::shared_ptr<Work> work;
+    uint32_t call;  // call_hash of the collective
     std::function<void(uint32_t)> run;
   };
 
@@ -250,13 +277,13 @@ class GlooBackend final : public Backend {
     }
   }
 
-  std::shared_ptr<Work> enqueue(std::string what, std::function<void(uint32_t)> run) {
+  std::shared_ptr<Work> enqueue(std::string what, uint32_t call, std::function<void(uint32_t)> run) {
     auto work = std::make_shared<Work>(std::move(what));
     Work* w = work.get();
     work->set_helper([this, w] { return try_inline(w); });
     {
       std::lock_guard lock(mu_);
-      queue_.push_back({work, std::move(run)});
+      queue_.push_back({work, call, std::move(run)});
     }
     cv_.notify_all();
     return work;
@@ -275,7 +302,7 @@ class GlooBackend final : public Backend {
       task = std::move(queue_.front());
       queue_.pop_front();
       running_ = true;
-      tag = ++tag_;
+      tag = next_tag(task.call);
     }
     execute(task, tag);
     {
@@ -297,7 +324,7 @@ class GlooBackend final : public Backend {
         task = std::move(queue_.front());
         queue_.pop_front();
         running_ = true;
-        tag = ++tag_;
+        tag = next_tag(task.call);
       }
       task.work->set_helper(nullptr);  // waits for a helper call in progress (it finds nothing to run)
       execute(task, tag);
@@ -308,6 +335,9 @@ class GlooBackend final : public Backend {
       cv_.notify_all();
     }
   }
+
+  // The tag of the next collective, under mu_ (Note [Tags name the call]).
+  uint32_t next_tag(uint32_t call) { return (call << 12) | (++position_ & 0xfff); }
 
   // Runs one collective; one at a time (running_), in issue order.
   void execute(Task& task, uint32_t tag) {
@@ -324,7 +354,9 @@ class GlooBackend final : public Backend {
       broken_message_ = task.work->description() + " failed: " + e.what();
       const bool timed_out = std::strstr(e.what(), "imeout") || std::strstr(e.what(), "imed out");
       task.work->finish(std::make_exception_ptr(
-          Error(broken_message_ + (timed_out ? " (a peer rank died, or did not call this collective)" : ""))));
+          Error(broken_message_ + (timed_out ? " (a peer rank died, or did not call this same collective; "
+                                               "EMBER_DISTRIBUTED_DEBUG=detail names each rank's call)"
+                                             : ""))));
     }
   }
 
@@ -338,7 +370,7 @@ class GlooBackend final : public Backend {
   std::deque<Task> queue_;
   bool stop_ = false;
   bool running_ = false;  // a collective is executing (on the worker or inline)
-  uint32_t tag_ = 0;
+  uint32_t position_ = 0;
   bool broken_ = false;  // read and written by the one executing collective
   std::string broken_message_;
 };

@@ -3,10 +3,14 @@
 
 #include <unistd.h>
 
+#include <cctype>
+#include <cstdlib>
+#include <cstring>
 #include <thread>
 
 #include "base/error.h"
 #include "comm/gloo_backend.h"
+#include "core/ops.h"
 #if EMBER_COMM_NCCL
 #include "comm/nccl_backend.h"
 #endif
@@ -21,6 +25,16 @@ const char* reduce_op_name(ReduceOp op) {
     case ReduceOp::kMin: return "min";
   }
   return "?";
+}
+
+bool collective_checks_from_env() {
+  const char* v = std::getenv("EMBER_DISTRIBUTED_DEBUG");
+  if (v == nullptr) return false;
+  std::string s = v;
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (s.empty() || s == "off") return false;
+  EMBER_CHECK(s == "detail", "EMBER_DISTRIBUTED_DEBUG='", v, "' is neither off nor detail");
+  return true;
 }
 
 // ----- Work -----
@@ -63,7 +77,8 @@ void Work::wait(Duration timeout) {
   std::unique_lock lock(mu_);
   if (!cv_.wait_for(lock, timeout, [&] { return done_; }))
     EMBER_FAIL(description_, ": timed out after ", timeout.count(),
-               " ms (a peer rank died, or did not issue the same collectives in the same order)");
+               " ms (a peer rank died, or did not issue the same collectives in the same order; "
+               "EMBER_DISTRIBUTED_DEBUG=detail names each rank's call)");
   if (error_) std::rethrow_exception(error_);
 }
 
@@ -180,18 +195,86 @@ std::shared_ptr<Work> ProcessGroup::with_timeout(std::shared_ptr<Work> w) const 
   return w;
 }
 
+// Note [Checking that ranks agree]: under check_collectives every collective first
+// all-gathers its Call over Gloo (the CPU backend, whatever the tensors' device, as
+// PyTorch's ProcessGroupWrapper does under TORCH_DISTRIBUTED_DEBUG=DETAIL) and waits for
+// it. Every rank then holds every rank's call; when they differ, each raises an
+// error naming them all and runs nothing, so the group stays usable. A rank that never
+// calls shows as the exchange's timeout. The wait costs CUDA collectives their asynchrony
+// on the host: a mode for finding a bug, not for training.
+namespace {
+
+enum CallOp : int64_t { kAllReduce, kBroadcast, kAllGather, kReduceScatter, kBarrier };
+constexpr const char* kCallNames[] = {"all_reduce", "broadcast", "all_gather", "reduce_scatter", "barrier"};
+
+}  // namespace
+
+ProcessGroup::Call ProcessGroup::call_of(int64_t op, const Tensor& t, int64_t reduce, int64_t root) {
+  return {op, reduce, static_cast<int64_t>(t.dtype()), t.numel(), root, static_cast<int64_t>(t.device().type)};
+}
+
+void ProcessGroup::check_agreement(const Call& call, const std::string& what) {
+  if (!options_.check_collectives || size_ == 1) return;
+  EMBER_CHECK(cpu_ != nullptr, what, ": EMBER_DISTRIBUTED_DEBUG=detail checks collectives over the CPU backend, ",
+              "which this group lacks");
+  constexpr int64_t kFields = sizeof(Call) / sizeof(int64_t);
+  const int64_t n = ++checked_;
+  Tensor mine = zeros({kFields}, kInt64), all = zeros({kFields * size_}, kInt64);
+  std::memcpy(mine.data_ptr(), &call, sizeof call);
+  try {
+    cpu_->all_gather(all, mine, detail::str("the EMBER_DISTRIBUTED_DEBUG check of collective ", n))
+        ->wait(options_.timeout);
+  } catch (const Error& e) {
+    EMBER_FAIL(what, ": ", e.what());  // a rank died or never called: named like the collective's own failure
+  }
+  std::vector<Call> calls(size_);
+  std::memcpy(calls.data(), all.data_ptr(), sizeof(Call) * size_);
+  auto same = [](const Call& a, const Call& b) { return std::memcmp(&a, &b, sizeof(Call)) == 0; };
+  bool agree = true;
+  for (const Call& c : calls) agree = agree && same(c, calls[0]);
+  if (agree) return;
+  auto describe_call = [](const Call& c) {
+    std::string d = kCallNames[c.op];
+    if (c.reduce >= 0) d += detail::str(" (", reduce_op_name(static_cast<ReduceOp>(c.reduce)), ")");
+    if (c.numel >= 0) d += detail::str(" of ", c.numel, " ", dtype_name(static_cast<DType>(c.dtype)), " elements");
+    if (c.root >= 0) d += detail::str(" from rank ", c.root);
+    if (c.device >= 0) d += detail::str(" on ", device_type_name(static_cast<DeviceType>(c.device)), " tensors");
+    return d;
+  };
+  // Ranks that issued the same call are named together, in order of their first rank.
+  std::string calls_text;
+  std::vector<bool> named(size_, false);
+  for (int r = 0; r < size_; ++r) {
+    if (named[r]) continue;
+    std::string ranks;
+    int count = 0;
+    for (int q = r; q < size_; ++q)
+      if (!named[q] && same(calls[q], calls[r])) {
+        named[q] = true;
+        ranks += (count++ ? ", " : "") + std::to_string(q);
+      }
+    calls_text += detail::str(calls_text.empty() ? "" : "; ", count > 1 ? "ranks " : "rank ", ranks, ": ",
+                              describe_call(calls[r]));
+  }
+  EMBER_FAIL(what, ": the ranks issued different collectives as collective ", n,
+             " of the group (EMBER_DISTRIBUTED_DEBUG=detail), so none was run: ", calls_text);
+}
+
 std::shared_ptr<Work> ProcessGroup::all_reduce(const Tensor& t, ReduceOp op) {
   Backend& b = backend_for(t, "all_reduce");
   EMBER_CHECK(t.dtype() != kBool || op == ReduceOp::kMax || op == ReduceOp::kMin,
               "all_reduce: bool tensors reduce with max (or) and min (and) only, not ", reduce_op_name(op));
-  const std::string name = std::string("all_reduce (") + reduce_op_name(op) + ")";
-  return with_timeout(b.all_reduce(t, op, describe(name.c_str(), t)));
+  std::string what = describe((std::string("all_reduce (") + reduce_op_name(op) + ")").c_str(), t);
+  check_agreement(call_of(kAllReduce, t, static_cast<int64_t>(op), -1), what);
+  return with_timeout(b.all_reduce(t, op, std::move(what)));
 }
 
 std::shared_ptr<Work> ProcessGroup::broadcast(const Tensor& t, int root) {
   Backend& b = backend_for(t, "broadcast");
   EMBER_CHECK(root >= 0 && root < size_, "broadcast: root ", root, " is outside [0, ", size_, ")");
-  return with_timeout(b.broadcast(t, root, describe("broadcast", t) + " from rank " + std::to_string(root)));
+  std::string what = describe("broadcast", t) + " from rank " + std::to_string(root);
+  check_agreement(call_of(kBroadcast, t, -1, root), what);
+  return with_timeout(b.broadcast(t, root, std::move(what)));
 }
 
 std::shared_ptr<Work> ProcessGroup::all_gather(const Tensor& out, const Tensor& in) {
@@ -202,7 +285,9 @@ std::shared_ptr<Work> ProcessGroup::all_gather(const Tensor& out, const Tensor& 
   EMBER_CHECK(out.device() == in.device(), "all_gather: output and input are on different devices");
   EMBER_CHECK(out.numel() == in.numel() * size_, "all_gather: output has ", out.numel(), " elements; ", size_,
               " ranks x ", in.numel(), " = ", in.numel() * size_, " expected");
-  return with_timeout(b.all_gather(out, in, describe("all_gather", in)));
+  std::string what = describe("all_gather", in);
+  check_agreement(call_of(kAllGather, in, -1, -1), what);
+  return with_timeout(b.all_gather(out, in, std::move(what)));
 }
 
 std::shared_ptr<Work> ProcessGroup::reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op) {
@@ -215,15 +300,17 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter(const Tensor& out, const Tens
               " ranks x ", out.numel(), " = ", out.numel() * size_, " expected");
   EMBER_CHECK(in.dtype() != kBool || op == ReduceOp::kMax || op == ReduceOp::kMin,
               "reduce_scatter: bool tensors reduce with max (or) and min (and) only, not ", reduce_op_name(op));
-  const std::string name = std::string("reduce_scatter (") + reduce_op_name(op) + ")";
-  return with_timeout(b.reduce_scatter(out, in, op, describe(name.c_str(), in)));
+  std::string what = describe((std::string("reduce_scatter (") + reduce_op_name(op) + ")").c_str(), in);
+  check_agreement(call_of(kReduceScatter, in, static_cast<int64_t>(op), -1), what);
+  return with_timeout(b.reduce_scatter(out, in, op, std::move(what)));
 }
 
 std::shared_ptr<Work> ProcessGroup::barrier() {
   EMBER_CHECK(cpu_ || cuda_, "barrier: the process group has no backend");
   Backend& b = cpu_ ? *cpu_ : *cuda_;
-  return with_timeout(
-      b.barrier(detail::str("barrier on rank ", rank_, " (ranks 0-", size_ - 1, " of ", size_, ")")));
+  std::string what = detail::str("barrier on rank ", rank_, " (ranks 0-", size_ - 1, " of ", size_, ")");
+  check_agreement({kBarrier, -1, -1, -1, -1, -1}, what);
+  return with_timeout(b.barrier(std::move(what)));
 }
 
 }  // namespace ember::comm

@@ -12,6 +12,13 @@
 // raises an ember::Error naming the collective, its size and the ranks: a rank that died
 // or never called shows as an error, never as a hang.
 //
+// Ranks that issue different collectives (another op, reduce op, dtype, size or root: a
+// user's bug) fail with an error after the timeout on CPU tensors (Note [Tags name the
+// call] in comm/gloo_backend.cpp); NCCL may instead compute a wrong answer. With
+// EMBER_DISTRIBUTED_DEBUG=detail every collective is checked first (Note [Checking that
+// ranks agree] in comm/process_group.cpp), and a disagreement is an ember::Error on
+// every rank that names each rank's call.
+//
 // Note [Waiting for a collective on CUDA tensors]: as in PyTorch, wait() on a CUDA
 // collective does not block the host. It makes the calling thread's current stream wait
 // for the collective, so later ops on that stream see its result, and returns. The
@@ -92,12 +99,20 @@ class Backend {
   virtual std::shared_ptr<Work> barrier(std::string what) = 0;
 };
 
+// Whether EMBER_DISTRIBUTED_DEBUG asks for the check that ranks issue the same
+// collectives: unset, empty or "off": no; "detail" (any case): yes; any other value is an
+// ember::Error naming the variable.
+bool collective_checks_from_env();
+
 struct ProcessGroupOptions {
   Duration timeout = kDefaultTimeout;  // of each collective and of the rendezvous
   // The network address other ranks reach this one at (Gloo's TCP device). Empty: the
   // loopback address when every rank is on this host (local_world_size == world size),
   // else this host's name.
   std::string hostname;
+  // Check before each collective that every rank issues the same one; costs a small
+  // all-gather over Gloo per collective (docs/distributed.md, "When ranks disagree").
+  bool check_collectives = collective_checks_from_env();
 };
 
 class ProcessGroup {
@@ -136,12 +151,20 @@ class ProcessGroup {
   Backend& backend_for(const Tensor& t, const char* op);
   std::string describe(const char* op, const Tensor& t) const;
   std::shared_ptr<Work> with_timeout(std::shared_ptr<Work> w) const;
+  // What a rank issues, as the check compares it; -1 where a field does not apply.
+  struct Call {
+    int64_t op, reduce, dtype, numel, root, device;
+  };
+  static Call call_of(int64_t op, const Tensor& t, int64_t reduce, int64_t root);
+  // Raises an ember::Error when the ranks disagree; `what`: this rank's collective, described.
+  void check_agreement(const Call& call, const std::string& what);
 
   std::shared_ptr<Store> store_;
   int rank_, size_;
   ProcessGroupOptions options_;
   std::unique_ptr<Backend> cpu_, cuda_;
   std::atomic<int64_t> keys_{0};
+  std::atomic<int64_t> checked_{0};  // collectives checked (check_collectives)
 };
 
 }  // namespace ember::comm

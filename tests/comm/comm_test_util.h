@@ -17,8 +17,7 @@ namespace ember::comm::testing {
 
 // Runs fn(pg) on `n` threads, one per rank, each with its own ProcessGroup; rethrows the
 // first rank's exception (prefixed with its rank) after all threads have ended.
-inline void run_ranks(int n, const std::function<void(ProcessGroup&)>& fn,
-                      Duration timeout = std::chrono::seconds(20)) {
+inline void run_ranks(int n, const std::function<void(ProcessGroup&)>& fn, const ProcessGroupOptions& options) {
   auto store = std::make_shared<InProcessStore>();
   std::vector<std::thread> threads;
   std::vector<std::exception_ptr> errors(n);
@@ -26,7 +25,7 @@ inline void run_ranks(int n, const std::function<void(ProcessGroup&)>& fn,
     threads.emplace_back([&, r] {
       SingleThreadedScope single;  // ranks are threads: keep each on its own core's worth
       try {
-        ProcessGroup pg(store, r, n, {.timeout = timeout});
+        ProcessGroup pg(store, r, n, options);
         fn(pg);
       } catch (...) {
         errors[r] = std::current_exception();
@@ -42,6 +41,11 @@ inline void run_ranks(int n, const std::function<void(ProcessGroup&)>& fn,
         throw std::runtime_error("rank " + std::to_string(r) + ": " + e.what());
       }
     }
+}
+
+inline void run_ranks(int n, const std::function<void(ProcessGroup&)>& fn,
+                      Duration timeout = std::chrono::seconds(20)) {
+  run_ranks(n, fn, ProcessGroupOptions{.timeout = timeout});
 }
 
 }  // namespace ember::comm::testing
