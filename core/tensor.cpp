@@ -348,8 +348,10 @@ Tensor Tensor::to(Device d, bool non_blocking) const {
                        non_blocking);
     // A non-blocking copy reads its source later: keep the source's memory from reuse
     // until the copy's stream is done (the pinned and the device allocators honour it).
-    // Between two CUDA devices the copy orders the source's stream after itself instead.
-    if (non_blocking && !(d.is_cuda() && device().is_cuda())) {
+    // Between two CUDA devices the copy orders the source's stream after itself instead,
+    // and pageable host memory is read before the copy returns (CUDA stages it).
+    const bool source_read_later = device().is_cuda() ? !d.is_cuda() : src.is_pinned();
+    if (non_blocking && source_read_later) {
       const Device cuda_side = d.is_cuda() ? d : device();
       src.record_stream(Stream::current(cuda_side));
     }

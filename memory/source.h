@@ -27,8 +27,10 @@ class Source {
  public:
   virtual ~Source() = default;
   // A block of `bytes` (> 0) aligned to at least 512 bytes, or nullptr when the device
-  // cannot supply it. Never throws.
-  virtual void* allocate(std::size_t bytes) noexcept = 0;
+  // cannot supply it (the caching allocator then explains it as an OutOfMemoryError).
+  // Raises ember::Error for a failure that is not lack of memory (a CUDA error), so that
+  // it is not mistaken for one.
+  virtual void* allocate(std::size_t bytes) = 0;
   virtual void free(void* ptr, std::size_t bytes) noexcept = 0;
   virtual SourceInfo info() const noexcept = 0;
   // "cpu", "cuda:0", "pinned": how messages name the device.

@@ -22,6 +22,15 @@
 
 #if !defined(EMBER_CUDA_EMULATED)
 #include <cublasLt.h>
+
+namespace ember::detail {
+// EMBER_CUDA_CHECK's overload for cuBLASLt's status (base/cuda_check.h).
+inline void check_cuda(cublasStatus_t st, const char* call, const char* file, int line) {
+  if (st != CUBLAS_STATUS_SUCCESS)
+    EMBER_FAIL("cuBLASLt call ", call, " failed at ", file, ":", line, ": ", cublasGetStatusString(st), " (", int(st),
+               ")");
+}
+}  // namespace ember::detail
 #endif
 
 namespace ember::kernels::cuda {
@@ -110,17 +119,6 @@ void bias_relu(const GemmProblem<T, T>& p, const T* bias, bool relu, cudaStream_
 
 // --- cuBLASLt ---------------------------------------------------------------------------
 #if !defined(EMBER_CUDA_EMULATED)
-
-}  // namespace
-
-// EMBER_CUDA_CHECK's overload for cuBLASLt's status (outside the unnamed namespace: the
-// macro's qualified name finds overloads of ember::kernels::cuda itself only).
-inline void check_status(cublasStatus_t st, const char* call, const char* file, int line) {
-  if (st != CUBLAS_STATUS_SUCCESS)
-    EMBER_FAIL("cuBLASLt call ", call, " failed at ", file, ":", line, ": ", cublasGetStatusString(st), " (", int(st), ")");
-}
-
-namespace {
 
 // The most workspace an algorithm may ask for: cuBLASLt's recommendation for Hopper
 // (smaller ones rule out some split-K kernels); a call allocates what its pick needs.

@@ -22,14 +22,15 @@
 #include "kernels/cuda/scratch.h"
 #include "kernels/cuda/variants.h"
 
-namespace ember::kernels::cuda {
-
-// EMBER_CUDA_CHECK's overload for cuDNN's status (outside the unnamed namespace: the
-// macro's qualified name finds overloads of ember::kernels::cuda itself only).
-inline void check_status(cudnnStatus_t st, const char* call, const char* file, int line) {
+namespace ember::detail {
+// EMBER_CUDA_CHECK's overload for cuDNN's status (base/cuda_check.h).
+inline void check_cuda(cudnnStatus_t st, const char* call, const char* file, int line) {
   if (st != CUDNN_STATUS_SUCCESS)
     EMBER_FAIL("cuDNN call ", call, " failed at ", file, ":", line, ": ", cudnnGetErrorString(st));
 }
+}  // namespace ember::detail
+
+namespace ember::kernels::cuda {
 
 namespace {
 

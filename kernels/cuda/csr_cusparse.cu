@@ -10,13 +10,16 @@
 
 #include "kernels/cuda/csr.cuh"
 
-namespace ember::kernels::cuda {
-
-inline void check_status(cusparseStatus_t st, const char* call, const char* file, int line) {
+namespace ember::detail {
+// EMBER_CUDA_CHECK's overload for cuSPARSE's status (base/cuda_check.h).
+inline void check_cuda(cusparseStatus_t st, const char* call, const char* file, int line) {
   if (st != CUSPARSE_STATUS_SUCCESS)
     EMBER_FAIL("cuSPARSE call ", call, " failed at ", file, ":", line, ": ", cusparseGetErrorString(st), " (", int(st),
                ")");
 }
+}  // namespace ember::detail
+
+namespace ember::kernels::cuda {
 
 namespace {
 

@@ -32,13 +32,6 @@ thread_local std::array<cudaStream_t, kMaxDevices> current_streams{};
 
 }  // namespace
 
-void cuda_failed(cudaError_t err, const char* call, const char* file, int line) {
-  const char* name = cudaGetErrorName(err);
-  const char* message = cudaGetErrorString(err);
-  cudaGetLastError();  // clear a non-sticky error, so the next call does not report it again
-  EMBER_FAIL(call, " failed at ", file, ":", line, ": ", name, ": ", message);
-}
-
 DeviceGuard::DeviceGuard(int device) : previous_(0), device_(device) {
   EMBER_CUDA_CHECK(cudaGetDevice(&previous_));
   if (previous_ != device_) EMBER_CUDA_CHECK(cudaSetDevice(device_));
@@ -189,7 +182,8 @@ uint64_t cuda_event_create(int device, bool timing) {
   return reinterpret_cast<uint64_t>(e);
 }
 
-void cuda_event_destroy(uint64_t event) { cudaEventDestroy(as_event(event)); }
+// Called by Event's destructor and move assignment, which cannot throw.
+void cuda_event_destroy(uint64_t event) { EMBER_CUDA_WARN(cudaEventDestroy(as_event(event))); }
 
 void cuda_event_record(uint64_t event, int device, uint64_t stream) {
   DeviceGuard g(device);

@@ -1,5 +1,6 @@
-// What every source of the CUDA backend shares: the one check for CUDA runtime calls,
-// the current device and stream, and a Tensor seen as a kernel's pointer and Layout.
+// What every source of the CUDA backend shares: the one check for CUDA calls
+// (base/cuda_check.h), the current device and stream, and a Tensor seen as a kernel's
+// pointer and Layout.
 // Included by the backend's .cu files only (it includes CUDA headers, or the emulator's).
 //
 // Streams: each device has one compute stream, made on first use, where ops run by
@@ -10,20 +11,10 @@
 #include "kernels/cuda/launch.h"  // first: under the host compiler, the emulator's qualifiers
 #include "kernels/cuda/types.cuh"
 
+#include "base/cuda_check.h"  // EMBER_CUDA_CHECK, for every CUDA runtime, cuBLASLt and cuDNN call
 #include "core/tensor.h"
 
 namespace ember::kernels::cuda {
-
-// The one check for every CUDA runtime, cuBLASLt and cuDNN call: raises ember::Error
-// naming the call, where it was made and the library's own message. Each library's
-// status type has its overload of check_status (cuBLASLt's in blas.cu, cuDNN's in
-// conv_cudnn.cu, beside their headers).
-[[noreturn]] void cuda_failed(cudaError_t err, const char* call, const char* file, int line);
-inline void check_status(cudaError_t err, const char* call, const char* file, int line) {
-  if (err != cudaSuccess) cuda_failed(err, call, file, line);
-}
-
-#define EMBER_CUDA_CHECK(call) ::ember::kernels::cuda::check_status((call), #call, __FILE__, __LINE__)
 
 // Makes `device` current for the scope and restores the caller's device after, if this
 // process has worked on it (Note [Restoring the current device], memory/cuda_source.h).

@@ -365,8 +365,8 @@ void gemm_bf16(const GemmProblem<__nv_bfloat16, TC>& p, cudaStream_t stream) {
   if (p.m == 0 || p.n == 0 || p.batch == 0) return;
 #if defined(__CUDACC__)
   int device = 0, major = 0;
-  cudaGetDevice(&device);
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+  EMBER_CUDA_CHECK(cudaGetDevice(&device));
+  EMBER_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   EMBER_CHECK(major >= 8, "gemm_bf16: needs a GPU of compute capability 8.0 or newer (bf16 mma.sync); device ",
               device, " is ", major, ".x");
 #endif

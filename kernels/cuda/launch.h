@@ -20,6 +20,7 @@
 #include <string>
 #include <string_view>
 
+#include "base/cuda_check.h"  // EMBER_CUDA_CHECK, for the queries here and in kernel headers
 #include "base/error.h"
 #include "core/macros.h"
 
@@ -61,11 +62,11 @@ inline int sm_count() {
   constexpr int kMaxDevices = 64;
   static std::atomic<int> known[kMaxDevices] = {};
   int device = 0;
-  cudaGetDevice(&device);
+  EMBER_CUDA_CHECK(cudaGetDevice(&device));
   if (device < 0 || device >= kMaxDevices) device = 0;
   int count = known[device].load(std::memory_order_relaxed);
   if (count == 0) {
-    cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
+    EMBER_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
     count = count > 0 ? count : 1;
     known[device].store(count, std::memory_order_relaxed);
   }

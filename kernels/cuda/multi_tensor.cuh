@@ -147,7 +147,7 @@ LaunchConfig multi_tensor_config(int64_t tiles) {
   // Per op, once: occupancy depends on the kernel's registers, not on the sizes.
   static const int per_sm = [] {
     int n = 0;
-    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, multi_tensor_kernel<Op>, kBlockThreads, 0);
+    EMBER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, multi_tensor_kernel<Op>, kBlockThreads, 0));
     return n > 0 ? n : 1;
   }();
 #else

@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -71,10 +72,10 @@ size_t parse_capacity(const char* text) {
 }
 
 // The checking mode, EMBER_EMU_CHECK_HOST_ACCESS=1: device memory is mapped inaccessible
-// whenever no device work (a launch, a copy, a memset) runs, so host code that reads or
-// writes it through a pointer, instead of through a copy, faults at once and is named,
-// where in emulation it would otherwise just work. Reads made while device work runs
-// elsewhere are not caught.
+// whenever no device work (a launch, a copy, a memset) runs or is queued on a stream, so
+// host code that reads or writes it through a pointer, instead of through a copy, faults
+// at once and is named, where in emulation it would otherwise just work. Reads made while
+// device work runs or waits elsewhere are not caught.
 std::atomic<uintptr_t> device_lo{UINTPTR_MAX}, device_hi{0};  // the span device memory lies in
 
 void on_segv(int, siginfo_t* info, void*) {
@@ -152,6 +153,10 @@ Runtime& runtime() {
 
 void worker_loop(CUstream_st* s) {
   current_device = s->device;
+  // Held from the first item of a run of queued work to the last, not per item: the
+  // checking mode then opens and closes device memory (an mprotect of every allocation)
+  // once per run, which made it cost as much as the work in long training runs.
+  std::optional<DeviceWork> running;
   std::unique_lock lock(s->mu);
   for (;;) {
     s->wake.wait(lock, [&] { return s->quit || !s->queue.empty(); });
@@ -160,9 +165,9 @@ void worker_loop(CUstream_st* s) {
     s->queue.pop_front();
     s->busy = true;
     lock.unlock();
+    if (!running) running.emplace();
     if (!runtime().failed.load()) {
       try {
-        const DeviceWork running;
         work();
       } catch (const std::exception& e) {
         Runtime& r = runtime();
@@ -176,6 +181,11 @@ void worker_loop(CUstream_st* s) {
     }
     work = nullptr;
     lock.lock();
+    if (s->queue.empty()) {  // the run ends: memory closes before the host can see the stream idle
+      lock.unlock();         // (DeviceWork takes the runtime's mutex, which is taken before a stream's)
+      running.reset();
+      lock.lock();
+    }
     s->busy = false;
     if (s->queue.empty()) s->idle.notify_all();
   }

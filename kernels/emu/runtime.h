@@ -18,7 +18,7 @@
 //   kernel fault is on a GPU: the device runs nothing more, and every synchronising call
 //   returns cudaErrorLaunchFailure, whose cudaGetErrorString names what failed.
 // - EMBER_EMU_CHECK_HOST_ACCESS=1 keeps device memory inaccessible to the host whenever no
-//   device work runs, so host code that dereferences a device pointer (instead of
+//   device work runs or is queued, so host code that dereferences a device pointer (instead of
 //   copying) faults with a message saying so, as it would fault on a GPU.
 //
 // The toolkit's cuda_runtime_api.h declares the runtime's functions; emu.h (which must come

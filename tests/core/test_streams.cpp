@@ -72,6 +72,15 @@ TEST(Copies, NonBlockingFromPinnedMemory) {
   EXPECT_EQ(back.to_vector<float>(), pageable.to_vector<float>());
 }
 
+// From pageable memory a non-blocking copy is a plain one: CUDA stages the source before
+// the call returns, so there is no stream to keep its memory for.
+TEST(Copies, NonBlockingFromPageableMemory) {
+  NEED_CUDA(1);
+  const Tensor pageable = tensor(ramp(4096, 0.5), {4096}, {kFloat32, Device::cpu()});
+  const Tensor dev = pageable.to(Device::cuda(), /*non_blocking=*/true);
+  EXPECT_EQ(dev.to_vector<float>(), pageable.to_vector<float>());
+}
+
 TEST(Streams, CurrentComputeAndGuard) {
   NEED_CUDA(1);
   const Device cuda = Device::cuda();

@@ -1,13 +1,19 @@
 // The caching allocator over a CUDA device (label `gpu`; a real GPU, or the emulated
 // device in the EMULATED build; skipped where there is none): cached pairs make no
 // cudaMalloc, statistics and the driver's free memory agree, a cap raises an
-// OutOfMemoryError that explains itself, memory another user holds is named as such, and
-// empty_cache gives the memory back.
+// OutOfMemoryError that explains itself, memory another user holds is named as such,
+// empty_cache gives the memory back, and a CUDA error that is not lack of memory is no OOM.
 #include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
 
 // EMBER_TEST_HAS_CUDART: the build links a CUDA runtime, real or emulated (tests/CMakeLists.txt).
 #if defined(EMBER_TEST_HAS_CUDART)
 #include <cuda_runtime_api.h>  // to hold device memory outside ember, as another library would
+#endif
+#if defined(EMBER_CUDA_EMULATED)
+#include "kernels/emu/runtime.h"  // to fail the emulated device, as a kernel's fault fails a GPU
 #endif
 
 #include "core/device_runtime.h"
@@ -86,6 +92,37 @@ TEST(CudaMemory, MemoryHeldOutsideEmberIsTheVerdict) {
   }
   cudaFree(outside);
   a->empty_cache();
+}
+#endif
+
+#if defined(EMBER_CUDA_EMULATED)
+// After a kernel's fault the device is failed (a sticky error): cudaMalloc then fails
+// with that error, which is no lack of memory and must not be explained as an OOM. In a
+// child process, as the fault ends the device's work for the process.
+TEST(CudaMemoryDeathTest, AFailedDeviceIsAnErrorNotAnOom) {
+  REQUIRE_GPU(a);
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        const uint64_t stream = kernels::cuda_compute_stream(0);
+        emu::enqueue(reinterpret_cast<cudaStream_t>(stream), [] { throw Error("a kernel's fault"); });
+        try {
+          kernels::cuda_stream_synchronize(0, stream);
+        } catch (const Error&) {  // the fault, as expected
+        }
+        a->empty_cache();  // so that the request needs a cudaMalloc
+        try {
+          a->allocate(64 * MiB);
+        } catch (const OutOfMemoryError& e) {
+          std::fprintf(stderr, "OOM: %s\n", e.what());
+          std::exit(2);
+        } catch (const Error& e) {
+          std::fprintf(stderr, "%s\n", e.what());
+          std::exit(0);
+        }
+        std::exit(3);
+      },
+      ::testing::ExitedWithCode(0), "cudaMalloc\\(67108864 bytes\\) on cuda:0 failed at .*: cudaErrorLaunchFailure");
 }
 #endif
 

@@ -1,13 +1,15 @@
 // A memory source for tests: a device of fixed capacity on host memory, with memory held
-// by "other processes" on demand, refusals on demand, and streams whose events complete
-// only when the test says so.
+// by "other processes" on demand, refusals and errors on demand, and streams whose events
+// complete only when the test says so.
 #pragma once
 
 #include <cstdlib>
 #include <map>
 #include <mutex>
 #include <set>
+#include <string>
 
+#include "base/error.h"
 #include "memory/caching_allocator.h"
 
 namespace ember::memory::testing {
@@ -17,6 +19,7 @@ struct FakeDeviceState {
   std::size_t capacity = 0, used = 0, outside = 0;  // outside: held by "other processes"
   int64_t raw_allocs = 0, raw_frees = 0;
   bool refuse = false;                 // every allocation fails
+  std::string error;                   // when set, allocate raises it (a failure other than lack of memory)
   std::map<EventId, StreamId> events;  // outstanding
   std::set<StreamId> busy;             // streams whose events have not completed
   EventId next_event = 1;
@@ -30,8 +33,9 @@ class FakeDevice final : public Source {
   // The test owns the state and changes it while the allocator runs.
   explicit FakeDevice(State& state) : s_(&state) {}
 
-  void* allocate(std::size_t bytes) noexcept override {
+  void* allocate(std::size_t bytes) override {
     std::lock_guard lock(s_->mu);
+    if (!s_->error.empty()) throw Error(s_->error);
     if (s_->refuse || s_->used + s_->outside + bytes > s_->capacity) return nullptr;
     void* p = std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
     if (!p) return nullptr;

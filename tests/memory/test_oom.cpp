@@ -81,6 +81,29 @@ TEST_F(OomTest, MemoryHeldByOthersIsNamed) {
   a.free(mine.block);
 }
 
+// A source's failure that is not lack of memory (a CUDA error other than
+// cudaErrorMemoryAllocation) reaches the caller as itself, not as an explained OOM, and
+// leaves the allocator as it was.
+TEST_F(OomTest, ASourceErrorIsNotAnOom) {
+  CachingAllocator& a = make(64 * MiB);
+  Allocation held = a.allocate(30 * MiB);
+  dev.error = "cudaMalloc(20971520 bytes) on cuda:0 failed: cudaErrorLaunchFailure";
+  try {
+    a.allocate(8 * MiB);  // needs a new segment
+    ADD_FAILURE() << "the source's error was swallowed";
+  } catch (const OutOfMemoryError& e) {
+    ADD_FAILURE() << "the source's error became an OOM: " << e.what();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.what(), dev.error);
+  }
+  EXPECT_EQ(a.stats().num_ooms, 0);
+  testing::expect_consistent(a);
+  dev.error.clear();
+  a.free(a.allocate(8 * MiB).block);
+  a.free(held.block);
+  testing::expect_consistent(a);
+}
+
 TEST_F(OomTest, FreeMemoryInPiecesIsFragmentation) {
   CachingAllocator& a = make(64 * MiB);
   std::vector<Allocation> blocks;
