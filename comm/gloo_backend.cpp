@@ -133,14 +133,15 @@ void divide_by(DType t, void* p, size_t n, int by) {
 // in a million) falls back to Gloo's behaviour. 12 bits of position are plenty: a rank
 // cannot get thousands of collectives ahead of a peer, each needs the peers' receives.
 // EMBER_DISTRIBUTED_DEBUG=detail (comm/process_group.h) names the calls instead.
-uint32_t call_hash(std::initializer_list<int64_t> fields) {
-  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a over the fields' bytes
-  for (int64_t f : fields)
+uint32_t call_hash(Collective c, std::initializer_list<int64_t> fields = {}) {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a over the collective's and the fields' bytes
+  auto mix = [&h](int64_t f) {
     for (int i = 0; i < 8; ++i) h = (h ^ ((static_cast<uint64_t>(f) >> (8 * i)) & 0xff)) * 0x100000001b3ull;
+  };
+  mix(static_cast<int64_t>(c));
+  for (int64_t f : fields) mix(f);
   return static_cast<uint32_t>(h >> 44);  // 20 bits
 }
-
-enum Call : int64_t { kAllReduce = 1, kBroadcast, kAllGather, kReduceScatter, kBarrier };
 
 class GlooBackend final : public Backend {
  public:
@@ -176,7 +177,8 @@ class GlooBackend final : public Backend {
   std::string name() const override { return "gloo"; }
 
   std::shared_ptr<Work> all_reduce(const Tensor& t, ReduceOp op, std::string what) override {
-    const uint32_t call = call_hash({kAllReduce, static_cast<int64_t>(op), static_cast<int64_t>(t.dtype()), t.numel()});
+    const uint32_t call =
+        call_hash(Collective::kAllReduce, {static_cast<int64_t>(op), static_cast<int64_t>(t.dtype()), t.numel()});
     return enqueue(std::move(what), call, [this, t, op](uint32_t tag) {
       const size_t n = static_cast<size_t>(t.numel());
       if (n == 0 || size_ == 1) {
@@ -194,7 +196,7 @@ class GlooBackend final : public Backend {
   }
 
   std::shared_ptr<Work> broadcast(const Tensor& t, int root, std::string what) override {
-    const uint32_t call = call_hash({kBroadcast, root, static_cast<int64_t>(t.dtype()), t.numel()});
+    const uint32_t call = call_hash(Collective::kBroadcast, {root, static_cast<int64_t>(t.dtype()), t.numel()});
     return enqueue(std::move(what), call, [this, t, root](uint32_t tag) {
       if (t.numel() == 0 || size_ == 1) return;
       gloo::BroadcastOptions opts(context_);
@@ -207,7 +209,7 @@ class GlooBackend final : public Backend {
   }
 
   std::shared_ptr<Work> all_gather(const Tensor& out, const Tensor& in, std::string what) override {
-    const uint32_t call = call_hash({kAllGather, static_cast<int64_t>(in.dtype()), in.numel()});
+    const uint32_t call = call_hash(Collective::kAllGather, {static_cast<int64_t>(in.dtype()), in.numel()});
     return enqueue(std::move(what), call, [this, out, in](uint32_t tag) {
       if (in.numel() == 0) return;
       if (size_ == 1) {
@@ -227,8 +229,8 @@ class GlooBackend final : public Backend {
   // options-style API has no reduce-scatter (its ReduceScatterHalvingDoubling is the
   // old algorithm API). Twice the traffic of a true reduce-scatter; DDP does not use it.
   std::shared_ptr<Work> reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op, std::string what) override {
-    const uint32_t call =
-        call_hash({kReduceScatter, static_cast<int64_t>(op), static_cast<int64_t>(in.dtype()), out.numel()});
+    const uint32_t call = call_hash(Collective::kReduceScatter,
+                                    {static_cast<int64_t>(op), static_cast<int64_t>(in.dtype()), out.numel()});
     return enqueue(std::move(what), call, [this, out, in, op](uint32_t tag) {
       const size_t n = static_cast<size_t>(out.numel());
       if (n == 0) return;
@@ -248,7 +250,7 @@ class GlooBackend final : public Backend {
   }
 
   std::shared_ptr<Work> barrier(std::string what) override {
-    return enqueue(std::move(what), call_hash({kBarrier}), [this](uint32_t tag) {
+    return enqueue(std::move(what), call_hash(Collective::kBarrier), [this](uint32_t tag) {
       if (size_ == 1) return;
       gloo::BarrierOptions opts(context_);
       opts.setTag(tag);

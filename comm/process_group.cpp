@@ -27,6 +27,17 @@ const char* reduce_op_name(ReduceOp op) {
   return "?";
 }
 
+const char* collective_name(Collective c) {
+  switch (c) {
+    case Collective::kAllReduce: return "all_reduce";
+    case Collective::kBroadcast: return "broadcast";
+    case Collective::kAllGather: return "all_gather";
+    case Collective::kReduceScatter: return "reduce_scatter";
+    case Collective::kBarrier: return "barrier";
+  }
+  return "?";
+}
+
 bool collective_checks_from_env() {
   const char* v = std::getenv("EMBER_DISTRIBUTED_DEBUG");
   if (v == nullptr) return false;
@@ -202,15 +213,9 @@ std::shared_ptr<Work> ProcessGroup::with_timeout(std::shared_ptr<Work> w) const 
 // error naming them all and runs nothing, so the group stays usable. A rank that never
 // calls shows as the exchange's timeout. The wait costs CUDA collectives their asynchrony
 // on the host: a mode for finding a bug, not for training.
-namespace {
-
-enum CallOp : int64_t { kAllReduce, kBroadcast, kAllGather, kReduceScatter, kBarrier };
-constexpr const char* kCallNames[] = {"all_reduce", "broadcast", "all_gather", "reduce_scatter", "barrier"};
-
-}  // namespace
-
-ProcessGroup::Call ProcessGroup::call_of(int64_t op, const Tensor& t, int64_t reduce, int64_t root) {
-  return {op, reduce, static_cast<int64_t>(t.dtype()), t.numel(), root, static_cast<int64_t>(t.device().type)};
+ProcessGroup::Call ProcessGroup::call_of(Collective op, const Tensor& t, int64_t reduce, int64_t root) {
+  const int64_t dtype = static_cast<int64_t>(t.dtype()), device = static_cast<int64_t>(t.device().type);
+  return {static_cast<int64_t>(op), reduce, dtype, t.numel(), root, device};
 }
 
 void ProcessGroup::check_agreement(const Call& call, const std::string& what) {
@@ -234,7 +239,7 @@ void ProcessGroup::check_agreement(const Call& call, const std::string& what) {
   for (const Call& c : calls) agree = agree && same(c, calls[0]);
   if (agree) return;
   auto describe_call = [](const Call& c) {
-    std::string d = kCallNames[c.op];
+    std::string d = collective_name(static_cast<Collective>(c.op));
     if (c.reduce >= 0) d += detail::str(" (", reduce_op_name(static_cast<ReduceOp>(c.reduce)), ")");
     if (c.numel >= 0) d += detail::str(" of ", c.numel, " ", dtype_name(static_cast<DType>(c.dtype)), " elements");
     if (c.root >= 0) d += detail::str(" from rank ", c.root);
@@ -265,7 +270,7 @@ std::shared_ptr<Work> ProcessGroup::all_reduce(const Tensor& t, ReduceOp op) {
   EMBER_CHECK(t.dtype() != kBool || op == ReduceOp::kMax || op == ReduceOp::kMin,
               "all_reduce: bool tensors reduce with max (or) and min (and) only, not ", reduce_op_name(op));
   std::string what = describe((std::string("all_reduce (") + reduce_op_name(op) + ")").c_str(), t);
-  check_agreement(call_of(kAllReduce, t, static_cast<int64_t>(op), -1), what);
+  check_agreement(call_of(Collective::kAllReduce, t, static_cast<int64_t>(op), -1), what);
   return with_timeout(b.all_reduce(t, op, std::move(what)));
 }
 
@@ -273,7 +278,7 @@ std::shared_ptr<Work> ProcessGroup::broadcast(const Tensor& t, int root) {
   Backend& b = backend_for(t, "broadcast");
   EMBER_CHECK(root >= 0 && root < size_, "broadcast: root ", root, " is outside [0, ", size_, ")");
   std::string what = describe("broadcast", t) + " from rank " + std::to_string(root);
-  check_agreement(call_of(kBroadcast, t, -1, root), what);
+  check_agreement(call_of(Collective::kBroadcast, t, -1, root), what);
   return with_timeout(b.broadcast(t, root, std::move(what)));
 }
 
@@ -286,7 +291,7 @@ std::shared_ptr<Work> ProcessGroup::all_gather(const Tensor& out, const Tensor& 
   EMBER_CHECK(out.numel() == in.numel() * size_, "all_gather: output has ", out.numel(), " elements; ", size_,
               " ranks x ", in.numel(), " = ", in.numel() * size_, " expected");
   std::string what = describe("all_gather", in);
-  check_agreement(call_of(kAllGather, in, -1, -1), what);
+  check_agreement(call_of(Collective::kAllGather, in, -1, -1), what);
   return with_timeout(b.all_gather(out, in, std::move(what)));
 }
 
@@ -301,7 +306,7 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter(const Tensor& out, const Tens
   EMBER_CHECK(in.dtype() != kBool || op == ReduceOp::kMax || op == ReduceOp::kMin,
               "reduce_scatter: bool tensors reduce with max (or) and min (and) only, not ", reduce_op_name(op));
   std::string what = describe((std::string("reduce_scatter (") + reduce_op_name(op) + ")").c_str(), in);
-  check_agreement(call_of(kReduceScatter, in, static_cast<int64_t>(op), -1), what);
+  check_agreement(call_of(Collective::kReduceScatter, in, static_cast<int64_t>(op), -1), what);
   return with_timeout(b.reduce_scatter(out, in, op, std::move(what)));
 }
 
@@ -309,7 +314,7 @@ std::shared_ptr<Work> ProcessGroup::barrier() {
   EMBER_CHECK(cpu_ || cuda_, "barrier: the process group has no backend");
   Backend& b = cpu_ ? *cpu_ : *cuda_;
   std::string what = detail::str("barrier on rank ", rank_, " (ranks 0-", size_ - 1, " of ", size_, ")");
-  check_agreement({kBarrier, -1, -1, -1, -1, -1}, what);
+  check_agreement({static_cast<int64_t>(Collective::kBarrier), -1, -1, -1, -1, -1}, what);
   return with_timeout(b.barrier(std::move(what)));
 }
 

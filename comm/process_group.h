@@ -42,6 +42,11 @@ namespace ember::comm {
 enum class ReduceOp { kSum, kAvg, kMax, kMin };
 const char* reduce_op_name(ReduceOp op);
 
+// The collectives, as the checks that ranks issue the same one name them (Gloo's tags:
+// Note [Tags name the call]; EMBER_DISTRIBUTED_DEBUG: Note [Checking that ranks agree]).
+enum class Collective : int64_t { kAllReduce, kBroadcast, kAllGather, kReduceScatter, kBarrier };
+const char* collective_name(Collective c);
+
 // The completion of one collective.
 class Work {
  public:
@@ -155,7 +160,7 @@ class ProcessGroup {
   struct Call {
     int64_t op, reduce, dtype, numel, root, device;
   };
-  static Call call_of(int64_t op, const Tensor& t, int64_t reduce, int64_t root);
+  static Call call_of(Collective op, const Tensor& t, int64_t reduce, int64_t root);
   // Raises an ember::Error when the ranks disagree; `what`: this rank's collective, described.
   void check_agreement(const Call& call, const std::string& what);
 
