@@ -119,7 +119,7 @@ Tensor var(const Tensor& x, const std::vector<int64_t>& dims = {}, int64_t corre
 // are batches of matrices whose batch dims broadcast.
 Tensor matmul(const Tensor& a, const Tensor& b);
 // An activation that an op applies to its output as it writes it (Note [Fused
-// activations] in layers/layers.cpp): the same values as the separate op, one pass over
+// activations] in layers/containers.cpp): the same values as the separate op, one pass over
 // memory less in forward. nn::Sequential passes it for a Linear or Conv2d followed by ReLU.
 enum class Activation { kNone, kReLU };
 // act(x [..., in] @ weight [out, in]^T + bias [out]) (bias may be undefined), floating

@@ -1,6 +1,11 @@
 #include "layers/module.h"
 
+#include <cxxabi.h>
+
+#include <cstdlib>
+#include <memory>
 #include <set>
+#include <typeinfo>
 
 #include "base/error.h"
 #include "core/autograd.h"
@@ -12,6 +17,21 @@ std::string name_check_msg(const std::string& name) {
   return "Module: the name '" + name + "' must be non-empty and contain no '.'";
 }
 }  // namespace
+
+std::string Module::name() const {
+  // The dynamic type's name without its namespaces: "MyNet" for ember::nn::MyNet or ::MyNet.
+  const char* mangled = typeid(*this).name();
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> demangled(abi::__cxa_demangle(mangled, nullptr, nullptr, &status), std::free);
+  std::string n = status == 0 && demangled ? demangled.get() : mangled;
+  if (const auto lt = n.find('<'); lt != std::string::npos) n.resize(lt);
+  if (const auto colons = n.rfind("::"); colons != std::string::npos) n.erase(0, colons + 2);
+  return n;
+}
+
+Tensor Module::forward(const Tensor&) {
+  throw Error(name() + ": forward does not take one tensor; call the module with the arguments its forward takes");
+}
 
 Tensor Module::register_parameter(const std::string& name, Tensor t) {
   EMBER_CHECK(!name.empty() && name.find('.') == std::string::npos, name_check_msg(name));

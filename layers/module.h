@@ -18,14 +18,17 @@ namespace ember::nn {
 class Module {
  public:
   virtual ~Module() = default;
-  virtual Tensor forward(const Tensor& x) = 0;
+  // The one-tensor forward, what Sequential calls. A module whose forward takes or returns
+  // other things (attention, recurrent layers) derives from Callable (below) instead; this
+  // default then says so when it is called with one tensor.
+  virtual Tensor forward(const Tensor& x);
   // forward(x) in this module's memory scope (core/meta.h), for memory estimates.
   Tensor operator()(const Tensor& x) {
     const MemoryScope scope(this);
     return forward(x);
   }
-  // "Linear(in_features=784, out_features=512, bias=true)"
-  virtual std::string name() const = 0;
+  // "Linear(in_features=784, out_features=512, bias=true)"; by default the class's name.
+  virtual std::string name() const;
 
   std::vector<Tensor> parameters() const;
   NamedTensors named_parameters() const;
@@ -53,8 +56,8 @@ class Module {
   // An indented tree of the module and its children.
   std::string str() const;
 
- protected:
-  // Registers `t` as a parameter (marking it requires_grad) and returns it.
+  // Registers `t` as a parameter (marking it requires_grad) and returns it. Public, as in
+  // PyTorch, so that a model can be assembled without subclassing.
   Tensor register_parameter(const std::string& name, Tensor t);
   Tensor register_buffer(const std::string& name, Tensor t);
   template <class M>
@@ -71,6 +74,25 @@ class Module {
   NamedTensors params_, buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
+};
+
+// The base of a module whose forward takes or returns more than one tensor (attention
+// takes q, k and v; an LSTM returns its output and its state). Calling the module calls
+// Derived::forward with the same arguments, in the module's memory scope as
+// Module::operator() does, so memory estimates and the profiler see it:
+//   class Attention : public nn::Callable<Attention> {
+//    public:
+//     std::pair<Tensor, Tensor> forward(const Tensor& q, const Tensor& k, const Tensor& v);
+//   };
+//   auto [out, weights] = (*attention)(q, k, v);
+template <class Derived>
+class Callable : public Module {
+ public:
+  template <class... Args>
+  decltype(auto) operator()(Args&&... args) {
+    const MemoryScope scope(this);
+    return static_cast<Derived&>(*this).forward(std::forward<Args>(args)...);
+  }
 };
 
 }  // namespace ember::nn

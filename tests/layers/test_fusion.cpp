@@ -1,4 +1,4 @@
-// Fused activations (Note [Fused activations] in layers/layers.cpp): linear and conv2d
+// Fused activations (Note [Fused activations] in layers/containers.cpp): linear and conv2d
 // with Activation::kReLU give what the op followed by relu() gives, bit for bit, forward
 // and backward (NaN and negative zero included), and a Sequential with fusion on trains
 // exactly like one with fusion off.

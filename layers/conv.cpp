@@ -1,0 +1,44 @@
+#include "layers/conv.h"
+
+#include <cmath>
+
+#include "base/error.h"
+#include "layers/init.h"
+
+namespace ember::nn {
+namespace {
+
+std::string pair_str(Pair p) { return detail::str("(", p.first, ", ", p.second, ")"); }
+std::string pool_str(const char* kind, const Pool2dOptions& o) {
+  return std::string(kind) + "(kernel_size=" + pair_str(o.kernel_size) + ", stride=" +
+         pair_str(o.stride.value_or(o.kernel_size)) + ", padding=" + pair_str(o.padding) + ")";
+}
+
+}  // namespace
+
+Conv2d::Conv2d(int64_t in, int64_t out, Pair k, Pair stride, Pair padding, Pair dilation, int64_t groups, bool with_bias)
+    : in_(in), out_(out), groups_(groups), kernel_(k), stride_(stride), padding_(padding), dilation_(dilation) {
+  EMBER_CHECK(in > 0 && out > 0 && groups > 0 && in % groups == 0 && out % groups == 0, "Conv2d: channels in=", in,
+              " out=", out, " must be positive and divisible by groups=", groups);
+  EMBER_CHECK(k.first > 0 && k.second > 0, "Conv2d: kernel_size must be positive, got ", pair_str(k));
+  weight = register_parameter("weight", empty({out, in / groups, k.first, k.second}));
+  kaiming_uniform_(weight);
+  if (with_bias) {
+    bias = register_parameter("bias", empty({out}));
+    const double b = 1.0 / std::sqrt(static_cast<double>(fan_in(weight)));
+    uniform_(bias, -b, b);
+  }
+}
+Tensor Conv2d::forward(const Tensor& x, Activation act) {
+  return conv2d(x, weight, bias, stride_, padding_, dilation_, groups_, act);
+}
+std::string Conv2d::name() const {
+  return "Conv2d(" + std::to_string(in_) + ", " + std::to_string(out_) + ", kernel_size=" + pair_str(kernel_) +
+         ", stride=" + pair_str(stride_) + ", padding=" + pair_str(padding_) + ")";
+}
+
+std::string MaxPool2d::name() const { return pool_str("MaxPool2d", options_); }
+std::string AvgPool2d::name() const { return pool_str("AvgPool2d", options_); }
+std::string AdaptiveAvgPool2d::name() const { return "AdaptiveAvgPool2d(output_size=" + pair_str(size_) + ")"; }
+
+}  // namespace ember::nn

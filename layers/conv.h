@@ -1,0 +1,64 @@
+// Convolution and pooling layers (NCHW): Conv2d, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d.
+// Each mirrors its PyTorch namesake: parameter names, shapes and default initialisation
+// (Kaiming-uniform with a = sqrt(5), and the same bound 1/sqrt(fan_in) for biases).
+#pragma once
+
+#include <string>
+#include <utility>
+
+#include "core/ops.h"
+#include "layers/functional.h"
+#include "layers/module.h"
+
+namespace ember::nn {
+
+using Pair = std::pair<int64_t, int64_t>;
+
+class Conv2d : public Module {
+ public:
+  Conv2d(int64_t in_channels, int64_t out_channels, Pair kernel_size, Pair stride = {1, 1}, Pair padding = {0, 0},
+         Pair dilation = {1, 1}, int64_t groups = 1, bool bias = true);
+  Tensor forward(const Tensor& x) override { return forward(x, Activation::kNone); }
+  // With an activation fused into the op (what Sequential does for Conv2d, ReLU).
+  Tensor forward(const Tensor& x, Activation act);
+  std::string name() const override;
+  Tensor weight, bias;  // [out, in / groups, kh, kw], [out]
+
+ private:
+  int64_t in_, out_, groups_;
+  Pair kernel_, stride_, padding_, dilation_;
+};
+
+class MaxPool2d : public Module {
+ public:
+  explicit MaxPool2d(Pool2dOptions options) : options_(std::move(options)) {}
+  Tensor forward(const Tensor& x) override { return max_pool2d(x, options_); }
+  // relu(pool(x)): what Sequential runs for ReLU, MaxPool2d.
+  Tensor forward(const Tensor& x, Activation act) { return max_pool2d(x, options_, act); }
+  std::string name() const override;
+
+ private:
+  Pool2dOptions options_;
+};
+
+class AvgPool2d : public Module {
+ public:
+  explicit AvgPool2d(Pool2dOptions options) : options_(std::move(options)) {}
+  Tensor forward(const Tensor& x) override { return avg_pool2d(x, options_); }
+  std::string name() const override;
+
+ private:
+  Pool2dOptions options_;
+};
+
+class AdaptiveAvgPool2d : public Module {
+ public:
+  explicit AdaptiveAvgPool2d(Pair output_size) : size_(output_size) {}
+  Tensor forward(const Tensor& x) override { return functional::adaptive_avg_pool2d(x, size_); }
+  std::string name() const override;
+
+ private:
+  Pair size_;
+};
+
+}  // namespace ember::nn
