@@ -212,6 +212,17 @@ TEST(Transformer, StacksHoldIndependentCopiesOfTheLayer) {
   EXPECT_FALSE(allclose(enc.layers->at<nn::TransformerEncoderLayer>(1)->linear1->weight, full({16, 8}, 7.0, kFloat64)));
 }
 
+// A layer called with one tensor (as Sequential calls it) is the layer without masks.
+TEST(Transformer, EncoderLayerRunsInsideSequential) {
+  auto layer = std::make_shared<nn::TransformerEncoderLayer>(8, 2, nn::TransformerLayerOptions{.dim_feedforward = 16,
+                                                                                              .dropout = 0});
+  auto head = std::make_shared<nn::Linear>(8, 3);
+  nn::Sequential model({layer, head});
+  const Tensor x = random_tensor({4, 2, 8}, kFloat32, Layout::Contiguous, 5);
+  EXPECT_TRUE(allclose(model(x), (*head)((*layer)(x, Tensor(), Tensor())), 0, 0));
+  EXPECT_EQ(names_of(model)[0], "0.self_attn.in_proj_weight");
+}
+
 TEST(Transformer, DropoutOnlyInTraining) {
   nn::MultiheadAttention mha(8, 2, {.dropout = 0.5, .batch_first = true});
   const Tensor x = random_tensor({2, 5, 8}, kFloat32, Layout::Contiguous, 1);
