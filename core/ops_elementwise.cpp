@@ -225,7 +225,9 @@ Tensor log(const Tensor& x) {
 }
 Tensor sqrt(const Tensor& x) {
   Tensor out = unary_float(kernels::sqrt_stub, x);
-  return record("sqrt", {x}, out, [o = SavedOutput(out)](const Tensor& g) { return Grads{div(g, mul(o.get(), Scalar(2)))}; });
+  return record("sqrt", {x}, out, [o = SavedOutput(out)](const Tensor& g) {
+    return Grads{div(g, mul(o.get(), Scalar(2)))};
+  });
 }
 Tensor rsqrt(const Tensor& x) {
   Tensor out = unary_float(kernels::rsqrt_stub, x);

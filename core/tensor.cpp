@@ -214,7 +214,8 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
               length, " are out of range for dim ", d, " of size ", n);
   Shape sh = shape();
   sh[d] = length;
-  return record_part("narrow", "narrow_backward", *this, make_view(*this, std::move(sh), strides(), offset() + start * strides()[d]),
+  return record_part("narrow", "narrow_backward", *this,
+                     make_view(*this, std::move(sh), strides(), offset() + start * strides()[d]),
                      [d, start, length](const Tensor& z) { return z.narrow(d, start, length); });
 }
 
@@ -230,7 +231,8 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
   Shape sh = shape(), st = strides();
   sh[d] = (end - start + step - 1) / step;
   st[d] *= step;
-  return record_part("slice", "slice_backward", *this, make_view(*this, std::move(sh), std::move(st), offset() + start * strides()[d]),
+  return record_part("slice", "slice_backward", *this,
+                     make_view(*this, std::move(sh), std::move(st), offset() + start * strides()[d]),
                      [d, start, end, step](const Tensor& z) { return z.slice(d, start, end, step); });
 }
 

@@ -79,7 +79,8 @@ class TransformerDecoderLayer : public Callable<TransformerDecoderLayer> {
 // deep copies), then the optional final norm ("layers.0...", "norm.weight").
 class TransformerEncoder : public Callable<TransformerEncoder> {
  public:
-  TransformerEncoder(const TransformerEncoderLayer& layer, int64_t num_layers, std::shared_ptr<LayerNorm> norm = nullptr);
+  TransformerEncoder(const TransformerEncoderLayer& layer, int64_t num_layers,
+                     std::shared_ptr<LayerNorm> norm = nullptr);
   Tensor forward(const Tensor& src) override { return forward(src, Tensor()); }
   Tensor forward(const Tensor& src, const Tensor& mask, const Tensor& src_key_padding_mask = {});
 
@@ -89,7 +90,8 @@ class TransformerEncoder : public Callable<TransformerEncoder> {
 
 class TransformerDecoder : public Callable<TransformerDecoder> {
  public:
-  TransformerDecoder(const TransformerDecoderLayer& layer, int64_t num_layers, std::shared_ptr<LayerNorm> norm = nullptr);
+  TransformerDecoder(const TransformerDecoderLayer& layer, int64_t num_layers,
+                     std::shared_ptr<LayerNorm> norm = nullptr);
   Tensor forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask = {},
                  const Tensor& memory_mask = {}, const Tensor& tgt_key_padding_mask = {},
                  const Tensor& memory_key_padding_mask = {});

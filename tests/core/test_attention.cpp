@@ -1,7 +1,7 @@
 // scaled_dot_product_attention (core/ops.h): against a float64 reference loop at awkward
 // sizes (L, S, E of 0, 1, odd; broadcast batch dims; transposed and strided inputs;
-// float64, float32, bfloat16: the bound, about 20 to 40 times the errors seen) with no mask, bool and float masks and the causal mask; fully masked rows;
-// dropout; gradcheck and gradgradcheck; PyTorch reference cases (attention.safetensors,
+// float64, float32, bfloat16: the bound, about 20 to 40 times the errors seen) with no
+// mask, bool and float masks and the causal mask; fully masked rows; dropout; gradcheck and gradgradcheck; PyTorch reference cases (attention.safetensors,
 // written by tests/refcases/attention_twin.py); and the argument errors.
 #include <gtest/gtest.h>
 
@@ -37,8 +37,8 @@ struct Reference {
 // A = max_j sum_e |q_e k_je| scale and B = sum_j p_j |v_j| (plus underflow).
 Reference reference(const Tensor& q, const Tensor& k, const Tensor& v, int mask_kind, const Tensor& mask,
                     double scale, DType dtype) {
-  Shape batch = broadcast_all({Shape(q.shape().begin(), q.shape().end() - 2), Shape(k.shape().begin(), k.shape().end() - 2),
-                               Shape(v.shape().begin(), v.shape().end() - 2)});
+  const auto batch_of = [](const Tensor& t) { return Shape(t.shape().begin(), t.shape().end() - 2); };
+  Shape batch = broadcast_all({batch_of(q), batch_of(k), batch_of(v)});
   const int64_t L = q.size(-2), S = k.size(-2), E = q.size(-1), Ev = v.size(-1);
   auto full = [&](const Tensor& t, int64_t r, int64_t c) {
     Shape s = batch;
