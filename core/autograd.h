@@ -50,7 +50,10 @@ class EnableGradGuard {
 // was computed from `inputs` (with graph recording off, or on inputs cut from the
 // graph), and `backward` maps the gradient of `out` to one gradient per input
 // (undefined where there is none). Returns `out` attached to the graph as one node named
-// `name` when grad mode is on and an input requires grad; `out` itself otherwise.
+// `name` when grad mode is on and an input requires grad; `out` itself otherwise. Under
+// autograd::grad(..., create_graph = true) `backward` runs with recording on: its result
+// differentiates again when it is written with ember's ops on tensors it captured as they
+// came, not detached (Note [Double backward] in core/autograd_graph.h).
 using BackwardFunction = std::function<std::vector<Tensor>(const Tensor& grad_output)>;
 Tensor custom_function(const char* name, const std::vector<Tensor>& inputs, const Tensor& out,
                        BackwardFunction backward);
