@@ -1,23 +1,23 @@
-// The autograd engine: recording, the iterative backward walk, leaf accumulation,
-// graph teardown without recursion, and gradcheck.
+// The autograd graph: recording (record, record_once_differentiable, SavedOutput), the
+// nodes (a formula, a leaf's accumulator, the error a once-differentiable op leaves for a
+// second derivative), per-tensor autograd state, and graph teardown without recursion.
+// The backward walk is in autograd_engine.cpp, gradcheck in gradcheck.cpp.
 #include "core/autograd.h"
 
 #include <algorithm>
-#include <cmath>
-#include <unordered_map>
 #include <utility>
 
 #include "base/error.h"
 #include "core/autograd_graph.h"
 #include "core/ops.h"
 #include "core/storage.h"
-#include "memory/site.h"
 
 namespace ember {
 namespace autograd {
 namespace {
 
 thread_local bool tls_grad_enabled = true;
+thread_local detail::FormulaContext tls_formula;
 
 // Note [graph teardown]: a 10,000-op chain would destroy its nodes recursively (each
 // node owns the next through its edges and saved tensors) and overflow the stack. Node
@@ -45,18 +45,44 @@ struct Reaper {
 };
 thread_local Reaper tls_reaper;
 
-// The edges of the node whose formula is running on this thread (null outside one).
-thread_local const std::vector<Edge>* tls_formula_edges = nullptr;
-struct FormulaScope {
-  const std::vector<Edge>* outer;
-  explicit FormulaScope(const std::vector<Edge>* edges) : outer(std::exchange(tls_formula_edges, edges)) {}
-  ~FormulaScope() { tls_formula_edges = outer; }
+AutogradMeta& meta_of(const Tensor& t) {
+  auto& m = const_cast<TensorImpl&>(t.impl()).autograd;
+  if (!m) m = std::make_shared<AutogradMeta>();
+  return *m;
+}
+
+const AutogradMeta* find_meta(const Tensor& t) { return t.defined() ? t.impl().autograd.get() : nullptr; }
+
+// `data` (detached) as the output of `node`: a new handle on the same storage.
+Tensor attach(const Tensor& data, std::shared_ptr<Node> node) {
+  Tensor t = data.detach();
+  AutogradMeta& m = meta_of(t);
+  m.requires_grad = true;
+  m.grad_fn = std::move(node);
+  return t;
+}
+
+// Stands for the gradient a once-differentiable op computed under create_graph: its edges
+// are the incoming gradient's and the op's inputs' (what that gradient depends on), and
+// reaching it in a backward is the error PyTorch's once_differentiable raises.
+class DelayedError final : public Node {
+ public:
+  explicit DelayedError(const char* op) : op_(op) {}
+  std::vector<Tensor> apply(const Tensor&) override {
+    EMBER_FAIL("backward: '", op_, "' is not differentiable twice (its backward runs kernels with no derivative ",
+               "of their own), so the gradient autograd::grad(..., create_graph=true) computed through it cannot ",
+               "be differentiated again");
+  }
+  const char* name() const override { return "DelayedError"; }
+
+ private:
+  const char* op_;
 };
 
 class FunctionNode final : public Node {
  public:
-  FunctionNode(const char* name, BackwardFn fn, std::vector<Shape> shapes, std::vector<DType> dtypes)
-      : name_(name), fn_(std::move(fn)), shapes_(std::move(shapes)), dtypes_(std::move(dtypes)) {}
+  FunctionNode(const char* name, BackwardFn fn, std::vector<Shape> shapes, std::vector<DType> dtypes, bool once)
+      : name_(name), fn_(std::move(fn)), shapes_(std::move(shapes)), dtypes_(std::move(dtypes)), once_(once) {}
   ~FunctionNode() override {
     if (fn_) tls_reaper.fns.push_back(std::move(fn_));
   }
@@ -64,8 +90,22 @@ class FunctionNode final : public Node {
     EMBER_CHECK(fn_, "backward: the graph through '", name_,
                 "' was already freed by an earlier backward; pass retain_graph=true to backward twice");
     std::vector<Tensor> grads;
-    {
-      FormulaScope scope(&next);
+    if (once_ && tls_grad_enabled) {
+      {
+        NoGradGuard off;
+        grads = fn_(g);
+      }
+      std::shared_ptr<Node> error;
+      for (Tensor& gi : grads) {
+        if (!gi.defined()) continue;
+        if (!error) {
+          error = std::make_shared<DelayedError>(name_);
+          error->next.push_back(detail::edge_of(g));
+          error->next.insert(error->next.end(), next.begin(), next.end());
+        }
+        gi = attach(gi, error);
+      }
+    } else {
       grads = fn_(g);
     }
     EMBER_CHECK(grads.size() == next.size(), "backward: '", name_, "' returned ", grads.size(),
@@ -89,6 +129,7 @@ class FunctionNode final : public Node {
   BackwardFn fn_;
   std::vector<Shape> shapes_;
   std::vector<DType> dtypes_;
+  bool once_;
 };
 
 // True when t is the only handle on its whole, contiguous buffer and has no autograd
@@ -128,16 +169,35 @@ class AccumulateGrad final : public Node {
   std::shared_ptr<TensorImpl> leaf_;
 };
 
-AutogradMeta& meta_of(const Tensor& t) {
-  auto& m = const_cast<TensorImpl&>(t.impl()).autograd;
-  if (!m) m = std::make_shared<AutogradMeta>();
-  return *m;
+Tensor record_node(const char* name, const std::vector<Tensor>& inputs, const Tensor& out, BackwardFn backward,
+                   bool once) {
+  if (!needs_grad(inputs)) return out;
+  std::vector<Shape> shapes;
+  std::vector<DType> dtypes;
+  for (const Tensor& t : inputs) {
+    EMBER_CHECK(!t.defined() || t.impl_ptr() != out.impl_ptr(), "autograd: '", name,
+                "' recorded one of its inputs as its output");
+    shapes.push_back(t.defined() ? t.shape() : Shape{});
+    dtypes.push_back(t.defined() ? t.dtype() : kFloat32);
+  }
+  auto node = std::make_shared<FunctionNode>(name, std::move(backward), std::move(shapes), std::move(dtypes), once);
+  for (const Tensor& t : inputs) node->next.push_back(detail::edge_of(t));
+  AutogradMeta& m = meta_of(out);
+  m.requires_grad = true;
+  m.grad_fn = std::move(node);
+  return out;
 }
 
-const AutogradMeta* find_meta(const Tensor& t) { return t.defined() ? t.impl().autograd.get() : nullptr; }
+}  // namespace
 
-// The edge a gradient for `t` travels along: its grad_fn, or its leaf accumulator.
-Edge edge_of(const Tensor& t) {
+Node::~Node() {
+  for (Edge& e : next)
+    if (e.node) tls_reaper.nodes.push_back(std::move(e.node));
+  next.clear();
+  tls_reaper.drain();
+}
+
+Edge detail::edge_of(const Tensor& t) {
   const AutogradMeta* m = find_meta(t);
   if (!m || !m->requires_grad) return {};
   if (m->grad_fn) return {m->grad_fn};
@@ -150,14 +210,8 @@ Edge edge_of(const Tensor& t) {
   return {acc};
 }
 
-}  // namespace
-
-Node::~Node() {
-  for (Edge& e : next)
-    if (e.node) tls_reaper.nodes.push_back(std::move(e.node));
-  next.clear();
-  tls_reaper.drain();
-}
+detail::FormulaScope::FormulaScope(const FormulaContext& ctx) : outer_(std::exchange(tls_formula, ctx)) {}
+detail::FormulaScope::~FormulaScope() { tls_formula = outer_; }
 
 bool needs_grad(std::initializer_list<const Tensor*> inputs) {
   if (!tls_grad_enabled) return false;
@@ -178,23 +232,24 @@ bool needs_grad(const std::vector<Tensor>& inputs) {
 }
 
 Tensor record(const char* name, const std::vector<Tensor>& inputs, const Tensor& out, BackwardFn backward) {
-  if (!needs_grad(inputs)) return out;
-  std::vector<Shape> shapes;
-  std::vector<DType> dtypes;
-  for (const Tensor& t : inputs) {
-    shapes.push_back(t.defined() ? t.shape() : Shape{});
-    dtypes.push_back(t.defined() ? t.dtype() : kFloat32);
-  }
-  auto node = std::make_shared<FunctionNode>(name, std::move(backward), std::move(shapes), std::move(dtypes));
-  for (const Tensor& t : inputs) node->next.push_back(edge_of(t));
-  AutogradMeta& m = meta_of(out);
-  m.requires_grad = true;
-  m.grad_fn = std::move(node);
-  return out;
+  return record_node(name, inputs, out, std::move(backward), false);
+}
+
+Tensor record_once_differentiable(const char* name, const std::vector<Tensor>& inputs, const Tensor& out,
+                                  BackwardFn backward) {
+  return record_node(name, inputs, out, std::move(backward), true);
+}
+
+Tensor SavedOutput::get() const {
+  if (!data_.defined() || !tls_grad_enabled || !tls_formula.node) return data_;
+  return attach(data_, tls_formula.node->shared_from_this());
 }
 
 bool needs_input_grad(size_t i) {
-  return !tls_formula_edges || (i < tls_formula_edges->size() && (*tls_formula_edges)[i].node);
+  const detail::FormulaContext& c = tls_formula;
+  if (!c.edges) return true;
+  if (i >= c.edges->size() || !(*c.edges)[i].node) return false;
+  return !c.needed || (*c.needed)((*c.edges)[i].node.get());
 }
 
 Tensor sum_to(const Tensor& g, const Shape& shape) {
@@ -286,106 +341,6 @@ Tensor Tensor::detach() const {
   impl->offset = offset();
   impl->dtype = dtype();
   return Tensor(std::move(impl));
-}
-
-void Tensor::backward(const Tensor& grad, bool retain_graph) const {
-  using autograd::Node;
-  EMBER_CHECK(requires_grad(), "backward: the tensor does not require grad (no input of the ops that made it did)");
-  Tensor g = grad;
-  if (!g.defined()) {
-    EMBER_CHECK(numel() == 1, "backward: a gradient can only be implied for a one-element output, this one is ",
-                shape_str(shape()), "; pass grad");
-    g = ones_like(*this);
-  }
-  EMBER_CHECK(g.shape() == shape(), "backward: grad has shape ", shape_str(g.shape()), " but the output ",
-              shape_str(shape()));
-  NoGradGuard no_grad;
-  std::shared_ptr<Node> root = autograd::edge_of(*this).node;
-
-  // Dependencies: how many edges point at each node reachable from the root.
-  std::unordered_map<Node*, int> deps;
-  std::vector<Node*> stack{root.get()};
-  deps[root.get()] = 0;
-  while (!stack.empty()) {
-    Node* n = stack.back();
-    stack.pop_back();
-    for (const auto& e : n->next) {
-      if (!e.node) continue;
-      if (deps[e.node.get()]++ == 0) stack.push_back(e.node.get());
-    }
-  }
-
-  // Walk in dependency order; a node runs once every gradient reaching it has arrived.
-  std::unordered_map<Node*, Tensor> pending;
-  pending[root.get()] = g;
-  std::vector<Node*> ready{root.get()};
-  while (!ready.empty()) {
-    Node* n = ready.back();
-    ready.pop_back();
-    auto it = pending.find(n);
-    std::vector<Tensor> grads;
-    if (it != pending.end()) {
-      Tensor gn = std::move(it->second);
-      pending.erase(it);
-      const memory::SiteScope site(n->name(), /*backward=*/true);
-      const MemoryScope scope(n->scope);
-      grads = n->apply(gn);
-      if (!retain_graph) n->release();
-    }
-    for (size_t i = 0; i < n->next.size(); ++i) {
-      Node* next = n->next[i].node.get();
-      if (!next) continue;
-      if (i < grads.size() && grads[i].defined()) {
-        auto p = pending.find(next);
-        if (p == pending.end())
-          pending.emplace(next, std::move(grads[i]));  // the only reference, so a leaf may keep it
-        else
-          p->second = add(p->second, grads[i]);
-      }
-      if (--deps[next] == 0) ready.push_back(next);
-    }
-  }
-}
-
-// ----- gradcheck -----
-
-bool gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& fn, const std::vector<Tensor>& inputs,
-               double eps, double atol, double rtol) {
-  for (size_t i = 0; i < inputs.size(); ++i)
-    EMBER_CHECK(inputs[i].dtype() == kFloat64 && inputs[i].is_leaf() && inputs[i].requires_grad(),
-                "gradcheck: input ", i, " must be a float64 leaf that requires grad");
-  Generator gen(12345);
-  Tensor out = fn(inputs);
-  Tensor w = randn(out.shape(), {kFloat64, out.device()}, &gen);
-  for (const Tensor& t : inputs) t.set_grad({});
-  sum(mul(out, w)).backward();
-
-  NoGradGuard no_grad;
-  auto objective = [&] { return sum(mul(fn(inputs), w)).item<double>(); };
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const Tensor& x = inputs[i];
-    Tensor analytic = x.grad().defined() ? x.grad().contiguous() : zeros_like(x);
-    Tensor flat = x.contiguous();
-    EMBER_CHECK(flat.shares_storage_with(x), "gradcheck: input ", i, " must be contiguous");
-    // Each element is set through fill_, never through a host pointer: the input may be
-    // on a device.
-    const std::vector<double> values = flat.to_vector<double>();
-    const std::vector<double> a = analytic.to_vector<double>();
-    const Tensor elements = flat.view({-1});
-    for (int64_t k = 0; k < x.numel(); ++k) {
-      const double saved = values[static_cast<size_t>(k)];
-      const Tensor element = elements.narrow(0, k, 1);
-      element.fill_(saved + eps);
-      const double up = objective();
-      element.fill_(saved - eps);
-      const double down = objective();
-      element.fill_(saved);
-      const double numeric = (up - down) / (2 * eps);
-      EMBER_CHECK(std::fabs(numeric - a[k]) <= atol + rtol * std::fabs(numeric), "gradcheck: input ", i,
-                  " element ", k, ": analytic ", a[k], " vs numeric ", numeric);
-    }
-  }
-  return true;
 }
 
 }  // namespace ember

@@ -1,5 +1,17 @@
 // The graph autograd records (not a public header): nodes, their edges, the per-tensor
 // autograd state, and record(), which ops call to attach their backward formula.
+//
+// Note [Double backward]. A formula is written with ember's ops, and under
+// autograd::grad(..., create_graph = true) it runs with graph recording on, so the
+// gradients it returns are themselves differentiable. For that the formula must reach
+// the op's inputs and output through the graph: it captures its inputs as they came (not
+// detached; a node may own its inputs, which are upstream of it), and its output through
+// SavedOutput (a node cannot own its output, which owns the node). Where a formula calls
+// a fused kernel, the kernel call is itself a recorded op with its own backward
+// (relu_backward, dropout's and embedding's backward), or the formula composes the same
+// gradient from differentiable ops when grad mode is on (cross entropy, layer norm, batch
+// norm). An op whose backward has neither records with record_once_differentiable: a
+// second derivative through it is then an error naming it.
 #pragma once
 
 #include <functional>
@@ -21,7 +33,7 @@ struct Edge {
 
 // One recorded op. apply() turns the gradient of its output into gradients of its
 // inputs, one per edge (undefined where an input gets none).
-class Node {
+class Node : public std::enable_shared_from_this<Node> {
  public:
   Node() : scope(current_memory_scope()) {}
   virtual ~Node();
@@ -54,16 +66,66 @@ bool needs_grad(std::initializer_list<const Tensor*> inputs);
 bool needs_grad(const std::vector<Tensor>& inputs);
 
 // Attaches `backward` to `out` as the op `name` applied to `inputs`, when needs_grad.
-// Returns `out` so ops can `return record(...)`.
+// Returns `out` so ops can `return record(...)`. `out` must be a new tensor, none of
+// `inputs` (a node that owned its output would never be freed).
 Tensor record(const char* name, const std::vector<Tensor>& inputs, const Tensor& out, BackwardFn backward);
+// As record, for an op whose backward runs kernels that have no derivative of their own
+// (PyTorch's once_differentiable): under create_graph its gradients are computed with
+// recording off and carry a node that raises an ember::Error naming the op if a second
+// backward reaches it.
+Tensor record_once_differentiable(const char* name, const std::vector<Tensor>& inputs, const Tensor& out,
+                                  BackwardFn backward);
+
+// An op's own output as its backward formula keeps it (PyTorch's SavedVariable of an
+// output): the data only, and get() gives it back attached to the node again while a
+// create_graph backward runs the node's formula, so that a second derivative flows
+// through it (Note [Double backward]). Outside such a backward, get() is the plain data.
+class SavedOutput {
+ public:
+  SavedOutput() = default;
+  explicit SavedOutput(const Tensor& out) : data_(out.defined() ? out.detach() : Tensor()) {}
+  Tensor get() const;
+
+ private:
+  Tensor data_;
+};
 
 // Inside a backward formula: whether input i of the op being differentiated needs a
 // gradient. A formula may leave the others undefined and skip their work (the MLP's
-// first layer has no use for the gradient of its input, a quarter of its GEMM FLOPs).
-// True outside a backward.
+// first layer has no use for the gradient of its input, a quarter of its GEMM FLOPs;
+// autograd::grad asks only for what leads to its inputs). True outside a backward.
 bool needs_input_grad(size_t i);
 
 // g summed over the dims it was broadcast along, to `shape`.
 Tensor sum_to(const Tensor& g, const Shape& shape);
+
+// ----- shared by the graph (autograd.cpp) and the engine (autograd_engine.cpp) -----
+namespace detail {
+
+// The edge a gradient for `t` travels along: its grad_fn, or its leaf accumulator (made
+// on first use); null when t does not require grad.
+Edge edge_of(const Tensor& t);
+
+// What the engine tells a formula while it runs: its node and that node's edges, and
+// which nodes autograd::grad needs gradients at (null: every node, as backward()).
+struct FormulaContext {
+  Node* node = nullptr;
+  const std::vector<Edge>* edges = nullptr;
+  const std::function<bool(const Node*)>* needed = nullptr;
+};
+// Sets the context for its scope (restoring the outer one: backwards nest, as in
+// activation checkpointing).
+class FormulaScope {
+ public:
+  explicit FormulaScope(const FormulaContext& ctx);
+  ~FormulaScope();
+  FormulaScope(const FormulaScope&) = delete;
+  FormulaScope& operator=(const FormulaScope&) = delete;
+
+ private:
+  FormulaContext outer_;
+};
+
+}  // namespace detail
 
 }  // namespace ember::autograd

@@ -198,6 +198,37 @@ Tensor embedding_backward(const Tensor& grad_output, const Tensor& indices, int6
 // gen) >= p), the same draw on every device; its backward multiplies by the saved mask.
 Tensor dropout(const Tensor& x, double p, Generator* gen = nullptr);
 
+// ----- attention (core/ops_attention.cpp) -----
+// What scaled_dot_product_attention takes besides q, k and v: PyTorch's keyword arguments.
+// Note [Attention entry point]: this one declaration is what every implementation of
+// attention serves. Today it is the math path, composed from matmul, softmax and dropout
+// (its memory grows with L * S); the fused kernels of the next issue (a tiled online
+// softmax on the CPU, flash and cuDNN kernels on a GPU, whose memory is linear in the
+// sequence length) come behind this same function and these same options, chosen per call,
+// with the math path kept as their reference. So nothing here presumes a materialized
+// score matrix: the mask is an input, not a callback, and dropout draws from a Generator,
+// which a fused kernel can replay from its Philox counters in backward.
+struct AttentionOptions {
+  // Broadcastable to the scores [batch..., L, S]: bool (true: the key takes part, as in
+  // PyTorch 2) or an additive float mask of the query's dtype. Undefined: none.
+  Tensor attn_mask{};
+  bool is_causal = false;  // the top-left causal mask: query i sees keys 0..i; no attn_mask with it
+  double dropout_p = 0;    // on the attention weights, whenever > 0: pass 0 outside training, as PyTorch
+  std::optional<double> scale{};  // default 1 / sqrt(E)
+  Generator* generator = nullptr;  // dropout's draws; null: the default generator
+};
+// PyTorch 2's F.scaled_dot_product_attention: softmax(q k^T scale + mask) v, with dropout
+// on the weights; q [..., L, E], k [..., S, E], v [..., S, Ev] of one floating dtype ->
+// [..., L, Ev], batch dims broadcast. A query row whose keys are all masked out gets zero
+// weights, so a zero output and zero gradients (PyTorch >= 2.5; earlier versions give NaN).
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const AttentionOptions& options = {});
+// The math path, which also returns the attention weights [..., L, S] as applied to v
+// (after dropout): for MultiheadAttention's need_weights (PyTorch's
+// _scaled_dot_product_attention_math). The same output as the function above.
+std::pair<Tensor, Tensor> scaled_dot_product_attention_math(const Tensor& q, const Tensor& k, const Tensor& v,
+                                                            const AttentionOptions& options = {});
+
 // ----- fused optimizer updates (in place, outside autograd) -----
 struct SgdStepOptions {
   double lr = 0.01, momentum = 0, dampening = 0, weight_decay = 0;

@@ -91,14 +91,18 @@ Tensor logical_and_zero_base(const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-Tensor detail::relu_backward(const Tensor& grad, const Tensor& out) {
-  return binary(kernels::relu_backward_stub, grad, out, BinaryKind::Arith);
-}
-
-// Backward formulas capture detached tensors: saving an op's own output with its
-// grad_fn would make the node own itself.
+// Backward formulas capture their inputs as they came and their output as a SavedOutput
+// (Note [Double backward] in core/autograd_graph.h), so each is differentiable again.
 using autograd::record;
+using autograd::SavedOutput;
 using Grads = std::vector<Tensor>;
+
+// The ReLU's fused backward kernel, recorded as an op of its own: linear in the gradient,
+// with the same mask, and of derivative zero (almost everywhere) in the output.
+Tensor detail::relu_backward(const Tensor& grad, const Tensor& out) {
+  return record("relu_backward", {grad, out}, binary(kernels::relu_backward_stub, grad, out, BinaryKind::Arith),
+                [o = out.detach()](const Tensor& g) { return Grads{detail::relu_backward(g, o), Tensor()}; });
+}
 
 Tensor add(const Tensor& a, const Tensor& b) {
   return record("add", {a, b}, binary(kernels::add_stub, a, b, BinaryKind::Arith), [](const Tensor& g) { return Grads{g, g}; });
@@ -109,22 +113,23 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 }
 Tensor mul(const Tensor& a, const Tensor& b) {
   return record("mul", {a, b}, binary(kernels::mul_stub, a, b, BinaryKind::Arith),
-                [a = a.detach(), b = b.detach()](const Tensor& g) { return Grads{mul(g, b), mul(g, a)}; });
+                [a, b](const Tensor& g) { return Grads{mul(g, b), mul(g, a)}; });
 }
 Tensor div(const Tensor& a, const Tensor& b) {
   Tensor out = binary(kernels::div_stub, a, b, BinaryKind::TrueDiv);
-  return record("div", {a, b}, out, [b = b.detach(), o = out.detach()](const Tensor& g) {
+  return record("div", {a, b}, out, [b, o = SavedOutput(out)](const Tensor& g) {
     Tensor ga = div(g, b);
-    return Grads{ga, neg(mul(ga, o))};  // d(a/b)/db = -(a/b)/b
+    return Grads{ga, autograd::needs_input_grad(1) ? neg(mul(ga, o.get())) : Tensor()};  // d(a/b)/db = -(a/b)/b
   });
 }
 // d/da a^b = b a^(b-1); d/db a^b = a^b log a, taken as 0 where a = 0 and b >= 0 (PyTorch).
 Tensor pow(const Tensor& a, const Tensor& b) {
   Tensor out = binary(kernels::pow_stub, a, b, BinaryKind::Arith);
-  return record("pow", {a, b}, out, [a = a.detach(), b = b.detach(), o = out.detach()](const Tensor& g) {
+  return record("pow", {a, b}, out, [a, b, o = SavedOutput(out)](const Tensor& g) {
     Tensor ga = mul(g, mul(b, pow(a, sub(b, Scalar(1)))));
     ga = where(eq(b, Scalar(0)), zeros_like(ga), ga);  // 0 * 0^-1 would be NaN; PyTorch gives 0
-    Tensor gb = mul(g, mul(o, log(a)));
+    if (!autograd::needs_input_grad(1)) return Grads{ga, Tensor()};
+    Tensor gb = mul(g, mul(o.get(), log(a)));
     gb = where(logical_and_zero_base(a, b), zeros_like(gb), gb);
     return Grads{ga, gb};
   });
@@ -153,7 +158,7 @@ Tensor div(const Tensor& a, Scalar b) {
                 [b](const Tensor& g) { return Grads{div(g, b)}; });
 }
 Tensor pow(const Tensor& a, Scalar b) {
-  return record("pow", {a}, binary(kernels::pow_stub, a, b, BinaryKind::Arith), [a = a.detach(), b](const Tensor& g) {
+  return record("pow", {a}, binary(kernels::pow_stub, a, b, BinaryKind::Arith), [a, b](const Tensor& g) {
     if (b.to_double() == 0) return Grads{zeros_like(g)};  // d/da a^0 = 0, also at a = 0
     return Grads{mul(g, mul(pow(a, Scalar(b.to_double() - 1)), b))};
   });
@@ -192,8 +197,8 @@ Tensor operator/(Scalar a, const Tensor& b) {
   detail::check_defined("div", b);
   DType common = detail::result_type(b, a);
   Tensor out = binary(kernels::div_stub, scalar_tensor(a, {common, b.device()}), b, common, BinaryKind::TrueDiv);
-  return record("div", {b}, out, [b = b.detach(), o = out.detach()](const Tensor& g) {
-    return Grads{neg(div(mul(g, o), b))};
+  return record("div", {b}, out, [b, o = SavedOutput(out)](const Tensor& g) {
+    return Grads{neg(div(mul(g, o.get()), b))};
   });
 }
 Tensor operator-(const Tensor& x) { return neg(x); }
@@ -213,25 +218,27 @@ Tensor relu(const Tensor& x) {
 }
 Tensor exp(const Tensor& x) {
   Tensor out = unary_float(kernels::exp_stub, x);
-  return record("exp", {x}, out, [o = out.detach()](const Tensor& g) { return Grads{mul(g, o)}; });
+  return record("exp", {x}, out, [o = SavedOutput(out)](const Tensor& g) { return Grads{mul(g, o.get())}; });
 }
 Tensor log(const Tensor& x) {
-  return record("log", {x}, unary_float(kernels::log_stub, x), [x = x.detach()](const Tensor& g) { return Grads{div(g, x)}; });
+  return record("log", {x}, unary_float(kernels::log_stub, x), [x](const Tensor& g) { return Grads{div(g, x)}; });
 }
 Tensor sqrt(const Tensor& x) {
   Tensor out = unary_float(kernels::sqrt_stub, x);
-  return record("sqrt", {x}, out, [o = out.detach()](const Tensor& g) { return Grads{div(g, mul(o, Scalar(2)))}; });
+  return record("sqrt", {x}, out, [o = SavedOutput(out)](const Tensor& g) {
+    return Grads{div(g, mul(o.get(), Scalar(2)))};
+  });
 }
 Tensor rsqrt(const Tensor& x) {
   Tensor out = unary_float(kernels::rsqrt_stub, x);
-  return record("rsqrt", {x}, out, [o = out.detach()](const Tensor& g) {
-    return Grads{mul(g, mul(pow(o, Scalar(3)), Scalar(-0.5)))};
+  return record("rsqrt", {x}, out, [o = SavedOutput(out)](const Tensor& g) {
+    return Grads{mul(g, mul(pow(o.get(), Scalar(3)), Scalar(-0.5)))};
   });
 }
 // Exact: Phi(x) + x phi(x). Tanh form: differentiate 0.5 x (1 + tanh(u)), u = c (x + k x^3).
 Tensor gelu(const Tensor& x, bool approximate) {
   Tensor out = unary_float(approximate ? kernels::gelu_tanh_stub : kernels::gelu_stub, x);
-  return record("gelu", {x}, out, [x = x.detach(), approximate](const Tensor& g) {
+  return record("gelu", {x}, out, [x, approximate](const Tensor& g) {
     Tensor xf = is_floating(x.dtype()) ? x : x.to(kFloat32);
     if (!approximate) {
       Tensor phi = mul(exp(mul(mul(xf, xf), Scalar(-0.5))), Scalar(0.39894228040143267794));
@@ -248,18 +255,22 @@ Tensor gelu(const Tensor& x, bool approximate) {
   });
 }
 Tensor erf(const Tensor& x) {
-  return record("erf", {x}, unary_float(kernels::erf_stub, x), [x = x.detach()](const Tensor& g) {
+  return record("erf", {x}, unary_float(kernels::erf_stub, x), [x](const Tensor& g) {
     return Grads{mul(g, mul(exp(neg(mul(x, x))), Scalar(1.12837916709551257390)))};  // 2/sqrt(pi) e^(-x^2)
   });
 }
 Tensor tanh(const Tensor& x) {
   Tensor out = unary_float(kernels::tanh_stub, x);
-  return record("tanh", {x}, out, [o = out.detach()](const Tensor& g) { return Grads{mul(g, operator-(Scalar(1), mul(o, o)))}; });
+  return record("tanh", {x}, out, [o = SavedOutput(out)](const Tensor& g) {
+    const Tensor y = o.get();
+    return Grads{mul(g, operator-(Scalar(1), mul(y, y)))};
+  });
 }
 Tensor sigmoid(const Tensor& x) {
   Tensor out = unary_float(kernels::sigmoid_stub, x);
-  return record("sigmoid", {x}, out, [o = out.detach()](const Tensor& g) {
-    return Grads{mul(g, mul(o, operator-(Scalar(1), o)))};
+  return record("sigmoid", {x}, out, [o = SavedOutput(out)](const Tensor& g) {
+    const Tensor y = o.get();
+    return Grads{mul(g, mul(y, operator-(Scalar(1), y)))};
   });
 }
 

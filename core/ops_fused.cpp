@@ -31,6 +31,45 @@ kernels::LossReduction to_kernel(Reduction r) {
                               : (r == Reduction::Mean ? kernels::LossReduction::kMean : kernels::LossReduction::kSum);
 }
 
+// cross_entropy's gradient of its rows of logits x [n, C], composed from differentiable
+// ops for a create_graph backward (the fused kernel has no derivative): row i gets
+// s_i (softmax(x_i) A_i - a_i), with a_i the row's target distribution times the class
+// weights, (1 - eps) w[t_i] one_hot(t_i) + eps / C w (zero for an ignored row),
+// A_i = sum(a_i), and s_i the output gradient's share of the row (over the total weight
+// for the mean). t: int64 [n]; g: [n] (none) or [] (sum, mean).
+Tensor cross_entropy_grad_composed(const Tensor& x, const Tensor& t, const Tensor& g, const Tensor& total,
+                                   const kernels::CrossEntropyOptions& o) {
+  const int64_t C = x.size(1);
+  const Tensor valid = ne(t, Scalar(o.ignore_index));
+  const Tensor safe = where(valid, t, zeros_like(t));
+  const Tensor w = o.weight.defined() ? o.weight : ones({C}, {x.dtype(), x.device()});
+  Tensor a = mul(mul(one_hot(safe, C).to(x.dtype()), w), Scalar(1 - o.label_smoothing));
+  if (o.label_smoothing > 0) a = add(a, mul(w, Scalar(o.label_smoothing / static_cast<double>(C))));
+  a = mul(a, valid.to(x.dtype()).unsqueeze(1));
+  const Tensor r = sub(mul(softmax(x, 1), sum(a, {1}, true)), a);
+  const Tensor gx = g.to(x.dtype());
+  switch (o.reduction) {
+    case kernels::LossReduction::kNone: return mul(r, gx.reshape({-1, 1}));
+    case kernels::LossReduction::kSum: return mul(r, gx);
+    case kernels::LossReduction::kMean: break;
+  }
+  return mul(r, div(gx, total));
+}
+
+// (x - mean) rstd over `dims` of x, and rstd, from differentiable ops (layer norm's
+// create_graph backward).
+std::pair<Tensor, Tensor> normalize_composed(const Tensor& x, const std::vector<int64_t>& dims, double eps) {
+  const Tensor xc = sub(x, mean(x, dims, true));
+  const Tensor rstd = rsqrt(add(mean(mul(xc, xc), dims, true), Scalar(eps)));
+  return {mul(xc, rstd), rstd};
+}
+
+// The gradient of a normalized input, given g = dy * weight: rstd (g - mean(g) - xhat
+// mean(g xhat)) over `dims`.
+Tensor normalized_input_grad(const Tensor& g, const Tensor& xhat, const Tensor& rstd, const std::vector<int64_t>& dims) {
+  return mul(rstd, sub(sub(g, mean(g, dims, true)), mul(xhat, mean(mul(g, xhat), dims, true))));
+}
+
 }  // namespace
 
 Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, int64_t ignore_index, Reduction reduction,
@@ -76,7 +115,8 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, int64_t igno
   Tensor stats = empty({n, 2}, opts), total = empty({}, opts);
   kernels::cross_entropy_stub(x.device(), loss, stats, total, x.detach(), t, o);
   if (reduction == Reduction::None) loss = loss.view(rest);
-  return autograd::record("cross_entropy", {x}, loss, [x = x.detach(), t, stats, total, o](const Tensor& g) {
+  return autograd::record("cross_entropy", {x}, loss, [x, t, stats, total, o](const Tensor& g) {
+    if (grad_enabled()) return std::vector<Tensor>{cross_entropy_grad_composed(x, t, g, total, o)};  // create_graph
     Tensor gx = empty_like(x);
     const Tensor gg =
         g.to(x.dtype()).contiguous().reshape(o.reduction == kernels::LossReduction::kNone ? Shape{-1} : Shape{});
@@ -116,9 +156,13 @@ Tensor layer_norm(const Tensor& x_in, int64_t normalized_dims, const Tensor& wei
   const Tensor wd = w.defined() ? w.detach() : Tensor(), bd = b.defined() ? b.detach() : Tensor();
   if (rows > 0) kernels::layer_norm_stub(x.device(), y, mean, rstd, x.detach(), wd, bd, eps);
   return autograd::record("layer_norm", {x, w, b}, y.view(x_in.shape()),
-                          [x = x.detach(), w = wd, mean, rstd, has_w = w.defined(),
-                           has_b = b.defined()](const Tensor& g) {
+                          [x, w, mean, rstd, has_w = w.defined(), has_b = b.defined(), eps](const Tensor& g) {
     const Tensor dy = g.to(x.dtype()).contiguous().reshape(x.shape());
+    if (grad_enabled()) {  // create_graph: the same gradients from differentiable ops
+      const auto [xhat, r] = normalize_composed(x, {1}, eps);
+      return std::vector<Tensor>{normalized_input_grad(has_w ? mul(dy, w) : dy, xhat, r, {1}),
+                                 has_w ? sum(mul(dy, xhat), {0}) : Tensor(), has_b ? sum(dy, {0}) : Tensor()};
+    }
     Tensor dx = autograd::needs_input_grad(0) ? empty_like(x) : Tensor();
     Tensor dw = has_w && autograd::needs_input_grad(1) ? empty({x.size(1)}, {x.dtype(), x.device()}) : Tensor();
     Tensor db = has_b && autograd::needs_input_grad(2) ? empty({x.size(1)}, {x.dtype(), x.device()}) : Tensor();
@@ -177,7 +221,9 @@ Tensor batch_norm_training(const Tensor& x, const Tensor& weight, const Tensor& 
     y = weight.defined() ? mul(xhat, weight.reshape(bshape)) : xhat;
     if (bias.defined()) y = add(y, bias.reshape(bshape));
   }
-  return autograd::record("batch_norm", {x, weight, bias}, y,
+  // Saves xhat (not x), so its formula is not differentiable in x: a second derivative
+  // through batch_norm is an error naming it.
+  return autograd::record_once_differentiable("batch_norm", {x, weight, bias}, y,
                           [xhat, rstd, w = weight.defined() ? weight.detach() : Tensor(), bshape, dims,
                            bias_dtype = bias.defined() ? bias.dtype() : x.dtype()](const Tensor& g) {
     // Gradients in their inputs' dtypes (a bf16 x with float32 weights under autocast).
@@ -195,15 +241,32 @@ Tensor batch_norm_training(const Tensor& x, const Tensor& weight, const Tensor& 
 
 namespace {
 
-// grad_weight [rows, D] from grad_output [..., D] and checked int64 indices [n].
+// grad_weight [rows, D] from grad_output [..., D] and checked int64 indices [n]; recorded
+// as an op (linear in grad_output) whose gradient is the lookup of those rows.
 Tensor dense_embedding_grad(const Tensor& grad_output, const Tensor& idx, int64_t rows,
                             std::optional<int64_t> padding_idx) {
   const int64_t D = grad_output.size(-1);
   Tensor gw = empty({rows, D}, {grad_output.dtype(), grad_output.device()});
   if (gw.numel() > 0)
-    kernels::embedding_backward_stub(gw.device(), gw, grad_output.contiguous().reshape({idx.numel(), D}), idx);
+    kernels::embedding_backward_stub(gw.device(), gw, grad_output.detach().contiguous().reshape({idx.numel(), D}),
+                                     idx);
   if (padding_idx) gw.select(0, *padding_idx).zero_();  // its rows get no gradient
-  return gw;
+  return autograd::record("embedding_backward", {grad_output}, gw,
+                          [idx, padding_idx, shape = grad_output.shape()](const Tensor& g) {
+    Tensor rows_picked = index_select(g, 0, idx);
+    if (padding_idx) rows_picked = mul(rows_picked, ne(idx, Scalar(*padding_idx)).to(g.dtype()).unsqueeze(1));
+    return std::vector<Tensor>{rows_picked.reshape(shape)};
+  });
+}
+
+// dropout's backward kernel as an op: the gradient times the saved mask over (1 - p),
+// linear, so its own gradient is itself.
+Tensor dropout_backward(const Tensor& grad, const Tensor& keep, double p) {
+  const Tensor go = grad.detach().contiguous();
+  Tensor gi = empty_like(go);
+  if (go.numel() > 0) kernels::dropout_backward_stub(go.device(), gi, go, keep, p);
+  return autograd::record("dropout_backward", {grad}, gi.view(grad.shape()),
+                          [keep, p](const Tensor& g) { return std::vector<Tensor>{dropout_backward(g, keep, p)}; });
 }
 
 }  // namespace
@@ -259,12 +322,8 @@ Tensor dropout(const Tensor& x, double p, Generator* gen) {
   const kernels::PhiloxState state{g.seed(), g.advance(static_cast<uint64_t>((in.numel() + per_block - 1) / per_block))};
   Tensor out = empty_like(in), keep = empty({in.numel()}, {kUInt8, in.device()});
   if (in.numel() > 0) kernels::dropout_stub(in.device(), out, keep, in, p, state);
-  return autograd::record("dropout", {x}, out.view(x.shape()), [keep, p](const Tensor& grad) {
-    const Tensor go = grad.contiguous();
-    Tensor gi = empty_like(go);
-    if (go.numel() > 0) kernels::dropout_backward_stub(go.device(), gi, go, keep, p);
-    return std::vector<Tensor>{gi};
-  });
+  return autograd::record("dropout", {x}, out.view(x.shape()),
+                          [keep, p](const Tensor& grad) { return std::vector<Tensor>{dropout_backward(grad, keep, p)}; });
 }
 
 }  // namespace ember

@@ -134,11 +134,12 @@ Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const T
   // src's gradient is g read back at the scattered positions; src may be larger than index.
   return autograd::record("scatter_add", {self, index, src}, out, [d, idx, src_shape = src.shape()](const Tensor& g) {
     Tensor gs = gather(g, d, idx);
-    if (gs.shape() != src_shape) {
-      Tensor z = zeros(src_shape, {g.dtype(), g.device()}), part = z;
-      for (int64_t k = 0; k < z.dim(); ++k) part = part.narrow(k, 0, idx.shape()[k]);
-      part.copy_(gs);
-      gs = z;
+    // Zeros where src reaches past index, joined with cat so that it differentiates again.
+    for (int64_t k = 0; k < gs.dim(); ++k) {
+      if (gs.size(k) == src_shape[k]) continue;
+      Shape pad = gs.shape();
+      pad[k] = src_shape[k] - gs.size(k);
+      gs = cat({gs, zeros(pad, {g.dtype(), g.device()})}, k);
     }
     return std::vector<Tensor>{g, Tensor(), gs};
   });

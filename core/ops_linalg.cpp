@@ -65,7 +65,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   Tensor out = out3.view(out_shape).to(dtype);
   // With 1-D operands promoted to matrices: dA = dC B^T, dB = A^T dC, each summed over
   // the batch dims it was broadcast along.
-  return autograd::record("matmul", {a, b}, out, [a = a.detach(), b = b.detach()](const Tensor& g) {
+  // The operands are kept as they came, so the gradients are differentiable again.
+  return autograd::record("matmul", {a, b}, out, [a, b](const Tensor& g) {
     Tensor a2 = a.dim() == 1 ? a.unsqueeze(0) : a;
     Tensor b2 = b.dim() == 1 ? b.unsqueeze(1) : b;
     Shape g_shape = g.shape();
@@ -107,7 +108,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activat
   out_shape.push_back(out_f);
   Tensor y = out.view(out_shape).to(dtype);
   return autograd::record("linear", {x, weight, bias}, y,
-                          [x = x.detach(), w = weight.detach(), has_bias = bias.defined(), in_f, out_f,
+                          [x, w = weight, has_bias = bias.defined(), in_f, out_f,
                            y = act == Activation::kReLU ? y.detach() : Tensor()](const Tensor& g_out) {
     const Tensor g = y.defined() ? detail::relu_backward(g_out, y) : g_out;
     Tensor g2 = g.reshape({-1, out_f});

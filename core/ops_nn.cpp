@@ -34,7 +34,8 @@ Tensor softmax_impl(const kernels::OpStub<kernels::SoftmaxFn>& stub, const Tenso
   out = x.dim() == 0 ? out.view({}) : out;
   const bool is_log = &stub == &kernels::log_softmax_stub;
   // softmax: y (g - sum(g y)); log_softmax: g - exp(y) sum(g), both over the dim.
-  return autograd::record(op, {x}, out, [o = out.detach(), d, is_log](const Tensor& g) {
+  return autograd::record(op, {x}, out, [saved = autograd::SavedOutput(out), d, is_log](const Tensor& g) {
+    const Tensor o = saved.get();
     Tensor gg = o.dim() == 0 ? g.reshape({1}) : g, oo = o.dim() == 0 ? o.reshape({1}) : o;
     Tensor r = is_log ? sub(gg, mul(exp(oo), sum(gg, {d}, true))) : mul(oo, sub(gg, sum(mul(gg, oo), {d}, true)));
     return std::vector<Tensor>{r.reshape(o.shape())};
@@ -84,6 +85,25 @@ PoolSetup pool_setup(const char* op, const Tensor& input, const Pool2dOptions& o
   s.params = {{kh, kw}, {sh, sw}, {ph, pw}, {dh, dw}, o.ceil_mode, o.count_include_pad, o.divisor_override};
   s.out_shape = {s.in.shape()[0], s.in.shape()[1], OH, OW};
   return s;
+}
+
+// avg_pool2d and its backward kernel, each a recorded op whose gradient is the other:
+// both are linear and each is the other's adjoint, so they differentiate any number of
+// times. x, g: 4-D [N, C, H, W]; the result has shape `shape`.
+Tensor avg_pool2d_backward_4d(const Tensor& g, const Shape& shape, const kernels::Pool2dParams& p);
+Tensor avg_pool2d_4d(const Tensor& x, const Shape& shape, const kernels::Pool2dParams& p) {
+  Tensor out = empty(shape, {x.dtype(), x.device()});
+  if (out.numel() > 0) kernels::avg_pool2d_stub(x.device(), out, x.contiguous(), p);
+  return autograd::record("avg_pool2d", {x}, out, [in_shape = x.shape(), p](const Tensor& g) {
+    return std::vector<Tensor>{avg_pool2d_backward_4d(g, in_shape, p)};
+  });
+}
+Tensor avg_pool2d_backward_4d(const Tensor& g, const Shape& shape, const kernels::Pool2dParams& p) {
+  Tensor gi = empty(shape, {g.dtype(), g.device()});
+  if (gi.numel() > 0) kernels::avg_pool2d_backward_stub(g.device(), gi, g.contiguous(), p);
+  return autograd::record("avg_pool2d_backward", {g}, gi, [out_shape = g.shape(), p](const Tensor& gg) {
+    return std::vector<Tensor>{avg_pool2d_4d(gg, out_shape, p)};
+  });
 }
 
 }  // namespace
@@ -146,7 +166,9 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, std
   out = batched ? out : out.squeeze(0);
   // The input is saved as it came (a bf16 activation stays bf16) and converted again in
   // backward; for float32 that is the same tensor.
-  return autograd::record("conv2d", {input, weight, bias}, out,
+  // Its backward kernels have no derivative of their own: a second derivative through
+  // conv2d is an error naming it (autograd_graph.h).
+  return autograd::record_once_differentiable("conv2d", {input, weight, bias}, out,
                           [x = x.detach(), compute, wc = wc.detach(), has_bias = bias.defined(), p, batched,
                            y = p.relu ? out.detach() : Tensor()](const Tensor& g_out) {
     const Tensor xc = x.to(compute).contiguous();
@@ -187,7 +209,7 @@ std::pair<Tensor, Tensor> max_pool2d_impl(const Tensor& input, const Pool2dOptio
   Tensor idx = want_indices || grad ? empty(s.out_shape, {codes ? kUInt8 : kInt64, s.in.device()}) : Tensor();
   if (out.numel() > 0) kernels::max_pool2d_stub(s.in.device(), out, idx, s.in, s.params);
   Tensor o = s.batched ? out : out.squeeze(0);
-  autograd::record("max_pool2d", {input}, o,
+  autograd::record_once_differentiable("max_pool2d", {input}, o,
                    [in_shape = s.in.shape(), idx, p = s.params, batched = s.batched,
                     y = s.params.relu ? o.detach() : Tensor()](const Tensor& g_out) {
     // With the ReLU: masked at the pooled size, before the gradient goes to the maxima.
@@ -210,14 +232,9 @@ Tensor max_pool2d(const Tensor& input, const Pool2dOptions& options, Activation 
 Tensor avg_pool2d(const Tensor& input, const Pool2dOptions& options) {
   EMBER_OP_SITE("avg_pool2d");
   PoolSetup s = pool_setup("avg_pool2d", input, options, false);
-  Tensor out = empty(s.out_shape, {s.in.dtype(), s.in.device()});
-  if (out.numel() > 0) kernels::avg_pool2d_stub(s.in.device(), out, s.in, s.params);
-  Tensor o = s.batched ? out : out.squeeze(0);
-  return autograd::record("avg_pool2d", {input}, o, [in = s.in.detach(), p = s.params, batched = s.batched](const Tensor& g) {
-    Tensor gi = empty_like(in);
-    kernels::avg_pool2d_backward_stub(in.device(), gi, (batched ? g : g.unsqueeze(0)).contiguous(), p);
-    return std::vector<Tensor>{batched ? gi : gi.squeeze(0)};
-  });
+  // s.in is input or a recorded view or copy of it, so the gradient reaches input.
+  Tensor o = avg_pool2d_4d(s.in, s.out_shape, s.params);
+  return s.batched ? o : o.squeeze(0);
 }
 
 }  // namespace ember

@@ -186,7 +186,8 @@ Tensor csr_linear(const Tensor& x, const Tensor& values, const CsrPattern& a, co
   Shape out_shape(x.shape().begin(), x.shape().end() - 1);
   out_shape.push_back(a.rows());
   Tensor y = out.view(out_shape).to(dtype);
-  return autograd::record("csr_linear", {x, values, bias}, y,
+  // The weight gradient's kernel (csr_sddmm) has no derivative of its own.
+  return autograd::record_once_differentiable("csr_linear", {x, values, bias}, y,
                           [x = x.detach(), v = values.detach(), a, has_bias = bias.defined(), compute,
                            y = act == Activation::kReLU ? y.detach() : Tensor()](const Tensor& g_out) {
     const Tensor g = y.defined() ? detail::relu_backward(g_out, y) : g_out;

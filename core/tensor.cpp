@@ -40,13 +40,14 @@ Tensor record_reshape(const char* name, const Tensor& base, const Tensor& v) {
 }
 
 // A view that picks part of its base: the gradient is g placed in zeros of the base's
-// shape, through the same view.
+// shape, through the same view; that placement is recorded as an op of its own
+// (`backward_name`), whose gradient is the view again, so views differentiate twice.
 template <class ViewFn>
-Tensor record_part(const char* name, const Tensor& base, const Tensor& v, ViewFn view_fn) {
-  return autograd::record(name, {base}, v, [shape = base.shape(), view_fn](const Tensor& g) {
+Tensor record_part(const char* name, const char* backward_name, const Tensor& base, const Tensor& v, ViewFn view_fn) {
+  return autograd::record(name, {base}, v, [shape = base.shape(), view_fn, backward_name](const Tensor& g) {
     Tensor z = zeros(shape, {g.dtype(), g.device()});
-    view_fn(z).copy_(g);
-    return Grads{z};
+    view_fn(z).copy_(g.detach());
+    return Grads{autograd::record(backward_name, {g}, z, [view_fn](const Tensor& gz) { return Grads{view_fn(gz)}; })};
   });
 }
 
@@ -213,7 +214,8 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
               length, " are out of range for dim ", d, " of size ", n);
   Shape sh = shape();
   sh[d] = length;
-  return record_part("narrow", *this, make_view(*this, std::move(sh), strides(), offset() + start * strides()[d]),
+  return record_part("narrow", "narrow_backward", *this,
+                     make_view(*this, std::move(sh), strides(), offset() + start * strides()[d]),
                      [d, start, length](const Tensor& z) { return z.narrow(d, start, length); });
 }
 
@@ -229,7 +231,8 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
   Shape sh = shape(), st = strides();
   sh[d] = (end - start + step - 1) / step;
   st[d] *= step;
-  return record_part("slice", *this, make_view(*this, std::move(sh), std::move(st), offset() + start * strides()[d]),
+  return record_part("slice", "slice_backward", *this,
+                     make_view(*this, std::move(sh), std::move(st), offset() + start * strides()[d]),
                      [d, start, end, step](const Tensor& z) { return z.slice(d, start, end, step); });
 }
 
@@ -243,7 +246,7 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
   int64_t off = offset() + index * st[d];
   sh.erase(sh.begin() + d);
   st.erase(st.begin() + d);
-  return record_part("select", *this, make_view(*this, std::move(sh), std::move(st), off),
+  return record_part("select", "select_backward", *this, make_view(*this, std::move(sh), std::move(st), off),
                      [d, index](const Tensor& z) { return z.select(d, index); });
 }
 

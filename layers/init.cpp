@@ -32,4 +32,22 @@ void kaiming_uniform_(const Tensor& t, double a, Generator* gen) {
   uniform_(t, -bound, bound, gen);
 }
 
+namespace {
+double fan_sum(const Tensor& t) {
+  EMBER_CHECK(t.dim() >= 2, "xavier init: needs a tensor of at least 2 dims, got ", shape_str(t.shape()));
+  double receptive = 1;
+  for (int64_t d = 2; d < t.dim(); ++d) receptive *= static_cast<double>(t.size(d));
+  return static_cast<double>(t.size(0) + t.size(1)) * receptive;
+}
+}  // namespace
+
+void xavier_uniform_(const Tensor& t, double gain, Generator* gen) {
+  const double b = gain * std::sqrt(6.0 / fan_sum(t));
+  uniform_(t, -b, b, gen);
+}
+
+void xavier_normal_(const Tensor& t, double gain, Generator* gen) {
+  normal_(t, 0, gain * std::sqrt(2.0 / fan_sum(t)), gen);
+}
+
 }  // namespace ember::nn

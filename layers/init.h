@@ -17,4 +17,10 @@ void kaiming_uniform_(const Tensor& t, double a = 2.23606797749979, Generator* g
 // fan_in of a weight: dim 1 times the product of dims 2... ([out, in, kh, kw] -> in * kh * kw).
 int64_t fan_in(const Tensor& weight);
 
+// Xavier (Glorot), torch.nn.init's formulas: U(-b, b) with b = gain sqrt(6 / (fan_in +
+// fan_out)), and N(0, gain sqrt(2 / (fan_in + fan_out))); fan_out is dim 0 times the
+// product of dims 2... (the attention and transformer layers initialise with them).
+void xavier_uniform_(const Tensor& t, double gain = 1, Generator* gen = nullptr);
+void xavier_normal_(const Tensor& t, double gain = 1, Generator* gen = nullptr);
+
 }  // namespace ember::nn

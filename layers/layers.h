@@ -4,6 +4,7 @@
 #pragma once
 
 #include "layers/activation.h"
+#include "layers/attention.h"
 #include "layers/containers.h"
 #include "layers/conv.h"
 #include "layers/init.h"
@@ -11,3 +12,4 @@
 #include "layers/loss.h"
 #include "layers/module.h"
 #include "layers/normalization.h"
+#include "layers/transformer.h"
