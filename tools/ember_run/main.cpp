@@ -121,6 +121,11 @@ int run(int argc, char** argv) {
     std::fprintf(stderr, "ember-run: no program to run (ember-run --nproc-per-node N PROGRAM ARGS...)\n");
     return 2;
   }
+  if (o.command[0].rfind('-', 0) == 0) {  // a mistyped flag, not a program to start N times
+    std::fprintf(stderr, "ember-run: unknown flag '%s' (ember-run's flags come before PROGRAM; --help lists them)\n",
+                 o.command[0].c_str());
+    return 2;
+  }
   int nproc = 0;
   if (o.nproc == "gpu") {  // one per GPU this process sees (CUDA_VISIBLE_DEVICES applies); rank r takes cuda:r
     nproc = ember::cuda_device_count();
