@@ -25,7 +25,7 @@ row() {
   local what=$1; shift
   timeout -s KILL 60 "$@" >out.txt 2>err.txt
   local rc=$? said
-  said=$(grep -m1 -E 'error|terminate|what\(\)|warning|verdict|Could not|Value|outside|not a' err.txt out.txt -h)
+  said=$(grep -m1 -E 'error|terminate|what\(\)|warning|verdict|Could not|Value|outside|not a|must' err.txt out.txt -h)
   [ -n "$said" ] || said=$(tail -n1 out.txt)
   [ $rc -ge 128 ] && said="$(grep -h -m2 -E 'terminate|what' err.txt | tr '\n' ' ')"
   printf '| %s | %s | %s |\n' "$what" "$rc" "$(echo "$said" | cut -c1-150 | sed 's/|/\\|/g')"
@@ -164,6 +164,10 @@ row "IDX images declared 14 x 56 (the CNN)" "$cnn" $L --data "$work/baddims"
 row "a test label 12 (of 10 classes)" "$mlp" $L --data "$work/badlabels"
 
 # Out-of-memory advice.
+oom() {  # the report's verdict and the start of its advice
+  note "... $(grep -h -m1 '^verdict' err.txt)" "$(grep -h -m1 '^advice' err.txt | cut -c1-260 | sed 's/|/\\|/g')"
+}
 row "ember_cnn --max-memory 1B" "$cnn" $A --max-memory 1B
-grep -h -m1 '^advice' err.txt | cut -c1-300 | sed 's/^/    /' >&2
+oom
 row "... following the advice max_split_size_mb:21" env EMBER_ALLOC_CONF=max_split_size_mb:21 "$cnn" $A --max-memory 1B
+oom

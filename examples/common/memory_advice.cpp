@@ -81,9 +81,15 @@ memory::AdviceTerms advice_terms(const TrainConfig& c, Device device, int world,
     std::lock_guard lock(memo->mu);
     if (const auto it = memo->fits.find(cap); it != memo->fits.end()) return it->second;
     const std::shared_ptr<nn::Module> model = meta_model(make_model);
-    const std::size_t capacity = cap > held ? cap - held : 0;  // the step's share of the cap
-    const int64_t per_rank = optim::max_batch_that_fits(*model, {1, 1, c.image_size, c.image_size}, capacity,
-                                                        estimate_options(c, device, world));
+    const optim::MemoryEstimateOptions options = estimate_options(c, device, world);
+    const Shape one{1, 1, c.image_size, c.image_size};
+    // The step's room: what the cap leaves beyond what training started with, plus the
+    // parameters (held then, and counted by the estimate). The free pieces of the segments
+    // held then are left out: a step may not be able to use them (another pool), and a
+    // batch named here must not run out again.
+    const auto params = static_cast<std::size_t>(optim::memory_estimate(*model, one, options).parameters);
+    const std::size_t capacity = (cap > held ? cap - held : 0) + params;
+    const int64_t per_rank = optim::max_batch_that_fits(*model, one, capacity, options);
     return memo->fits[cap] = per_rank * world;  // --batch-size is the global batch
   };
   return t;

@@ -23,8 +23,8 @@ using ModelFactory = std::function<std::shared_ptr<nn::Module>()>;
 void print_memory_estimate(const TrainConfig& c, Device device, int64_t batch, int world,
                            const ModelFactory& make_model);
 
-// The terms for `device`'s allocator. `held` is what the datasets hold, outside every
-// step; `cap_origin` says what set the cap ("" when none was set).
+// The terms for `device`'s allocator. `held` is what the allocator held when training
+// started (the datasets, the model); `cap_origin` says what set the cap ("" when none was).
 memory::AdviceTerms advice_terms(const TrainConfig& c, Device device, int world, std::size_t held,
                                  const std::string& cap_origin, const ModelFactory& make_model);
 

@@ -235,16 +235,16 @@ int train_main(const std::string& model_name, const TrainConfig& c,
     memory::CachingAllocator& mem = device_allocator(device);
     const bool tty = isatty(STDOUT_FILENO) && !c.json && lead;
     std::string cap_origin;
+    if (!c.max_memory.empty()) mem.empty_cache();
+    const auto held = static_cast<std::size_t>(mem.stats().reserved_bytes[memory::kAllPools].current);
     if (!c.max_memory.empty()) {
-      mem.empty_cache();
-      const auto held = static_cast<std::size_t>(mem.stats().reserved_bytes[memory::kAllPools].current);
       mem.set_memory_limit(held + budget);
       cap_origin = "--max-memory " + c.max_memory + " on top of the " + memory::format_bytes(held) +
                    " held when training started";
     }
     // Out-of-memory reports in this program's words (examples/common/memory_advice.h).
     const memory::AdviceTerms saved_terms = mem.advice_terms();
-    mem.set_advice_terms(advice_terms(c, device, world, static_cast<std::size_t>(data_bytes), cap_origin, make_model));
+    mem.set_advice_terms(advice_terms(c, device, world, held, cap_origin, make_model));
     struct RestoreTerms {  // the allocator outlives this run (tests call train_main again)
       memory::CachingAllocator& mem;
       const memory::AdviceTerms& terms;

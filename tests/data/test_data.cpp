@@ -178,8 +178,9 @@ TEST_F(FashionMnist, Errors) {
 // images (784 bytes each, as 28 x 28) trained both examples without a word.
 TEST_F(FashionMnist, ImagesOfAnotherSizeAreRefusedNamingTheFile) {
   write_fake_mnist(dir_.string(), "train", 50, 50, false);
-  write_idx(path("train-images-idx3-ubyte"), bytes_tensor({50, 14, 56}), false);
-  EXPECT_EMBER_ERROR(load_fashion_mnist(dir_.string(), true), path("train-images-idx3-ubyte").c_str(),
+  const std::string images = path("train-images-idx3-ubyte");
+  write_idx(images, bytes_tensor({50, 14, 56}), false);
+  EXPECT_EMBER_ERROR(load_fashion_mnist(dir_.string(), true), images.c_str(),
                      "holds images of 14 x 56 pixels, expected 28 x 28");
   // What the caller asks for instead, and 0 for any size.
   EXPECT_EQ(load_fashion_mnist(dir_.string(), true, {.rows = 14, .cols = 56}).data().shape(), (Shape{50, 1, 14, 56}));
@@ -191,8 +192,9 @@ TEST_F(FashionMnist, LabelsOutsideTheClassesAreRefusedNamingTheFileAndTheImage) 
   write_fake_mnist(dir_.string(), "t10k", 20, 20, false);
   std::vector<double> l(20, 3.0);
   l[13] = 12;
-  write_idx(path("t10k-labels-idx1-ubyte"), tensor(l, kUInt8), false);
-  EXPECT_EMBER_ERROR(load_fashion_mnist(dir_.string(), false), path("t10k-labels-idx1-ubyte").c_str(),
+  const std::string labels = path("t10k-labels-idx1-ubyte");
+  write_idx(labels, tensor(l, kUInt8), false);
+  EXPECT_EMBER_ERROR(load_fashion_mnist(dir_.string(), false), labels.c_str(),
                      "label 12 of image 13 is not one of the 10 classes (0 to 9)");
   EXPECT_EQ(load_fashion_mnist(dir_.string(), false, {.classes = 13}).size(), 20);
 }
@@ -202,8 +204,9 @@ TEST_F(FashionMnist, LabelsOutsideTheClassesAreRefusedNamingTheFileAndTheImage) 
 TEST_F(FashionMnist, AFolderThatCannotBeSearchedOrALoopIsAnError) {
   fs::create_symlink("loop-b", dir_ / "loop-a");
   fs::create_symlink("loop-a", dir_ / "loop-b");
-  EXPECT_EMBER_ERROR(load_fashion_mnist(path("loop-a"), true), "load_fashion_mnist: cannot look for",
-                     path("loop-a").c_str(), "Too many levels of symbolic links");
+  const std::string loop = path("loop-a");
+  EXPECT_EMBER_ERROR(load_fashion_mnist(loop, true), "load_fashion_mnist: cannot look for", loop.c_str(),
+                     "Too many levels of symbolic links");
   fs::create_directory(dir_ / "locked");
   write_fake_mnist(path("locked"), "train", 5, 5, false);
   ::chmod(path("locked").c_str(), 0);

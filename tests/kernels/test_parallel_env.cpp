@@ -4,6 +4,7 @@
 
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "base/error.h"
 #include "core/runtime.h"
@@ -21,8 +22,9 @@ TEST(NumThreadsEnv, AcceptsOneToTheCores) {
 
 TEST(NumThreadsEnv, RejectsEverythingElseNamingTheVariableAndTheRange) {
   const std::string range = "from 1 to " + std::to_string(cores());
-  for (const std::string bad : {"-3", "0", "abc", "4x", "", " 4", "1.5", "99999999999", "99999",
-                                std::to_string(cores() + 1)}) {
+  const std::vector<std::string> bads = {"-3", "0", "abc", "4x", "", " 4", "1.5", "99999999999", "99999",
+                                         std::to_string(cores() + 1)};
+  for (const std::string& bad : bads) {
     try {
       parse_num_threads(bad);
       ADD_FAILURE() << "accepted '" << bad << "'";
