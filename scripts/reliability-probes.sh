@@ -165,7 +165,7 @@ row "a test label 12 (of 10 classes)" "$mlp" $L --data "$work/badlabels"
 
 # Out-of-memory advice.
 oom() {  # the report's verdict and the start of its advice
-  note "... $(grep -h -m1 '^verdict' err.txt)" "$(grep -h -m1 '^advice' err.txt | cut -c1-260 | sed 's/|/\\|/g')"
+  note "... its verdict and advice" "$(grep -h -m1 '^verdict' err.txt); $(grep -h -m1 '^advice' err.txt | cut -c1-260 | sed 's/|/\\|/g')"
 }
 row "ember_cnn --max-memory 1B" "$cnn" $A --max-memory 1B
 oom
