@@ -21,10 +21,7 @@ void init() {
 
 int get_num_threads() { return kernels::cpu_num_threads(); }
 
-void set_num_threads(int n) {
-  EMBER_CHECK(n >= 1, "set_num_threads: expected a count >= 1, got ", n);
-  kernels::set_cpu_num_threads(n);
-}
+void set_num_threads(int n) { kernels::set_cpu_num_threads(n); }
 
 SingleThreadedScope::SingleThreadedScope() : saved_(kernels::cpu_thread_serial()) {
   kernels::set_cpu_thread_serial(true);

@@ -12,7 +12,9 @@ void init();
 
 // Threads of the CPU backend's pool: EMBER_NUM_THREADS, else all cores.
 int get_num_threads();
-void set_num_threads(int n);  // throws ember::Error unless n >= 1
+// Throws ember::Error unless 1 <= n <= 1024, or when the threads cannot start (the pool then
+// keeps its size). EMBER_NUM_THREADS and the examples' --threads stop at the cores.
+void set_num_threads(int n);
 
 // For its lifetime, CPU kernels called on this thread run on this thread alone instead
 // of the shared pool: for background threads (the DataLoader's prefetching) whose small

@@ -213,23 +213,37 @@ std::optional<Batch> DataLoader::next() {
   return b;
 }
 
-TensorDataset load_fashion_mnist(const std::string& dir, bool train) {
+TensorDataset load_fashion_mnist(const std::string& dir, bool train, const ImageSetShape& expect) {
   const std::string prefix = train ? "train" : "t10k";
   auto find = [&](const std::string& stem) {
     for (const std::string& name : {stem + ".gz", stem}) {
       const std::string p = (std::filesystem::path(dir) / name).string();
-      if (std::filesystem::exists(p)) return p;
+      std::error_code ec;  // the throwing overload's filesystem_error would escape as a crash
+      const bool found = std::filesystem::exists(p, ec);
+      EMBER_CHECK(!ec, "load_fashion_mnist: cannot look for ", name, " in '", dir, "': ", ec.message());
+      if (found) return p;
     }
     EMBER_FAIL("load_fashion_mnist: neither ", stem, ".gz nor ", stem, " is in '", dir,
                "' (Debian's dataset-fashion-mnist installs them in /usr/share/datasets/fashion-mnist)");
   };
   const std::string images_path = find(prefix + "-images-idx3-ubyte");
   const std::string labels_path = find(prefix + "-labels-idx1-ubyte");
-  Tensor images = read_idx(images_path), labels = read_idx(labels_path);
+  Tensor images = read_idx(images_path);
   EMBER_CHECK(images.dim() == 3, "load_fashion_mnist: '", images_path, "' has dims ", shape_str(images.shape()),
               ", expected [N, rows, cols]");
+  EMBER_CHECK((expect.rows == 0 || images.size(1) == expect.rows) && (expect.cols == 0 || images.size(2) == expect.cols),
+              "load_fashion_mnist: '", images_path, "' holds images of ", images.size(1), " x ", images.size(2),
+              " pixels, expected ", expect.rows, " x ", expect.cols, " (its header's dims are ",
+              shape_str(images.shape()), ")");
+  Tensor labels = read_idx(labels_path);
   EMBER_CHECK(labels.dim() == 1 && labels.size(0) == images.size(0), "load_fashion_mnist: '", labels_path, "' has ",
               labels.numel(), " labels for ", images.size(0), " images");
+  if (expect.classes > 0) {
+    const auto* l = static_cast<const uint8_t*>(labels.data_ptr());  // read_idx's: contiguous, on the CPU
+    for (int64_t i = 0; i < labels.numel(); ++i)
+      EMBER_CHECK(l[i] < expect.classes, "load_fashion_mnist: '", labels_path, "': label ", int(l[i]), " of image ",
+                  i, " is not one of the ", expect.classes, " classes (0 to ", expect.classes - 1, ")");
+  }
   const int64_t N = images.size(0);
   Tensor x = div(images.to(kFloat32), Scalar(255.0)).view({N, 1, images.size(1), images.size(2)});
   return {x, labels.to(kInt64)};

@@ -115,8 +115,18 @@ class DataLoader {
   bool stop_ = false;
 };
 
+// What a loader expects of an image set's files: the images' rows and columns, and the
+// number of classes the labels index (0: any).
+struct ImageSetShape {
+  int64_t rows = 28, cols = 28;
+  int64_t classes = 10;
+};
+
 // Fashion-MNIST from DIR's IDX files (train-*/t10k-*, gzipped or not): images as
-// float32 [N, 1, 28, 28] scaled to [0, 1], labels int64 [N].
-TensorDataset load_fashion_mnist(const std::string& dir, bool train);
+// float32 [N, 1, rows, cols] scaled to [0, 1], labels int64 [N]. The files' headers must
+// give images of `expect`'s size (Fashion-MNIST's 28 x 28 unless asked otherwise) and one
+// label per image, each below `expect.classes`; an ember::Error names the file otherwise,
+// and a folder that cannot be searched or a symlink loop is an error naming it.
+TensorDataset load_fashion_mnist(const std::string& dir, bool train, const ImageSetShape& expect = {});
 
 }  // namespace ember::data

@@ -1,6 +1,5 @@
 #include "data/idx.h"
 
-#include <unistd.h>
 #include <zlib.h>
 
 #include <cerrno>
@@ -9,6 +8,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "core/atomic_file.h"
 #include "core/ops.h"
 
 namespace ember::data {
@@ -115,15 +115,27 @@ void write_idx(const std::string& path, const Tensor& t, bool gzip) {
   const auto* p = static_cast<const unsigned char*>(c.data_ptr());
   bytes.insert(bytes.end(), p, p + c.numel());
 
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  gzFile f = gzopen(tmp.c_str(), gzip ? "wb" : "wbT");  // T: write without compression
-  EMBER_CHECK(f != nullptr, "write_idx: cannot create '", tmp, "': ", std::strerror(errno));
-  const bool ok = gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())) == static_cast<int>(bytes.size());
-  const bool closed = gzclose(f) == Z_OK;
-  if (!ok || !closed || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    EMBER_FAIL("write_idx: cannot write '", path, "'");
+  AtomicFile file(path, "write_idx");
+  if (!gzip) {
+    file.write(bytes.data(), bytes.size());
+  } else {
+    EMBER_CHECK(bytes.size() <= UINT32_MAX, "write_idx: '", path, "': ", bytes.size(),
+                " bytes are too many to compress in one piece");
+    z_stream z{};
+    EMBER_CHECK(deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) == Z_OK,
+                "write_idx: zlib cannot start compressing '", path, "'");
+    std::string out(deflateBound(&z, static_cast<uLong>(bytes.size())), '\0');
+    z.next_in = bytes.data();
+    z.avail_in = static_cast<uInt>(bytes.size());
+    z.next_out = reinterpret_cast<Bytef*>(out.data());
+    z.avail_out = static_cast<uInt>(out.size());
+    const int r = deflate(&z, Z_FINISH);
+    out.resize(z.total_out);
+    deflateEnd(&z);
+    EMBER_CHECK(r == Z_STREAM_END && z.avail_in == 0, "write_idx: zlib cannot compress '", path, "'");
+    file.write(out);
   }
+  file.commit();
 }
 
 }  // namespace ember::data

@@ -316,7 +316,8 @@ CachingAllocator::CachingAllocator(std::unique_ptr<Source> source, AllocatorConf
   impl_->device_total = source->info().total_bytes;
   impl_->source = std::move(source);
   impl_->config = config;
-  if (const std::size_t entries = count_from_env("EMBER_MEMORY_HISTORY")) record_history(entries);
+  if (const std::size_t entries = count_from_env("EMBER_MEMORY_HISTORY", 0, 0, kMaxMemoryHistory))
+    record_history(entries);
 }
 
 CachingAllocator::~CachingAllocator() {
@@ -365,12 +366,15 @@ Allocation CachingAllocator::allocate(std::size_t bytes, StreamId stream) {
     if (block) return {block->ptr, block->size, block};
   }
   OomReport report;
+  AdviceTerms terms;
   {
     std::lock_guard lock(m.mu);
     ++m.stats.num_ooms;
     m.record(TraceEvent::Action::kOom, 0, bytes, stream, current_site());
     report = m.oom_report(bytes, stream);
+    terms = m.advice_terms;
   }
+  advise(report, terms);  // without the lock: the program's estimate may allocate
   throw OutOfMemoryError(std::move(report));
 }
 
@@ -500,6 +504,16 @@ void CachingAllocator::remove_pressure_observer(int id) {
   std::erase_if(impl_->observers, [&](const auto& o) { return o.first == id; });
 }
 
+void CachingAllocator::set_advice_terms(AdviceTerms terms) {
+  std::lock_guard lock(impl_->mu);
+  impl_->advice_terms = std::move(terms);
+}
+
+AdviceTerms CachingAllocator::advice_terms() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->advice_terms;
+}
+
 int CachingAllocator::add_report_note(ReportNote note) {
   std::lock_guard lock(impl_->mu);
   impl_->report_notes.emplace_back(impl_->next_note, std::move(note));
@@ -542,8 +556,8 @@ Source& CachingAllocator::source() { return *impl_->source; }
 
 CachingAllocator& host_allocator() {
   static CachingAllocator* instance = [] {
-    // Lives as long as the process.
-    return new CachingAllocator(make_host_source(count_from_env("EMBER_HOST_MEMORY_LIMIT")));
+    // Lives as long as the process. Unset: no cap; 0 is not "no cap" but an error.
+    return new CachingAllocator(make_host_source(count_from_env("EMBER_HOST_MEMORY_LIMIT", 0, 1)));
   }();
   return *instance;
 }

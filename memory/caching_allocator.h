@@ -157,6 +157,9 @@ class CachingAllocator {
   // Notes end summary() and every OutOfMemoryError report while they are registered.
   int add_report_note(ReportNote note);
   void remove_report_note(int id);
+  // How OutOfMemoryError reports name the remedies (memory/oom.h): a program's own words.
+  void set_advice_terms(AdviceTerms terms);
+  AdviceTerms advice_terms() const;
 
   // Keeps the last `entries` alloc/free/segment events (0 turns the history off). Also
   // turned on by EMBER_MEMORY_HISTORY=N.

@@ -102,6 +102,7 @@ struct CachingAllocator::Impl {
   std::vector<std::pair<int, PressureObserver>> observers;
   int next_observer = 1;
   std::vector<std::pair<int, ReportNote>> report_notes;
+  AdviceTerms advice_terms;
   int next_note = 1;
   bool above_threshold = false;
 

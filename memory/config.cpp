@@ -78,11 +78,12 @@ AllocatorConfig AllocatorConfig::from_env() {
   return env ? parse(env) : AllocatorConfig{};
 }
 
-std::size_t count_from_env(const char* var, std::size_t fallback) {
+std::size_t count_from_env(const char* var, std::size_t fallback, std::size_t lo, std::size_t hi) {
   const char* env = std::getenv(var);
   if (!env) return fallback;
   std::size_t n = 0;
-  EMBER_CHECK(parse_number(trim(env), n), var, "='", env, "': expected a whole number");
+  EMBER_CHECK(parse_number(trim(env), n) && n >= lo && n <= hi, var, "='", env, "': expected a whole number from ", lo,
+              " to ", hi);
   return n;
 }
 

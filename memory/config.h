@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 #include <string>
 
@@ -35,7 +36,12 @@ struct AllocatorConfig {
 };
 
 // The whole number in environment variable `var`, or `fallback` when it is unset. Anything
-// else ("64MiB", "lots") is an ember::Error naming the variable, not a silent 0 or 64.
-std::size_t count_from_env(const char* var, std::size_t fallback = 0);
+// else ("64MiB", "lots"), or a number outside [lo, hi], is an ember::Error naming the
+// variable and the range, not a silent 0 or 64.
+std::size_t count_from_env(const char* var, std::size_t fallback = 0, std::size_t lo = 0,
+                           std::size_t hi = SIZE_MAX);
+
+// The ranges of the allocator's variables (README, "environment"):
+inline constexpr std::size_t kMaxMemoryHistory = 10000000;  // EMBER_MEMORY_HISTORY: 0 (off) to 10^7 events
 
 }  // namespace ember::memory

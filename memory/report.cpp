@@ -32,6 +32,7 @@ const char* verdict_name(OomVerdict v) {
     case OomVerdict::kImplausibleRequest: return "implausible request";
     case OomVerdict::kOutsideMemory: return "memory held outside ember";
     case OomVerdict::kFragmentation: return "fragmentation";
+    case OomVerdict::kCap: return "the cap";
     case OomVerdict::kCapacity: return "capacity";
   }
   return "?";
@@ -222,7 +223,6 @@ OomReport CachingAllocator::Impl::oom_report(std::size_t requested, StreamId str
   for (std::size_t i = 0; i < top; ++i)
     r.largest_live.push_back({live[i]->size, live[i]->site.op_name(), live[i]->site.shape_str()});
 
-  const std::size_t room = r.cap > r.reserved ? r.cap - r.reserved : 0;  // under the cap, not reserved
   const StepInfo& step = current_step();
   if (step.batch > 0) {
     // The step had allocated this much (plus the failing request) when it failed: a lower
@@ -234,50 +234,9 @@ OomReport CachingAllocator::Impl::oom_report(std::size_t requested, StreamId str
       r.batch_that_fits =
           static_cast<int64_t>(static_cast<double>(step.batch) * static_cast<double>(budget) / static_cast<double>(used));
   }
-
-  std::ostringstream advice;
-  if (rounded > r.cap) {
-    r.verdict = OomVerdict::kImplausibleRequest;
-    advice << "the request alone is larger than " << (r.cap < r.device_total ? "the cap" : "the whole device")
-           << ": no amount of freeing makes it fit. Check the shape that asked for it (a wrong dimension, or a "
-              "batch that should be split)"
-           << (r.cap < r.device_total ? ", or raise the cap (set_memory_limit / set_memory_fraction / --max-memory)" : "")
-           << ".";
-  } else if (r.reserved + min_segment(rounded) <= r.cap) {
-    // The cap admitted a new segment; the device refused it: others hold the memory.
-    r.verdict = OomVerdict::kOutsideMemory;
-    advice << format_bytes(r.outside) << " of " << device
-           << " is held outside ember (another process, or a library's workspace). Free it, or run where the "
-              "device is not shared; ember itself holds only "
-           << format_bytes(r.reserved) << ".";
-  } else if (r.reserved_free - r.awaiting_streams + room >= rounded) {
-    r.verdict = OomVerdict::kFragmentation;
-    advice << format_bytes(r.reserved_free) << " is reserved but unallocated, enough in all, but in pieces this "
-           << "request cannot use: " << format_bytes(r.pool_free) << " of it is in the "
-           << (r.small_pool ? "small" : "large") << " pool, whose largest free block is " << format_bytes(r.largest_free)
-           << ", and the rest sits in the other pool's segments, held by live tensors. Set "
-              "EMBER_ALLOC_CONF=max_split_size_mb:"
-           << std::max<std::size_t>(21, (rounded >> 20) / 2 + 1)
-           << " so that large blocks are not cut up for small requests, allocate long-lived tensors first, and "
-              "call empty_cache() between phases that use different shapes.";
-  } else {
-    r.verdict = OomVerdict::kCapacity;
-    advice << "live tensors fill the " << (r.cap_set ? "cap" : "device") << " (" << format_bytes(r.allocated)
-           << " allocated). ";
-    if (r.batch_that_fits > 0 && r.batch_that_fits < r.batch)
-      advice << "This step of " << r.batch << " samples would fit as micro-batches of at most about "
-             << r.batch_that_fits << " samples with gradient accumulation (--auto-microbatch does it); ";
-    else
-      advice << "Split the batch into micro-batches with gradient accumulation (--auto-microbatch); ";
-    advice << "activation checkpointing (nn::Checkpoint), bf16 compute (--precision bf16) or a smaller model "
-              "also lower the footprint. Run with --estimate-memory to see where the memory goes.";
-  }
-  if (r.awaiting_streams > 0)
-    advice << " " << format_bytes(r.awaiting_streams) << " is freed but waits for other streams to finish with it.";
-  if (r.capturing)
-    advice << " A CUDA graph was being captured: cached memory is not returned to the device during a capture "
-              "(cudaFree is not allowed then), so call empty_cache() before capture_begin, or capture a smaller step.";
-  r.advice = advice.str();
+  r.rounded = rounded;
+  r.segment = min_segment(rounded);
+  r.max_split_size = config.max_split_size;
   r.notes = notes();
   return r;
 }
@@ -293,7 +252,12 @@ std::string OomReport::message() const {
   os << "out of memory on " << device << ": " << op << " asked for " << format_bytes(requested);
   if (!shape.empty()) os << " (a " << shape << " tensor)";
   os << "\n  device capacity:          " << format_bytes(device_total);
-  os << "\n  cap in force:             " << (cap_set ? format_bytes(cap) : std::string("none (the whole device)"));
+  os << "\n  cap in force:             ";
+  if (cap_set)
+    os << format_bytes(cap) << ", the most ember may reserve on " << device << " (set by "
+       << (cap_origin.empty() ? std::string("set_memory_limit / set_memory_fraction") : cap_origin) << ")";
+  else
+    os << "none (the whole device)";
   os << "\n  free on the device:       " << format_bytes(device_free);
   os << "\n  used outside ember:       " << format_bytes(outside);
   os << "\n  allocated by ember:       " << format_bytes(allocated);

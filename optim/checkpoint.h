@@ -1,6 +1,8 @@
 // Training checkpoints: a model's state_dict and an optimizer's in one safetensors file
 // (keys "model.<name>" and "optimizer.<key>"), with string metadata such as the epoch.
-// Written atomically; loading validates everything before it changes anything.
+// Written atomically, with checksums (core/safetensors.h); loading validates everything
+// before it changes anything: the checksums, the keys and shapes, and that every
+// floating-point value is finite (a run resumed from a NaN only trains on NaN).
 #pragma once
 
 #include <map>
@@ -17,5 +19,11 @@ void save_checkpoint(const std::string& path, const nn::Module& model, const Opt
 // Restores the model (and the optimizer when given) and returns the file's metadata. A
 // truncated, corrupted or mismatched file raises ember::Error and leaves both untouched.
 std::map<std::string, std::string> load_checkpoint(const std::string& path, nn::Module& model, Optimizer* optimizer);
+
+// The whole number a checkpoint's metadata holds under `key`, checked: an ember::Error
+// naming the file, the key and the range when it is missing, not a plain decimal number
+// ("12", not "12.0", "1e3" or " 12"), or outside [lo, hi].
+int64_t checkpoint_int(const std::map<std::string, std::string>& metadata, const std::string& key,
+                       const std::string& path, int64_t lo, int64_t hi);
 
 }  // namespace ember::optim

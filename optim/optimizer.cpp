@@ -102,6 +102,17 @@ std::pair<size_t, std::string> parse_state_key(const std::string& key, size_t n_
 void Optimizer::load_state_dict(const NamedTensors& state) {
   std::map<std::string, Tensor> given(state.begin(), state.end());
   EMBER_CHECK(given.count("lr") && given.count("step"), "load_state_dict: an optimizer state needs 'lr' and 'step'");
+  // Checked before anything changes: a state from a file may hold anything.
+  const Tensor& lr_t = given.at("lr");
+  const Tensor& step_t = given.at("step");
+  EMBER_CHECK(lr_t.numel() == 1 && step_t.numel() == 1, "load_state_dict: 'lr' and 'step' must hold one value each, got ",
+              shape_str(lr_t.shape()), " and ", shape_str(step_t.shape()));
+  const double lr = lr_t.item<double>();
+  EMBER_CHECK(std::isfinite(lr) && lr >= 0, "load_state_dict: 'lr' is ", lr, ", expected a finite value >= 0");
+  EMBER_CHECK(!is_floating(step_t.dtype()) || std::isfinite(step_t.item<double>()), "load_state_dict: 'step' is ",
+              step_t.item<double>(), ", expected a whole number >= 0");
+  const int64_t steps = step_t.item<int64_t>();
+  EMBER_CHECK(steps >= 0, "load_state_dict: 'step' is ", steps, ", expected a whole number >= 0");
   std::vector<std::vector<std::pair<std::string, Tensor>>> loaded(params_.size());
   for (const auto& [key, t] : state) {
     if (key == "lr" || key == "step") continue;
@@ -111,10 +122,18 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
                 "' is not a buffer of this optimizer (a state from another optimizer?)");
     EMBER_CHECK(t.shape() == params_[i].shape(), "load_state_dict: '", key, "' has shape ", shape_str(t.shape()),
                 " but parameter ", i, " has ", shape_str(params_[i].shape()));
+    if (non_negative_buffer(name) && t.numel() > 0) {
+      const Tensor flat = t.reshape({-1}), negative = lt(flat, Scalar(0)).to(kInt32);
+      if (max(negative).item<int64_t>() > 0) {
+        const int64_t at = argmax(negative).item<int64_t>();
+        EMBER_FAIL("load_state_dict: '", key, "' holds ", flat.select(0, at).item<double>(), " at element ", at,
+                   ": it is a mean of squares, never negative (a damaged state)");
+      }
+    }
     loaded[i].emplace_back(name, t.to(params_[i].dtype()).to(params_[i].device()).contiguous().clone());
   }
-  set_lr(given.at("lr").item<double>());
-  steps_ = given.at("step").item<int64_t>();
+  set_lr(lr);
+  steps_ = steps;
   if (capturable()) step_t_.fill_(static_cast<double>(steps_));
   buffers_ = std::move(loaded);
 }

@@ -47,6 +47,9 @@ class Optimizer {
  protected:
   // The names of the per-parameter buffers this optimizer keeps.
   virtual std::vector<std::string> buffer_names() const = 0;
+  // Buffers that hold no negative value in any valid state (Adam's second moment, a mean
+  // of squares): load_state_dict refuses a state where they do.
+  virtual bool non_negative_buffer(const std::string& /*name*/) const { return false; }
   // Per-parameter buffers by name ("momentum_buffer", "exp_avg", ...), made on demand.
   Tensor buffer(size_t param, const std::string& name);
   bool has_buffer(size_t param, const std::string& name) const;
@@ -91,6 +94,7 @@ class Adam : public Optimizer {
 
  protected:
   std::vector<std::string> buffer_names() const override { return {"exp_avg", "exp_avg_sq"}; }
+  bool non_negative_buffer(const std::string& name) const override { return name == "exp_avg_sq"; }
   Adam(std::vector<Tensor> params, Options options, bool decoupled);
 
  private:

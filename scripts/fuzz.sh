@@ -10,10 +10,10 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 secs=${1:-5}
 build=$root/build-fuzz
-targets=(idx safetensors alloc_conf memory_size memviz)
+targets=(idx safetensors alloc_conf memory_size memviz flags)
 # Longest input per target: room for several IDX/safetensors headers with data, a long
 # config string or snapshot; longer inputs only slow the fuzzer down.
-declare -A max_len=([idx]=65536 [safetensors]=65536 [alloc_conf]=512 [memory_size]=64 [memviz]=16384)
+declare -A max_len=([idx]=65536 [safetensors]=65536 [alloc_conf]=512 [memory_size]=64 [memviz]=16384 [flags]=512)
 
 command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ not found (scripts/bootstrap.sh installs it)" >&2; exit 1; }
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \

@@ -24,7 +24,15 @@ bool resume_checkpoint_exists(const std::string& resume, const std::string& save
   if (resume.empty()) return false;
   std::error_code ec;
   const int64_t world = pg ? pg->size() : 1;
-  int64_t seen = std::filesystem::exists(resume, ec) ? 1 : 0;  // by how many processes
+  // The non-throwing overload: a folder without search permission or a symlink loop is an
+  // error of its own, not "does not exist" (nor a filesystem_error that ends the program).
+  const auto status = std::filesystem::status(resume, ec);
+  EMBER_CHECK(!ec || ec == std::errc::no_such_file_or_directory, "--resume: cannot look at '", resume, "': ",
+              ec.message());
+  EMBER_CHECK(!std::filesystem::exists(status) || std::filesystem::is_regular_file(status), "--resume: '", resume,
+              "' is ", std::filesystem::is_directory(status) ? "a directory" : "not a regular file",
+              ", not a checkpoint file");
+  int64_t seen = std::filesystem::exists(status) ? 1 : 0;  // by how many processes
   if (pg) {
     Tensor t = tensor({static_cast<double>(seen)}, {kInt64, Device::cpu()});
     pg->all_reduce(t)->wait();

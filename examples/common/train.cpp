@@ -3,11 +3,14 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <thread>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <vector>
 
+#include "base/program.h"
 #include "comm/ddp.h"
 #include "comm/rendezvous.h"
 #include "comm/zero.h"
@@ -16,6 +19,7 @@
 #include "data/prefetch.h"
 #include "data/sampler.h"
 #include "examples/common/graph_step.h"
+#include "examples/common/memory_advice.h"
 #include "examples/common/restart.h"
 #include "memory/oom.h"
 #include "optim/checkpoint.h"
@@ -93,123 +97,30 @@ void check_cuda_graph_flags(const TrainConfig& c, Device device, int world) {
               "they are queued)");
 }
 
-// --estimate-memory: the model built on the meta device, one step estimated, nothing allocated.
-void print_memory_estimate(const TrainConfig& c, Device device, int64_t batch, int world,
-                           const std::function<std::shared_ptr<nn::Module>()>& make_model) {
-  const Device saved = default_device();
-  set_default_device(Device::meta());
-  std::shared_ptr<nn::Module> model;
-  try {
-    model = make_model();
-  } catch (...) {
-    set_default_device(saved);
-    throw;
-  }
-  set_default_device(saved);
-  const optim::MemoryEstimateOptions options{.target = device,
-                                             .autocast = c.precision == "bf16" ? std::optional(kBFloat16) : std::nullopt,
-                                             .checkpoint = c.checkpoint,
-                                             .optimizer = c.optimizer,
-                                             // ZeRO: each rank's share of the state (and at stage 2, the gradients)
-                                             .optimizer_state_shards = c.zero > 0 ? world : 1,
-                                             .gradient_shards = c.zero == 2 ? world : 1};
-  const Shape input{batch, 1, c.image_size, c.image_size};
-  const optim::MemoryEstimate est = optim::memory_estimate(*model, input, options);
-  const std::size_t capacity =
-      c.device_memory.empty() ? device_allocator(device).memory_limit() : parse_memory_size(c.device_memory, device);
-  const int64_t fits = optim::max_batch_that_fits(*model, input, capacity, options);
-  std::printf("%s", est.str().c_str());
-  std::printf("largest batch that fits in %s: %lld\n", memory::format_bytes(capacity).c_str(),
-              static_cast<long long>(fits));
-  if (c.json) {
-    nlohmann::json j = nlohmann::json::parse(est.json());
-    j["max_batch_that_fits"] = fits;
-    j["capacity_bytes"] = capacity;
-    j["precision"] = c.precision;
-    j["checkpoint"] = c.checkpoint;
-    std::printf("%s\n", j.dump().c_str());
-  }
+// A training run's --threads over the ranks of this node beyond its cores: said once, by the
+// node's first rank (EMBER_NUM_THREADS from ember-run is ember-run's to warn about).
+void warn_if_oversubscribed(const TrainConfig& c, const comm::LaunchInfo& launch) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int64_t threads = static_cast<int64_t>(c.threads) * launch.local_world_size;
+  if (c.threads == 0 || threads <= cores || launch.local_rank != 0) return;
+  std::fprintf(stderr,
+               "warning: %d processes on this node x --threads %d = %lld threads on %d cores: they will wait for "
+               "each other (--threads %d would not)\n",
+               launch.local_world_size, c.threads, static_cast<long long>(threads), cores,
+               std::max(1, cores / launch.local_world_size));
 }
 
 }  // namespace
 
 void line_buffered_stdout() { std::setvbuf(stdout, nullptr, _IOLBF, BUFSIZ); }
 
-void add_train_flags(CLI::App& app, TrainConfig& c) {
-  app.add_option("--data", c.data, "Fashion-MNIST folder (IDX files)")->capture_default_str();
-  app.add_option("--device", c.device, "auto, cpu, cuda or cuda:N")->capture_default_str();
-  app.add_flag("--data-on-device", c.data_on_device,
-               "keep the whole training set on the device (a CUDA device otherwise gets each batch through pinned "
-               "memory, copied while the previous step runs)");
-  app.add_flag("--cuda-graph", c.cuda_graph,
-               "capture the whole training step (forward, loss, backward, optimizer step) once in a CUDA graph and "
-               "replay it for every batch; needs --device cuda and --data-on-device (the last partial batch runs "
-               "eagerly)");
-  app.add_option("--epochs", c.epochs, "epochs in all (a resumed run trains the remaining ones)")->capture_default_str();
-  app.add_option("--batch-size", c.batch_size, "samples per step")->capture_default_str();
-  app.add_option("--lr", c.lr, "learning rate")->capture_default_str();
-  app.add_option("--optimizer", c.optimizer, "sgd, adam or adamw")->capture_default_str();
-  app.add_option("--seed", c.seed, "seed of the initialisation and the shuffle")->capture_default_str();
-  app.add_option("--threads", c.threads, "CPU threads (default: EMBER_NUM_THREADS or all cores)");
-  app.add_option("--limit-train", c.limit_train, "use only the first N training images");
-  app.add_option("--limit-test", c.limit_test, "evaluate on the first N test images only");
-  app.add_option("--save", c.save, "write a checkpoint here after every epoch");
-  app.add_option("--resume", c.resume,
-                 "continue from this checkpoint; a missing one is an error, except under ember-run or torchrun "
-                 "--max-restarts K > 0 when --save names the same file (not written yet: start from the beginning)");
-  app.add_flag("--tf32", c.tf32,
-               "let float32 matmul, linear and conv2d on a CUDA GPU use TF32 tensor cores (10-bit mantissa "
-               "products, as PyTorch's allow_tf32); no effect on the cpu or the emulated device");
-  app.add_flag("--json", c.json, "end with one JSON line of results");
-  app.add_flag("--profile", c.profile, "print the time each kernel took in training, as a table");
-  app.add_option("--max-memory", c.max_memory,
-                 "memory training may allocate on the device beyond what it starts with (the dataset, on the "
-                 "cpu): bytes, a size such as 64MiB or 2GiB, or a share of the device such as 50%");
-  app.add_option("--zero", c.zero,
-                 "with several processes: 1 shards the optimizer state across them, 2 the gradients too (ZeRO)")
-      ->check(CLI::Range(0, 2))
-      ->capture_default_str();
-  app.add_flag("--auto-microbatch", c.auto_microbatch,
-               "when a step runs out of memory, redo it in micro-batches (same update) instead of stopping");
-  app.add_option("--precision", c.precision,
-                 "fp32, or bf16: matmul/linear/conv2d compute in bf16 and keep bf16 activations; the weights stay "
-                 "float32 (core/autocast.h)")
-      ->check(CLI::IsMember({"fp32", "bf16"}))
-      ->capture_default_str();
-  app.add_flag("--checkpoint", c.checkpoint,
-               "activation checkpointing: each layer with weights and the activation and pool after it keep only "
-               "their input, and run again in backward (less memory, one more forward)");
-  app.add_flag("--estimate-memory", c.estimate_memory,
-               "print the memory a training step needs, per module, from a dry run on the meta device, and exit");
-  app.add_option("--device-memory", c.device_memory,
-                 "with --estimate-memory: the memory to fit the batch to (a size such as 16GiB, or 50%; default: "
-                 "the device's)");
-  app.add_option("--prune", c.prune,
-                 "after training, prune this share of the Linear weights (smallest magnitudes, one global "
-                 "threshold), fine-tune one epoch with the pruned weights held at zero, then run and evaluate the "
-                 "layers in sparse CSR form; reports accuracy and weight memory before and after");
-  app.add_option("--memory-snapshot", c.memory_snapshot,
-                 "write the memory of the first training steps here (JSON for ember-memviz; *.trace.json: a "
-                 "Chrome/Perfetto trace)");
-  app.add_option("--memory-snapshot-steps", c.memory_snapshot_steps,
-                 "the steps --memory-snapshot covers (0: the whole run, written at the end)")
-      ->capture_default_str();
-}
-
-void add_image_size_flag(CLI::App& app, TrainConfig& c) {
-  app.add_option("--image-size", c.image_size,
-                 "resize the images to N x N pixels (bilinear) when they are loaded: smaller activations, "
-                 "less memory")
-      ->check(CLI::Range(4, 28))
-      ->capture_default_str();
-}
-
 int train_main(const std::string& model_name, const TrainConfig& c,
                const std::function<std::shared_ptr<nn::Module>()>& make_model) {
   try {
-    EMBER_CHECK(c.epochs >= 0 && c.batch_size > 0, "flags: --epochs must be >= 0 and --batch-size > 0");
-    // The checkpoint is written after the first epoch: an unwritable path fails now, not then.
+    check_train_config(c);
+    // The files are written after the first epoch or steps: an unwritable path fails now.
     if (!c.save.empty()) check_can_write(c.save, "--save");
+    if (!c.memory_snapshot.empty()) check_can_write(c.memory_snapshot, "--memory-snapshot");
     if (c.threads > 0) set_num_threads(c.threads);
     if (c.tf32) set_allow_tf32(true);
     // Under ember-run (or torchrun, srun, mpirun) with several processes: data-parallel
@@ -217,13 +128,13 @@ int train_main(const std::string& model_name, const TrainConfig& c,
     // step (DistributedSampler), DDP averages the gradients, rank 0 alone prints and saves.
     const comm::LaunchInfo launch = comm::launch_info_from_env();
     const int world = launch.world_size;
+    warn_if_oversubscribed(c, launch);
     std::shared_ptr<comm::ProcessGroup> pg;
     if (world > 1) {
       EMBER_CHECK(c.batch_size % world == 0, "--batch-size ", c.batch_size, " must divide evenly among the ", world,
                   " processes (each takes batch-size / ", world, " samples of every step)");
       pg = comm::init_process_group(launch);
     }
-    EMBER_CHECK(c.prune >= 0 && c.prune <= 1, "--prune: sparsity must lie in [0, 1], got ", c.prune);
     EMBER_CHECK(!(pg && c.prune > 0), "--prune: runs in one process only");
     const bool lead = launch.rank == 0;
     const int64_t rank_batch = c.batch_size / world;
@@ -252,6 +163,8 @@ int train_main(const std::string& model_name, const TrainConfig& c,
     }
 
     check_cuda_graph_flags(c, device, world);
+    // Parsed now, before the data is loaded: a bad size fails at once.
+    const std::size_t budget = c.max_memory.empty() ? 0 : parse_memory_size(c.max_memory, device);
     if (c.estimate_memory) {  // every rank's step is alike: rank 0 prints it
       if (lead) print_memory_estimate(c, device, rank_batch, world, make_model);
       return 0;
@@ -302,7 +215,7 @@ int train_main(const std::string& model_name, const TrainConfig& c,
       auto meta = optim::load_checkpoint(c.resume, *model, opt.get());
       EMBER_CHECK(meta.count("model") && meta["model"] == model_name, "--resume: '", c.resume, "' holds a ",
                   meta.count("model") ? meta["model"] : std::string("?"), " model, not ", model_name);
-      first_epoch = std::stoll(meta.at("epoch"));
+      first_epoch = optim::checkpoint_int(meta, "epoch", c.resume, 0, kMaxEpochs);
       if (lead)
         std::printf("%sresumed from %s after epoch %lld\n",
                     launch.restart > 0 ? ("restart " + std::to_string(launch.restart) + ": ").c_str() : "",
@@ -321,11 +234,22 @@ int train_main(const std::string& model_name, const TrainConfig& c,
     nn::CrossEntropyLoss criterion;
     memory::CachingAllocator& mem = device_allocator(device);
     const bool tty = isatty(STDOUT_FILENO) && !c.json && lead;
+    std::string cap_origin;
+    if (!c.max_memory.empty()) mem.empty_cache();
+    const auto held = static_cast<std::size_t>(mem.stats().reserved_bytes[memory::kAllPools].current);
     if (!c.max_memory.empty()) {
-      const std::size_t budget = parse_memory_size(c.max_memory, device);
-      mem.empty_cache();
-      mem.set_memory_limit(static_cast<std::size_t>(mem.stats().reserved_bytes[memory::kAllPools].current) + budget);
+      mem.set_memory_limit(held + budget);
+      cap_origin = "--max-memory " + c.max_memory + " on top of the " + memory::format_bytes(held) +
+                   " held when training started";
     }
+    // Out-of-memory reports in this program's words (examples/common/memory_advice.h).
+    const memory::AdviceTerms saved_terms = mem.advice_terms();
+    mem.set_advice_terms(advice_terms(c, device, world, held, cap_origin, make_model));
+    struct RestoreTerms {  // the allocator outlives this run (tests call train_main again)
+      memory::CachingAllocator& mem;
+      const memory::AdviceTerms& terms;
+      ~RestoreTerms() { mem.set_advice_terms(terms); }
+    } restore_terms{mem, saved_terms};
     if (!c.memory_snapshot.empty()) mem.record_history(1 << 20);
     auto write_snapshot = [&](const std::string& what, bool after_progress_bar) {
       save_memory_snapshot(c.memory_snapshot, device);
@@ -439,11 +363,17 @@ int train_main(const std::string& model_name, const TrainConfig& c,
         epoch_correct = static_cast<int64_t>(v[2]);
       }
       const double secs = seconds_since(t0);
-      if (tty) std::printf("\n");
       epoch_seconds.push_back(secs);
       train_time += secs;
       samples += seen;
       last_loss = epoch_loss_sum / static_cast<double>(std::max<int64_t>(seen, 1));
+      if (tty) std::printf("\n");
+      // Before evaluation and the checkpoint: a run that diverged stops, and the last
+      // checkpoint it wrote stays the last good one (every rank sees the same loss).
+      EMBER_CHECK(std::isfinite(last_loss), "training diverged: the mean loss of epoch ", e + 1, " is ", last_loss,
+                  " (--lr ", c.lr, " with ", c.optimizer, "; a smaller --lr, or --precision fp32, may train); ",
+                  c.save.empty() ? std::string("nothing was saved")
+                                 : "the last checkpoint in " + c.save + " is from before it");
       epoch_loss.push_back(last_loss);
       // Evaluated after the epoch's clock stopped: epoch_seconds is training alone.
       if (c.profile) stop_op_profiler();
@@ -531,8 +461,9 @@ int train_main(const std::string& model_name, const TrainConfig& c,
       if (!prune_report.is_null()) j["prune"] = prune_report;
       std::printf("%s\n", j.dump().c_str());
     }
-  } catch (const Error& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
+  } catch (...) {  // Note [Errors leave programs on one line] (base/program.h)
+    std::fflush(stdout);
+    std::fprintf(stderr, "%s: error: %s\n", detail::program_name(), detail::describe(std::current_exception()).c_str());
     return 1;
   }
   return 0;

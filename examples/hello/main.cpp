@@ -3,18 +3,24 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
+#include <thread>
 
+#include "base/program.h"
 #include "ember.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"ember hello: multiply two small matrices and print the result"};
-  std::string device = "auto";
-  int threads = 0;
-  app.add_option("--device", device, "auto, cpu, cuda or cuda:N")->capture_default_str();
-  app.add_option("--threads", threads, "CPU threads (default: EMBER_NUM_THREADS or all cores)");
-  CLI11_PARSE(app, argc, argv);
+  return ember::run_program("ember_hello", [&] {
+    CLI::App app{"ember hello: multiply two small matrices and print the result"};
+    app.failure_message(ember::cli_failure_message);
+    std::string device = "auto";
+    int threads = 0;
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    app.add_option("--device", device, "auto, cpu, cuda or cuda:N")->capture_default_str();
+    app.add_option("--threads", threads, "CPU threads, at most the cores (default: EMBER_NUM_THREADS or all cores)")
+        ->check(CLI::Range(1, cores).description(""))
+        ->type_name("INT in [1, " + std::to_string(cores) + "]");
+    CLI11_PARSE(app, argc, argv);
 
-  try {
     if (threads > 0) ember::set_num_threads(threads);
     if (device == "auto") {
       device = ember::default_device_name();
@@ -31,9 +37,6 @@ int main(int argc, char** argv) {
     std::printf("backend: %s, %d thread(s), CUDA backend %s, %d CUDA device(s)\n", dev.str().c_str(),
                 ember::get_num_threads(), ember::cuda_backend_built() ? "built" : "not built",
                 ember::cuda_device_count());
-  } catch (const ember::Error& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
-  }
-  return 0;
+    return 0;
+  });
 }

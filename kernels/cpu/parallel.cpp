@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <exception>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -59,10 +60,18 @@ class Pool {
 
   void resize(int threads) {
     std::lock_guard lock(run_mu_);
+    const int before = size_.load();
     stop();
-    size_ = threads;
     quit_ = false;
-    for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { work(); });
+    try {
+      for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { work(); });
+    } catch (const std::system_error& e) {  // the system's thread limit, or memory for stacks
+      stop();
+      quit_ = false;
+      for (int i = 1; i < before; ++i) workers_.emplace_back([this] { work(); });
+      EMBER_FAIL("set_num_threads: cannot start ", threads, " threads: ", e.what(), " (the pool keeps ", before, ")");
+    }
+    size_ = threads;
   }
 
   void run(int64_t begin, int64_t end, int64_t chunks, const std::function<void(int64_t, int64_t)>& fn) {
@@ -166,16 +175,21 @@ Pool& pool() {
 }  // namespace
 
 int parse_num_threads(const std::string& text) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   int n = 0;
   const char* end = text.data() + text.size();
   const auto [p, ec] = std::from_chars(text.data(), end, n);
-  EMBER_CHECK(ec == std::errc() && p == end && n >= 1, "EMBER_NUM_THREADS='", text,
-              "': expected a positive whole number of threads");
+  EMBER_CHECK(ec == std::errc() && p == end && n >= 1 && n <= cores, "EMBER_NUM_THREADS='", text,
+              "': expected a whole number of threads from 1 to ", cores,
+              " (the cores of this machine: more threads than cores only wait for each other)");
   return n;
 }
 
 int num_threads() { return pool().size(); }
-void set_num_threads(int n) { pool().resize(n); }
+void set_num_threads(int n) {
+  EMBER_CHECK(n >= 1 && n <= kMaxThreads, "set_num_threads: expected a count from 1 to ", kMaxThreads, ", got ", n);
+  pool().resize(n);
+}
 bool thread_serial() { return tls_serial; }
 void set_thread_serial(bool on) { tls_serial = on; }
 

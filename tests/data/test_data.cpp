@@ -174,6 +174,54 @@ TEST_F(FashionMnist, Errors) {
   EXPECT_EMBER_ERROR(load_fashion_mnist(dir_.string(), false), "t10k-images-idx3-ubyte", "[4, 28]");
 }
 
+// The header's dims against the images the model expects: a file declaring 14 x 56
+// images (784 bytes each, as 28 x 28) trained both examples without a word.
+TEST_F(FashionMnist, ImagesOfAnotherSizeAreRefusedNamingTheFile) {
+  write_fake_mnist(dir_.string(), "train", 50, 50, false);
+  const std::string images = path("train-images-idx3-ubyte");
+  write_idx(images, bytes_tensor({50, 14, 56}), false);
+  EXPECT_EMBER_ERROR(load_fashion_mnist(dir_.string(), true), images.c_str(),
+                     "holds images of 14 x 56 pixels, expected 28 x 28");
+  // What the caller asks for instead, and 0 for any size.
+  EXPECT_EQ(load_fashion_mnist(dir_.string(), true, {.rows = 14, .cols = 56}).data().shape(), (Shape{50, 1, 14, 56}));
+  EXPECT_EQ(load_fashion_mnist(dir_.string(), true, {.rows = 0, .cols = 0}).size(), 50);
+}
+
+// Labels against the class count, test labels too (they were never checked).
+TEST_F(FashionMnist, LabelsOutsideTheClassesAreRefusedNamingTheFileAndTheImage) {
+  write_fake_mnist(dir_.string(), "t10k", 20, 20, false);
+  std::vector<double> l(20, 3.0);
+  l[13] = 12;
+  const std::string labels = path("t10k-labels-idx1-ubyte");
+  write_idx(labels, tensor(l, kUInt8), false);
+  EXPECT_EMBER_ERROR(load_fashion_mnist(dir_.string(), false), labels.c_str(),
+                     "label 12 of image 13 is not one of the 10 classes (0 to 9)");
+  EXPECT_EQ(load_fashion_mnist(dir_.string(), false, {.classes = 13}).size(), 20);
+}
+
+// A folder that cannot be searched, and a symlink loop, were filesystem_errors that ended
+// the program (exit 134).
+TEST_F(FashionMnist, AFolderThatCannotBeSearchedOrALoopIsAnError) {
+  fs::create_symlink("loop-b", dir_ / "loop-a");
+  fs::create_symlink("loop-a", dir_ / "loop-b");
+  const std::string loop = path("loop-a");
+  EXPECT_EMBER_ERROR(load_fashion_mnist(loop, true), "load_fashion_mnist: cannot look for", loop.c_str(),
+                     "Too many levels of symbolic links");
+  fs::create_directory(dir_ / "locked");
+  write_fake_mnist(path("locked"), "train", 5, 5, false);
+  ::chmod(path("locked").c_str(), 0);
+  // Root reads any folder: it drops to nobody's rights for the load (effective uid only).
+  const bool root = ::geteuid() == 0;
+  if (root) ASSERT_EQ(::seteuid(65534), 0);
+  const std::string msg = error_message([&] { load_fashion_mnist(path("locked"), true); });
+  if (root) ASSERT_EQ(::seteuid(0), 0);
+  ::chmod(path("locked").c_str(), 0755);
+  EXPECT_NE(msg.find("load_fashion_mnist: cannot look for train-images-idx3-ubyte.gz in '" + path("locked") +
+                     "': Permission denied"),
+            std::string::npos)
+      << msg;
+}
+
 // ----- DataLoader -----
 
 // n samples: data[i] = [i, i, i] (float32), target i.

@@ -178,7 +178,9 @@ TEST(DistributedRestart, ACheckpointOnlySomeRanksSeeIsAnError) {
                        " --device cpu --resume ck.safetensors' 2>&1");
   EXPECT_EQ(rc, 1) << out;
   // The first rank to fail is named; ember-run may stop the other before it prints.
-  EXPECT_NE(out.find("] error: --resume: 'ck.safetensors' exists for 1 of the 2 processes"), std::string::npos) << out;
+  EXPECT_NE(out.find("] ember_mlp: error: --resume: 'ck.safetensors' exists for 1 of the 2 processes"),
+            std::string::npos)
+      << out;
   std::filesystem::remove_all(dir);
 }
 

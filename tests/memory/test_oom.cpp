@@ -124,6 +124,8 @@ TEST_F(OomTest, FreeMemoryInPiecesIsFragmentation) {
   for (int i = 1; i < 30; i += 2) a.free(blocks[i].block);
 }
 
+// The 18 MiB free beside `pin` can never serve a small request: what stops it is the cap,
+// which leaves no room for the small pool's segment the device has room for.
 TEST_F(OomTest, ASmallRequestCannotUseTheLargePoolsFreeBlocks) {
   CachingAllocator& a = make(64 * MiB);
   Allocation pin = a.allocate(2 * MiB), big = a.allocate(36 * MiB);  // a 20 MiB segment, and one of 36 MiB
@@ -133,9 +135,102 @@ TEST_F(OomTest, ASmallRequestCannotUseTheLargePoolsFreeBlocks) {
   const OomReport r = fail(100 * 1024);  // small pool: needs a 2 MiB segment of its own
   EXPECT_TRUE(r.small_pool);
   EXPECT_EQ(r.pool_free, 0u);
-  EXPECT_EQ(r.verdict, OomVerdict::kFragmentation);
-  EXPECT_TRUE(contains(r.advice, "the other pool's segments")) << r.advice;
+  EXPECT_EQ(r.verdict, OomVerdict::kCap);
+  EXPECT_TRUE(contains(r.advice, "18.00 MiB (18874368 bytes) of what ember holds is free but in the other pool's "
+                                 "segments")) << r.advice;
+  EXPECT_FALSE(contains(r.advice, "max_split_size_mb")) << r.advice;
   a.free(pin.block);
+}
+
+// --max-memory 1B in the examples: a cap of what is held plus one byte. The verdict was
+// "fragmentation" with EMBER_ALLOC_CONF=max_split_size_mb:21, which gave the same report
+// again; it is the cap, and the advice is to raise it or shrink the step.
+TEST_F(OomTest, ACapThatLeavesNoRoomIsTheCapNotFragmentation) {
+  CachingAllocator& a = make(1024 * MiB);
+  // A dataset, and a tensor whose 20 MiB segment has 14 MiB free beside it.
+  Allocation data = a.allocate(180 * MiB), tail = a.allocate(6 * MiB);
+  const std::size_t held = static_cast<std::size_t>(a.stats().reserved_bytes[kAllPools].current);
+  a.set_memory_limit(held + 1);
+  a.set_advice_terms({.raise_cap = "--max-memory", .cap_origin = "--max-memory 1B on top of what was held"});
+  for (std::size_t request : {288 * std::size_t(1024), 16 * MiB}) {  // a small-pool and a large-pool request
+    SCOPED_TRACE(request);
+    const OomReport r = fail(request);
+    EXPECT_EQ(r.verdict, OomVerdict::kCap);
+    EXPECT_FALSE(contains(r.advice, "max_split_size_mb")) << r.advice;
+    EXPECT_TRUE(contains(r.advice, "the cap is what ran out, not the device: it leaves 1 bytes beyond")) << r.advice;
+    EXPECT_TRUE(contains(r.advice, "Raise the cap (--max-memory)")) << r.advice;
+    EXPECT_TRUE(contains(r.message(), "verdict: the cap")) << r.message();
+    EXPECT_TRUE(contains(r.message(), ", the most ember may reserve on fake:0 (set by --max-memory 1B on top of what "
+                                      "was held)")) << r.message();
+  }
+  a.free(data.block);
+  a.free(tail.block);
+}
+
+// Advice that would give the same report again is not given: max_split_size_mb at or
+// below the suggestion is in force already, so the report says so instead.
+TEST_F(OomTest, FragmentationAdviceIsNotRepeatedOnceFollowed) {
+  for (const char* conf : {"", "max_split_size_mb:21"}) {
+    SCOPED_TRACE(conf);
+    dev.capacity = 64 * MiB;
+    alloc = std::make_unique<CachingAllocator>(std::make_unique<testing::FakeDevice>(dev), AllocatorConfig::parse(conf));
+    std::vector<Allocation> blocks;
+    for (int i = 0; i < 30; ++i) blocks.push_back(alloc->allocate(2 * MiB));
+    for (int i = 0; i < 30; i += 2) alloc->free(blocks[i].block);
+    const OomReport r = fail(8 * MiB);
+    EXPECT_EQ(r.verdict, OomVerdict::kFragmentation);
+    if (std::string(conf).empty())
+      EXPECT_TRUE(contains(r.advice, "Set EMBER_ALLOC_CONF=max_split_size_mb:21")) << r.advice;
+    else
+      EXPECT_TRUE(contains(r.advice, "max_split_size_mb is 21 already")) << r.advice;
+    for (int i = 1; i < 30; i += 2) alloc->free(blocks[i].block);
+  }
+}
+
+// A program's words for the remedies; those it already uses (empty) are left out; its
+// memory estimate gives the largest batch, asked once, without the allocator's lock (the
+// estimate may allocate: here on the very allocator that failed).
+TEST_F(OomTest, AdviceIsInTheProgramsWordsWithTheBatchFromItsEstimate) {
+  CachingAllocator& a = make(1024 * MiB);
+  a.set_memory_limit(64 * MiB);
+  std::vector<Allocation> live;
+  for (int i = 0; i < 3; ++i) live.push_back(a.allocate(20 * MiB));
+  int asked = 0;
+  std::size_t cap_seen = 0;
+  AdviceTerms t{.raise_cap = "--max-memory",
+                .micro_batches = "--auto-microbatch",
+                .checkpointing = "",  // in use already
+                .lower_precision = "--precision bf16",
+                .batch_size = "--batch-size",
+                .estimate = "--estimate-memory"};
+  t.largest_batch = [&](std::size_t cap) {
+    ++asked;
+    cap_seen = cap;
+    a.free(a.allocate(1024).block);  // the lock is not held
+    return int64_t{96};
+  };
+  a.set_advice_terms(t);
+  const OomReport r = fail(16 * MiB);
+  EXPECT_EQ(r.verdict, OomVerdict::kCap);
+  EXPECT_EQ(asked, 1);
+  EXPECT_EQ(cap_seen, 64 * MiB);
+  EXPECT_EQ(r.estimated_batch, 96);
+  EXPECT_TRUE(contains(r.advice, "By the memory estimate (--estimate-memory) the largest batch whose step fits under "
+                                 "the cap is 96 (--batch-size 96)")) << r.advice;
+  EXPECT_TRUE(contains(r.advice, "micro-batches with --auto-microbatch")) << r.advice;
+  EXPECT_TRUE(contains(r.advice, "--precision bf16 or a smaller model also lower the footprint")) << r.advice;
+  EXPECT_FALSE(contains(r.advice, "checkpoint")) << r.advice;
+  EXPECT_FALSE(contains(r.advice, "nn::")) << r.advice;
+  // An estimate that fails, or one that allocates until it fails itself, leaves the number out.
+  t.largest_batch = [&](std::size_t) -> int64_t {
+    a.allocate(1024 * MiB);
+    return 5;
+  };
+  a.set_advice_terms(t);
+  const OomReport q = fail(16 * MiB);
+  EXPECT_EQ(q.estimated_batch, -1);
+  EXPECT_FALSE(contains(q.advice, "By the memory estimate")) << q.advice;
+  for (auto& x : live) a.free(x.block);
 }
 
 TEST_F(OomTest, LiveTensorsFillingTheCapIsCapacityWithTheBatchThatFits) {
@@ -169,6 +264,9 @@ TEST_F(OomTest, LiveTensorsFillingTheCapIsCapacityWithTheBatchThatFits) {
   EXPECT_TRUE(contains(m, "20.00 MiB (20971520 bytes)  conv2d [128, 32, 28, 28]")) << m;
   EXPECT_TRUE(contains(m, "verdict: capacity")) << m;
   EXPECT_TRUE(contains(m, "micro-batches of at most about 120 samples")) << m;
+  // Without a program's words: the C++ API's names.
+  EXPECT_TRUE(contains(r.advice, "optim::MicroBatcher")) << r.advice;
+  EXPECT_TRUE(contains(r.advice, "nn::checkpoint_blocks")) << r.advice;
   for (auto& x : live) a.free(x.block);
   // After an OOM the allocator is still whole and usable.
   testing::expect_consistent(a);

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -168,7 +169,13 @@ TEST(EmberRunJobs, ASecondJobOnTheSamePortIsRefused) {
 TEST(EmberRun, BadArgumentsAreClear) {
   Result r = ember_run("--nproc-per-node 0 true");
   EXPECT_EQ(r.status, 2);
-  EXPECT_TRUE(has(r.out, "--nproc-per-node must be a positive number")) << r.out;
+  EXPECT_TRUE(has(r.out, "--nproc-per-node must be a number from 1 to 1024, or 'gpu', got '0'")) << r.out;
+  r = ember_run("--nproc-per-node 2147483647 true");  // std::bad_alloc before
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(has(r.out, "got '2147483647'")) << r.out;
+  r = ember_run("--nproc-per-node 1 --no-such-flag true");  // was started as the program, on every rank
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(has(r.out, "ember-run: unknown flag '--no-such-flag'")) << r.out;
   r = ember_run("--nproc-per-node 1 --nnodes 2 --node-rank 2 true");
   EXPECT_TRUE(has(r.out, "--node-rank 2 is outside [0, 2)")) << r.out;
   r = ember_run("--nproc-per-node 1");
@@ -177,6 +184,18 @@ TEST(EmberRun, BadArgumentsAreClear) {
   EXPECT_EQ(r.status, 1);
   EXPECT_TRUE(has(r.out, "cannot run '/no/such/program'")) << r.out;
   EXPECT_TRUE(has(r.out, "exited with status 127")) << r.out;
+}
+
+// Ranks x threads beyond the cores wait for each other: said before the ranks start.
+TEST(EmberRun, WarnsWhenRanksTimesThreadsExceedTheCores) {
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  Result r = ember_run("--nproc-per-node 4 true", "EMBER_NUM_THREADS=" + std::to_string(cores));
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "ember-run: warning: 4 ranks x " + std::to_string(cores) + " threads = " +
+                             std::to_string(4 * cores) + " threads on " + std::to_string(cores) + " cores"))
+      << r.out;
+  r = ember_run("--nproc-per-node 1 true");  // one rank, the cores' threads: no warning
+  EXPECT_FALSE(has(r.out, "warning")) << r.out;
 }
 
 }  // namespace

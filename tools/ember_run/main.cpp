@@ -25,13 +25,17 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/error.h"
+#include "base/program.h"
 #include "comm/launch.h"
 #include "core/device.h"
 #include "core/runtime.h"
@@ -46,6 +50,23 @@ struct Options {
   std::vector<std::string> command;
 };
 
+// Flag ranges (--help shows them).
+constexpr int kMaxProcsPerNode = 1024, kMaxNodes = 65536, kMaxRestarts = 1000;
+
+// Ranks x threads beyond this machine's cores wait for each other (4 ranks x 2 threads on
+// 2 cores made each epoch 3-4x longer): said once, before the ranks start. The threads
+// per rank are EMBER_NUM_THREADS, else what ember-run gives each (cores / ranks, at least 1).
+void warn_if_oversubscribed(int nproc) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  int threads = std::max(1, cores / nproc);
+  if (const char* env = std::getenv("EMBER_NUM_THREADS")) threads = std::max(1, std::atoi(env));
+  if (static_cast<long long>(nproc) * threads <= cores) return;
+  std::fprintf(stderr,
+               "ember-run: warning: %d ranks x %d threads = %lld threads on %d cores: they will wait for each other "
+               "(fewer ranks, or EMBER_NUM_THREADS=%d)\n",
+               nproc, threads, static_cast<long long>(nproc) * threads, cores, std::max(1, cores / nproc));
+}
+
 // Runs in each rank's process (after the fork, so argv is built before it): becomes the program.
 int exec_program(const std::vector<char*>& argv) {
   ::execvp(argv[0], argv.data());
@@ -55,22 +76,35 @@ int exec_program(const std::vector<char*>& argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   Options o;
   CLI::App app{"ember-run: start one process per device of a data-parallel job (torchrun's conventions)"};
-  app.add_option("--nproc-per-node", o.nproc, "processes on this node (a number; 'gpu': one per visible GPU)")
+  app.failure_message(ember::cli_failure_message);
+  app.add_option("--nproc-per-node", o.nproc,
+                 "processes on this node: 1 to " + std::to_string(kMaxProcsPerNode) + ", or 'gpu' (one per visible GPU)")
+      ->type_name("INT in [1, " + std::to_string(kMaxProcsPerNode) + "]")
       ->capture_default_str();
-  app.add_option("--nnodes", o.nnodes, "nodes in the job")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--node-rank", o.node_rank, "this node's index, 0 to nnodes-1")->capture_default_str();
+  app.add_option("--nnodes", o.nnodes, "nodes in the job")
+      ->capture_default_str()
+      ->check(CLI::Range(1, kMaxNodes).description(""))
+      ->type_name("INT in [1, " + std::to_string(kMaxNodes) + "]");
+  app.add_option("--node-rank", o.node_rank, "this node's index, 0 to nnodes-1")
+      ->capture_default_str()
+      ->check(CLI::Range(0, kMaxNodes - 1).description(""))
+      ->type_name("INT in [0, " + std::to_string(kMaxNodes - 1) + "]");
   CLI::Option* master_addr =
       app.add_option("--master-addr", o.master_addr,
                      "address of node 0, where rank 0 serves the store (needed on the other nodes of a job; "
                      "node 0's own ranks reach it on 127.0.0.1)")
           ->capture_default_str();
-  app.add_option("--master-port", o.master_port, "port of rank 0's store")->capture_default_str()->check(
-      CLI::Range(1, 65535));
+  app.add_option("--master-port", o.master_port, "port of rank 0's store")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 65535).description(""))
+      ->type_name("INT in [1, 65535]");
   app.add_option("--max-restarts", o.max_restarts, "restart the whole group this many times after a failure")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()
+      ->check(CLI::Range(0, kMaxRestarts).description(""))
+      ->type_name("INT in [0, " + std::to_string(kMaxRestarts) + "]");
   app.add_option("--run-id", o.run_id,
                  "job id that prefixes the store's keys (default: ember-<port>; a second job on the same port is "
                  "refused, not mixed in)");
@@ -85,6 +119,11 @@ int main(int argc, char** argv) {
   }
   if (o.command.empty()) {
     std::fprintf(stderr, "ember-run: no program to run (ember-run --nproc-per-node N PROGRAM ARGS...)\n");
+    return 2;
+  }
+  if (o.command[0].rfind('-', 0) == 0) {  // a mistyped flag, not a program to start N times
+    std::fprintf(stderr, "ember-run: unknown flag '%s' (ember-run's flags come before PROGRAM; --help lists them)\n",
+                 o.command[0].c_str());
     return 2;
   }
   int nproc = 0;
@@ -103,10 +142,12 @@ int main(int argc, char** argv) {
     } catch (const std::exception&) {
     }
   }
-  if (nproc < 1) {
-    std::fprintf(stderr, "ember-run: --nproc-per-node must be a positive number or 'gpu', got '%s'\n", o.nproc.c_str());
+  if (nproc < 1 || nproc > kMaxProcsPerNode) {
+    std::fprintf(stderr, "ember-run: --nproc-per-node must be a number from 1 to %d, or 'gpu', got '%s'\n",
+                 kMaxProcsPerNode, o.nproc.c_str());
     return 2;
   }
+  warn_if_oversubscribed(nproc);
   if (o.node_rank < 0 || o.node_rank >= o.nnodes) {
     std::fprintf(stderr, "ember-run: --node-rank %d is outside [0, %d) (--nnodes %d)\n", o.node_rank, o.nnodes,
                  o.nnodes);
@@ -153,4 +194,8 @@ int main(int argc, char** argv) {
     }
     std::fprintf(stderr, "ember-run: restarting the group (%d of %d)\n", restart + 1, o.max_restarts);
   }
+}
+
+int main(int argc, char** argv) {
+  return ember::run_program("ember-run", [&] { return run(argc, argv); });
 }

@@ -69,6 +69,11 @@ std::string render(const nlohmann::json& j, const MemvizOptions& opt);
 }  // namespace
 
 std::string render_memory_svg(const std::string& text, const MemvizOptions& opt) {
+  for (const auto& [name, v] : {std::pair{"width", opt.width}, std::pair{"height", opt.height}})
+    EMBER_CHECK(v >= kMinPlotSize && v <= kMaxPlotSize, "memviz: the plot ", name, " is ", v, " pixels, outside [",
+                kMinPlotSize, ", ", kMaxPlotSize, "]");
+  EMBER_CHECK(opt.top_ops >= 0 && opt.top_ops <= kMaxTopOps, "memviz: top_ops is ", opt.top_ops, ", outside [0, ",
+              kMaxTopOps, "]");
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
@@ -169,7 +174,7 @@ std::string render(const nlohmann::json& j, const MemvizOptions& opt) {
   };
 
   // Columns: the state at the highest total within each pixel's time span.
-  const int W = std::max(opt.width, 50), H = std::max(opt.height, 50);
+  const int W = opt.width, H = opt.height;
   const int64_t t0 = events.front().t_ns, t1 = std::max(events.back().t_ns, t0 + 1);
   std::vector<int64_t> band_bytes(bands.size(), 0);
   band_bytes[band_of("(before the history)")] = before;
