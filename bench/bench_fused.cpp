@@ -70,7 +70,7 @@ void Embedding(benchmark::State& state, bool fused) {
   Generator g(2);
   const Tensor idx = randint(0, 1000, {128, 32}, kInt64, &g);
   forward_backward(state, {w}, [&] {
-    if (fused) return embedding(w, idx);
+    if (fused) return embedding(idx, w);
     return index_select(w, 0, idx.reshape({-1})).view({128, 32, 128});
   });
 }
@@ -78,7 +78,7 @@ void Embedding(benchmark::State& state, bool fused) {
 void Dropout(benchmark::State& state, bool fused) {
   const Tensor x = randn_f({128, 512}, 1).set_requires_grad();
   forward_backward(state, {x}, [&] {
-    if (fused) return dropout(x, 0.5);
+    if (fused) return dropout(x, 0.5, true);
     const Tensor keep = ge(rand(x.shape(), x.dtype()), Scalar(0.5)).to(x.dtype());
     return mul(x, mul(keep, Scalar(2.0)));
   });

@@ -22,9 +22,9 @@ namespace ember::comm {
 struct LaunchOptions {
   int nnodes = 1;
   int node_rank = 0;          // this node's index: its ranks are node_rank * nproc + local rank
-  std::string master_addr;    // empty: MASTER_ADDR from the environment, else 127.0.0.1
+  std::string master_addr{};  // empty: MASTER_ADDR from the environment, else 127.0.0.1
   int master_port = 0;        // 0: MASTER_PORT from the environment, else a free port
-  std::string run_id;         // EMBER_RUN_ID; empty: "ember-<port>" (one job per port: comm/rendezvous.cpp)
+  std::string run_id{};       // EMBER_RUN_ID; empty: "ember-<port>" (one job per port: comm/rendezvous.cpp)
   int restart = 0;            // EMBER_RESTART_COUNT
   int max_restarts = 0;       // EMBER_MAX_RESTARTS: how often the launcher may restart the group
   bool prefix_output = true;  // "[rank R] " before each line

@@ -114,7 +114,7 @@ struct ProcessGroupOptions {
   // The network address other ranks reach this one at (Gloo's TCP device). Empty: the
   // loopback address when every rank is on this host (local_world_size == world size),
   // else this host's name.
-  std::string hostname;
+  std::string hostname{};
   // Check before each collective that every rank issues the same one; costs a small
   // all-gather over Gloo per collective (docs/distributed.md, "When ranks disagree").
   bool check_collectives = collective_checks_from_env();

@@ -189,14 +189,18 @@ Tensor batch_norm_training(const Tensor& x, const Tensor& weight, const Tensor& 
                            const Tensor& running_var, double momentum = 0.1, double eps = 1e-5);
 // Rows of weight [num, dim] picked by indices (any shape, int64 / int32, each in [0, num)):
 // [..., dim]. Its weight gradient is embedding_backward's; padding_idx's row gets none.
-Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx = std::nullopt);
+// PyTorch's F.embedding(input, weight) order, as nn::functional::embedding.
+Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int64_t> padding_idx = std::nullopt);
 // The dense weight gradient [num_weights, dim] of embedding: grad_output [..., dim] summed
 // into the rows indices [...] name, in order of position (the same bits every run).
 Tensor embedding_backward(const Tensor& grad_output, const Tensor& indices, int64_t num_weights,
                           std::optional<int64_t> padding_idx = std::nullopt);
-// Training-mode dropout, 0 <= p < 1: x * keep / (1 - p), keep = (rand(x.shape(), x.dtype(),
-// gen) >= p), the same draw on every device; its backward multiplies by the saved mask.
-Tensor dropout(const Tensor& x, double p, Generator* gen = nullptr);
+// torch.dropout(input, p, train): when train, x * keep / (1 - p), keep = (rand(x.shape(),
+// x.dtype(), gen) >= p), the same draw on every device, and its backward multiplies by the
+// saved mask (p = 0: x itself; p = 1: x * 0, no draw); when not train, x itself. p in [0, 1].
+Tensor dropout(const Tensor& x, double p, bool train, Generator* gen = nullptr);
+// The former order dropout(x, p, gen) would turn a generator into `train`: refused.
+Tensor dropout(const Tensor& x, double p, Generator* gen) = delete;
 
 // ----- attention (core/ops_attention.cpp) -----
 // What scaled_dot_product_attention takes besides q, k and v: PyTorch's keyword arguments.

@@ -87,7 +87,7 @@ std::pair<Tensor, Tensor> scaled_dot_product_attention_math(const Tensor& q, con
     weights = softmax(scores, -1);
   }
   if (o.dropout_p > 0)
-    weights = o.dropout_p >= 1 ? mul(weights, Scalar(0.0)) : dropout(weights, o.dropout_p, o.generator);
+    weights = o.dropout_p >= 1 ? mul(weights, Scalar(0.0)) : dropout(weights, o.dropout_p, true, o.generator);
   return {matmul(weights, v), weights};
 }
 

@@ -290,10 +290,13 @@ Tensor embedding_backward(const Tensor& grad_output, const Tensor& indices, int6
   return dense_embedding_grad(grad_output, idx, num_weights, padding_idx);
 }
 
-Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx) {
+Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int64_t> padding_idx) {
   EMBER_OP_SITE("embedding");
   detail::check_defined("embedding", weight, "weight");
   detail::check_defined("embedding", indices, "indices");
+  EMBER_CHECK(is_floating(weight.dtype()) || !is_floating(indices.dtype()), "embedding: indices are ",
+              dtype_name(indices.dtype()), " and weight is ", dtype_name(weight.dtype()),
+              ": the order is embedding(indices, weight), as PyTorch's F.embedding(input, weight)");
   EMBER_CHECK(weight.dim() == 2, "embedding: weight must be [num_embeddings, dim], got ", shape_str(weight.shape()));
   const int64_t rows = weight.size(0);
   if (padding_idx) {
@@ -310,11 +313,13 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int6
   });
 }
 
-Tensor dropout(const Tensor& x, double p, Generator* gen) {
+Tensor dropout(const Tensor& x, double p, bool train, Generator* gen) {
   EMBER_OP_SITE("dropout");
   detail::check_defined("dropout", x);
-  EMBER_CHECK(p >= 0 && p < 1, "dropout: p must be in [0, 1) (p = 1 zeroes without a draw), got ", p);
+  EMBER_CHECK(p >= 0 && p <= 1, "dropout: p must be in [0, 1], got ", p);
   EMBER_CHECK(is_floating(x.dtype()), "dropout: expects a floating tensor, got ", dtype_name(x.dtype()));
+  if (!train || p == 0) return x;
+  if (p == 1) return mul(x, Scalar(0.0));  // PyTorch's: zeros, NaN where x is NaN
   const Tensor in = x.detach().contiguous();
   // The Philox blocks rand(x.shape(), x.dtype()) would take, so masks are the same.
   const int64_t per_block = x.dtype() == kFloat64 ? 2 : 4;

@@ -3,7 +3,7 @@
 // A Tensor is a cheap handle (a shared pointer); copying it shares the data. Views
 // (view, permute, narrow, select, expand, ...) share the storage and change only the
 // shape, strides and offset; contiguous(), clone() and to() copy. Ops live in
-// core/ops.h as free functions.
+// core/ops.h as free functions; the common ones also have a member form (x.relu()).
 #pragma once
 
 #include <cstdint>
@@ -11,6 +11,7 @@
 #include <initializer_list>
 #include <iosfwd>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -155,6 +156,70 @@ class Tensor {
   std::string grad_fn_name() const;
   // Called on a leaf each time a backward has finished accumulating its gradient.
   void register_post_accumulate_grad_hook(std::function<void(const Tensor& leaf)> hook) const;
+
+  // ----- member forms of core's ops (core/ops.h has each op's semantics; these call it:
+  // x.relu() is relu(x), as in libtorch). Defined in core/tensor_methods.cpp. -----
+  Tensor add(const Tensor& other) const;
+  Tensor add(Scalar other) const;
+  Tensor sub(const Tensor& other) const;
+  Tensor sub(Scalar other) const;
+  Tensor mul(const Tensor& other) const;
+  Tensor mul(Scalar other) const;
+  Tensor div(const Tensor& other) const;
+  Tensor div(Scalar other) const;
+  Tensor pow(const Tensor& exponent) const;
+  Tensor pow(Scalar exponent) const;
+  Tensor maximum(const Tensor& other) const;
+  Tensor minimum(const Tensor& other) const;
+  Tensor neg() const;
+  Tensor abs() const;
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor sqrt() const;
+  Tensor rsqrt() const;
+  Tensor relu() const;
+  Tensor gelu(bool approximate = false) const;
+  Tensor erf() const;
+  Tensor tanh() const;
+  Tensor sigmoid() const;
+  Tensor clamp(std::optional<double> min, std::optional<double> max) const;
+  Tensor eq(const Tensor& other) const;
+  Tensor eq(Scalar other) const;
+  Tensor ne(const Tensor& other) const;
+  Tensor ne(Scalar other) const;
+  Tensor lt(const Tensor& other) const;
+  Tensor lt(Scalar other) const;
+  Tensor le(const Tensor& other) const;
+  Tensor le(Scalar other) const;
+  Tensor gt(const Tensor& other) const;
+  Tensor gt(Scalar other) const;
+  Tensor ge(const Tensor& other) const;
+  Tensor ge(Scalar other) const;
+  // Reductions over `dims`, all when empty: x.sum(), x.sum({1}), x.mean({1, 2}, true). (No
+  // single-int form: with one, x.sum({}, true) would pick it and reduce dim 0.)
+  Tensor sum(const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
+  Tensor mean(const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
+  Tensor amax(const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
+  Tensor amin(const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
+  Tensor var(const std::vector<int64_t>& dims = {}, int64_t correction = 1, bool keepdim = false) const;
+  Tensor max() const;  // over all elements
+  Tensor min() const;
+  std::pair<Tensor, Tensor> max(int64_t dim, bool keepdim = false) const;  // (values, indices)
+  std::pair<Tensor, Tensor> min(int64_t dim, bool keepdim = false) const;
+  Tensor argmax(std::optional<int64_t> dim = std::nullopt, bool keepdim = false) const;
+  Tensor argmin(std::optional<int64_t> dim = std::nullopt, bool keepdim = false) const;
+  Tensor matmul(const Tensor& other) const;
+  Tensor softmax(int64_t dim) const;
+  Tensor log_softmax(int64_t dim) const;
+  Tensor index_select(int64_t dim, const Tensor& index) const;
+  Tensor gather(int64_t dim, const Tensor& index) const;
+  Tensor scatter_add(int64_t dim, const Tensor& index, const Tensor& src) const;
+  // view(other.shape()), reshape(other.shape()); to(other.dtype()); to other's device and dtype.
+  Tensor view_as(const Tensor& other) const;
+  Tensor reshape_as(const Tensor& other) const;
+  Tensor type_as(const Tensor& other) const;
+  Tensor to(Device device, DType dtype, bool non_blocking = false) const;
+  Tensor to(const Tensor& other, bool non_blocking = false) const;
 
   const TensorImpl& impl() const;
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }

@@ -7,7 +7,6 @@
 #include "base/error.h"
 #include "core/autograd.h"
 #include "core/ops.h"
-#include "core/runtime.h"
 #include "data/idx.h"
 
 namespace ember::data {
@@ -101,117 +100,63 @@ Transform resize(int64_t height, int64_t width) {
   };
 }
 
-// ----- DataLoader -----
-
-DataLoader::DataLoader(TensorDataset dataset, DataLoaderOptions options)
-    : dataset_(std::move(dataset)), opt_(std::move(options)) {
-  EMBER_CHECK(opt_.batch_size > 0, "DataLoader: batch_size must be positive, got ", opt_.batch_size);
-  EMBER_CHECK(opt_.prefetch >= 0 || opt_.prefetch == DataLoaderOptions::kAutoPrefetch,
-              "DataLoader: prefetch must be >= 0 (or kAutoPrefetch), got ", opt_.prefetch);
-  if (opt_.prefetch == DataLoaderOptions::kAutoPrefetch)
-    opt_.prefetch = static_cast<int>(std::thread::hardware_concurrency()) > get_num_threads() ? 2 : 0;
-}
-
-DataLoader::~DataLoader() { stop_worker(); }
-
-int64_t DataLoader::batches_per_epoch() const {
-  const int64_t n = opt_.sampler ? opt_.sampler->size() : dataset_.size(), b = opt_.batch_size;
-  return opt_.drop_last ? n / b : (n + b - 1) / b;
-}
-
-std::vector<int64_t> DataLoader::order(int64_t epoch) const {
-  if (opt_.sampler) return opt_.sampler->indices(epoch);
-  if (!opt_.shuffle) {
-    std::vector<int64_t> idx(static_cast<size_t>(dataset_.size()));
-    std::iota(idx.begin(), idx.end(), 0);
-    return idx;
+Batch default_collate(std::vector<Example> samples) {
+  EMBER_CHECK(!samples.empty(), "default_collate: no samples");
+  std::vector<Tensor> data, targets;
+  const bool with_targets = samples[0].target.defined();
+  for (size_t i = 0; i < samples.size(); ++i) {
+    EMBER_CHECK(samples[i].data.defined(), "default_collate: sample ", i, " has no data");
+    EMBER_CHECK(samples[i].target.defined() == with_targets, "default_collate: sample ", i,
+                with_targets ? " has no target but sample 0 has one" : " has a target but sample 0 has none");
+    data.push_back(std::move(samples[i].data));
+    if (with_targets) targets.push_back(std::move(samples[i].target));
   }
-  return shuffled_order(dataset_.size(), opt_.seed, epoch);
+  return {stack(data), with_targets ? stack(targets) : Tensor()};
 }
 
-// Transforms draw from a generator of (seed, epoch, batch) alone, so prefetching, or
-// not, gives the same batches.
-Batch DataLoader::make_batch(int64_t b, const std::vector<int64_t>& order) const {
-  Generator gen(opt_.seed * 7919u + static_cast<uint64_t>(epoch_) + 1);
-  gen.set_offset(static_cast<uint64_t>(b) << 32);
-  const int64_t start = b * opt_.batch_size;
-  const int64_t n = std::min<int64_t>(opt_.batch_size, static_cast<int64_t>(order.size()) - start);
-  const Tensor ids = order_on_device_.defined()
-                        ? order_on_device_.narrow(0, start, n)
-                        : tensor(std::vector<double>(order.begin() + start, order.begin() + start + n),
-                                 {kInt64, dataset_.data().device()});
-  Batch batch = dataset_.get(ids);
-  for (const Transform& t : opt_.transforms) batch.data = t(batch.data, gen);
-  if (opt_.pin_memory) batch = {batch.data.pin_memory(), batch.target.pin_memory()};
-  return batch;
-}
+// ----- the DataLoader's TensorDataset batches -----
 
-void DataLoader::stop_worker() {
-  {
-    std::lock_guard lock(mu_);
-    stop_ = true;
+namespace internal {
+namespace {
+
+class TensorBatches final : public BatchSource {
+ public:
+  TensorBatches(TensorDataset dataset, const DataLoaderOptions& o)
+      : dataset_(std::move(dataset)), transforms_(o.transforms), pin_memory_(o.pin_memory) {}
+  int64_t size() const override { return dataset_.size(); }
+  // The order on the dataset's device, when that is a GPU: each batch's indices are a
+  // view of it, so a batch costs no copy from the host (whose wait for the device would
+  // stall the step that the host should be queuing meanwhile).
+  void start_epoch(const std::vector<int64_t>& order) override {
+    order_on_device_ = dataset_.data().device().is_cuda()
+                           ? tensor(std::vector<double>(order.begin(), order.end()), {kInt64, dataset_.data().device()})
+                           : Tensor();
   }
-  cv_.notify_all();
-  if (worker_.joinable()) worker_.join();
-  ready_.clear();
-  error_ = nullptr;
-  stop_ = false;
-}
-
-void DataLoader::start_epoch(int64_t epoch) {
-  stop_worker();
-  epoch_ = epoch;
-  order_ = order(epoch);
-  order_on_device_ = dataset_.data().device().is_cuda()
-                         ? tensor(std::vector<double>(order_.begin(), order_.end()), {kInt64, dataset_.data().device()})
-                         : Tensor();
-  next_batch_ = 0;
-  produced_ = 0;
-  started_ = true;
-  if (opt_.prefetch == 0) return;
-  worker_ = std::thread([this, total = batches_per_epoch()] {
-    NoGradGuard no_grad;
-    SingleThreadedScope alone;  // a batch's gather must not wait for the pool, nor hold it
-    for (int64_t b = 0; b < total; ++b) {
-      {
-        std::unique_lock lock(mu_);
-        cv_.wait(lock, [&] { return stop_ || static_cast<int>(ready_.size()) < opt_.prefetch; });
-        if (stop_) return;
-      }
-      try {
-        Batch batch = make_batch(b, order_);
-        std::lock_guard lock(mu_);
-        ready_.push_back(std::move(batch));
-        ++produced_;
-      } catch (...) {
-        std::lock_guard lock(mu_);
-        error_ = std::current_exception();
-        ++produced_;
-        cv_.notify_all();
-        return;
-      }
-      cv_.notify_all();
-    }
-  });
-}
-
-std::optional<Batch> DataLoader::next() {
-  EMBER_CHECK(started_, "DataLoader::next: call start_epoch() first");
-  if (next_batch_ >= batches_per_epoch()) return std::nullopt;
-  if (opt_.prefetch == 0) {
-    NoGradGuard no_grad;
-    return make_batch(next_batch_++, order_);
+  std::any make(const std::vector<int64_t>& order, int64_t start, int64_t n, Generator& gen) const override {
+    const Tensor ids = order_on_device_.defined()
+                           ? order_on_device_.narrow(0, start, n)
+                           : tensor(std::vector<double>(order.begin() + start, order.begin() + start + n),
+                                    {kInt64, dataset_.data().device()});
+    Batch batch = dataset_.get(ids);
+    for (const Transform& t : transforms_) batch.data = t(batch.data, gen);
+    if (pin_memory_) batch = {batch.data.pin_memory(), batch.target.pin_memory()};
+    return batch;
   }
-  std::unique_lock lock(mu_);
-  cv_.wait(lock, [&] { return !ready_.empty() || error_; });
-  if (ready_.empty() && error_) std::rethrow_exception(error_);
-  Batch b = std::move(ready_.front());
-  ready_.pop_front();
-  ++next_batch_;
-  lock.unlock();
-  cv_.notify_all();
-  return b;
+
+ private:
+  TensorDataset dataset_;
+  std::vector<Transform> transforms_;
+  bool pin_memory_;
+  Tensor order_on_device_;
+};
+
+}  // namespace
+
+std::unique_ptr<BatchSource> tensor_batches(TensorDataset dataset, const DataLoaderOptions& options) {
+  return std::make_unique<TensorBatches>(std::move(dataset), options);
 }
+
+}  // namespace internal
 
 TensorDataset load_fashion_mnist(const std::string& dir, bool train, const ImageSetShape& expect) {
   const std::string prefix = train ? "train" : "t10k";

@@ -57,19 +57,19 @@ MultiheadAttention::MultiheadAttention(int64_t embed_dim, int64_t num_heads, Mul
   if (options_.vdim == 0) options_.vdim = E;
   if (options_.kdim == E && options_.vdim == E) {
     in_proj_weight = register_parameter("in_proj_weight", empty({3 * E, E}));
-    xavier_uniform_(in_proj_weight);
+    init::xavier_uniform_(in_proj_weight);
   } else {
     q_proj_weight = register_parameter("q_proj_weight", empty({E, E}));
     k_proj_weight = register_parameter("k_proj_weight", empty({E, options_.kdim}));
     v_proj_weight = register_parameter("v_proj_weight", empty({E, options_.vdim}));
-    for (const Tensor& w : {q_proj_weight, k_proj_weight, v_proj_weight}) xavier_uniform_(w);
+    for (const Tensor& w : {q_proj_weight, k_proj_weight, v_proj_weight}) init::xavier_uniform_(w);
   }
   if (options.bias) in_proj_bias = register_parameter("in_proj_bias", zeros({3 * E}));
   if (options.add_bias_kv) {
     bias_k = register_parameter("bias_k", empty({1, 1, E}));
     bias_v = register_parameter("bias_v", empty({1, 1, E}));
-    xavier_normal_(bias_k);
-    xavier_normal_(bias_v);
+    init::xavier_normal_(bias_k);
+    init::xavier_normal_(bias_v);
   }
   out_proj = register_module("out_proj", std::make_shared<Linear>(E, E, options.bias));
   if (options.bias) {

@@ -13,25 +13,26 @@
 
 namespace ember::nn {
 
-Checkpoint::Checkpoint(std::shared_ptr<Module> inner) : inner_(register_module("inner", std::move(inner))) {}
+Checkpoint::Checkpoint(std::shared_ptr<Module> inner) { register_module("inner", std::move(inner)); }
 
 Tensor Checkpoint::forward(const Tensor& x) {
+  const std::shared_ptr<Module> inner_mod = inner();
   std::vector<Tensor> inputs{x};
-  for (const Tensor& p : inner_->parameters()) inputs.push_back(p);
+  for (const Tensor& p : inner_mod->parameters()) inputs.push_back(p);
   bool any = false;
   for (const Tensor& t : inputs) any = any || t.requires_grad();
-  const MemoryScope scope(inner_.get());
-  if (!grad_enabled() || !any) return inner_->forward(x);
+  const MemoryScope scope(inner_mod.get());
+  if (!grad_enabled() || !any) return inner_mod->forward(x);
   // The recompute repeats the forward's random draws and its autocast dtype.
   const Generator saved = default_generator();
   const std::optional<DType> autocast = autocast_dtype();
   Tensor y;
   {
     NoGradGuard no_grad;
-    y = inner_->forward(x);
+    y = inner_mod->forward(x);
   }
   return custom_function("checkpoint", inputs, y,
-                         [inner = inner_, x = x.detach(), needs_x = x.requires_grad(), saved, autocast,
+                         [inner = inner_mod, x = x.detach(), needs_x = x.requires_grad(), saved, autocast,
                           n = inputs.size()](const Tensor& g) {
     Generator& gen = default_generator();
     const Generator after = gen;
@@ -55,7 +56,11 @@ Tensor Checkpoint::forward(const Tensor& x) {
 Sequential::Sequential(std::initializer_list<std::shared_ptr<Module>> modules) {
   for (const auto& m : modules) push_back(m);
 }
-void Sequential::push_back(std::shared_ptr<Module> m) { register_module(std::to_string(children().size()), std::move(m)); }
+void Sequential::push_back(std::shared_ptr<Module> m) { register_module(std::to_string(size()), std::move(m)); }
+Module& Sequential::operator[](size_t i) const {
+  EMBER_CHECK(i < size(), "Sequential: index ", i, " is out of range for ", size(), " modules");
+  return *registered_modules()[i].second;
+}
 // Note [Fused activations]. A ReLU after a Linear or Conv2d costs a pass over their output
 // in forward (read, write) and one in backward (read the gradient and the output, write),
 // each as large as the layer's activations: in the Fashion-MNIST CNN, 12.8 MB per step
@@ -68,7 +73,7 @@ void Sequential::push_back(std::shared_ptr<Module> m) { register_module(std::to_
 //   output is in cache, and its backward masks the incoming gradient.
 // What the user sees is one autograd node instead of two.
 Tensor Sequential::forward(const Tensor& x) {
-  const auto& mods = children();
+  const auto& mods = registered_modules();
   auto is_relu = [&](size_t i) { return i < mods.size() && dynamic_cast<ReLU*>(mods[i].second.get()); };
   auto pool_at = [&](size_t i) { return i < mods.size() ? dynamic_cast<MaxPool2d*>(mods[i].second.get()) : nullptr; };
   Tensor y = x;
@@ -103,7 +108,7 @@ ModuleList::ModuleList(std::initializer_list<std::shared_ptr<Module>> modules) {
 void ModuleList::push_back(std::shared_ptr<Module> m) { register_module(std::to_string(size()), std::move(m)); }
 const std::shared_ptr<Module>& ModuleList::operator[](size_t i) const {
   EMBER_CHECK(i < size(), "ModuleList: index ", i, " is out of range for ", size(), " modules");
-  return children()[i].second;
+  return registered_modules()[i].second;
 }
 void ModuleList::wrong_type(size_t i) const {
   throw Error(detail::str("ModuleList: module ", i, " is a ", (*this)[i]->name(), ", not the type asked for"));
@@ -117,12 +122,12 @@ void ModuleDict::insert(const std::string& key, std::shared_ptr<Module> m) {
   register_module(key, std::move(m));
 }
 bool ModuleDict::contains(const std::string& key) const {
-  for (const auto& [k, m] : children())
+  for (const auto& [k, m] : registered_modules())
     if (k == key) return true;
   return false;
 }
 const std::shared_ptr<Module>& ModuleDict::operator[](const std::string& key) const {
-  for (const auto& [k, m] : children())
+  for (const auto& [k, m] : registered_modules())
     if (k == key) return m;
   std::string held;
   for (const auto& k : keys()) held += (held.empty() ? "" : ", ") + k;
@@ -130,14 +135,14 @@ const std::shared_ptr<Module>& ModuleDict::operator[](const std::string& key) co
 }
 std::vector<std::string> ModuleDict::keys() const {
   std::vector<std::string> out;
-  for (const auto& [k, m] : children()) out.push_back(k);
+  for (const auto& [k, m] : registered_modules()) out.push_back(k);
   return out;
 }
 
 std::shared_ptr<Sequential> checkpoint_blocks(const Sequential& model) {
   std::vector<std::shared_ptr<Sequential>> blocks;
   bool has_params = false;  // the last block's; modules before the first with parameters join its block
-  for (const auto& [name, m] : model.children()) {
+  for (const std::shared_ptr<Module>& m : model) {
     const bool params = !m->parameters().empty();
     if (blocks.empty() || (params && has_params)) {
       blocks.push_back(std::make_shared<Sequential>());

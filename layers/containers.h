@@ -23,16 +23,27 @@ class Checkpoint : public Module {
   explicit Checkpoint(std::shared_ptr<Module> inner);
   Tensor forward(const Tensor& x) override;
   std::string name() const override { return "Checkpoint"; }
+  // The checkpointed module (registered as "inner"; replace_module("inner", m) changes it).
+  const std::shared_ptr<Module>& inner() const { return registered_modules().front().second; }
+};
 
- private:
-  std::shared_ptr<Module> inner_;
+// Iterates a container's modules as registered (a module held twice comes twice).
+struct ModuleIterator {
+  Module::NamedModules::const_iterator it;
+  const std::shared_ptr<Module>& operator*() const { return it->second; }
+  ModuleIterator& operator++() {
+    ++it;
+    return *this;
+  }
+  bool operator==(const ModuleIterator&) const = default;
 };
 
 // Runs its modules in order; children are named "0", "1", ... as in PyTorch. A ReLU
 // followed by a MaxPool2d runs inside the pool, after the max; otherwise a Linear or
 // Conv2d followed by a ReLU runs as one op with the ReLU fused into it (Note [Fused
 // activations] in containers.cpp): the same results bit for bit, passes over the
-// activations saved. set_fusion(false) runs the modules one by one.
+// activations saved. set_fusion(false) runs the modules one by one. A module given twice
+// runs twice (its parameters are listed once).
 class Sequential : public Module {
  public:
   Sequential() = default;
@@ -41,8 +52,11 @@ class Sequential : public Module {
   Tensor forward(const Tensor& x) override;
   void set_fusion(bool on) { fuse_ = on; }
   std::string name() const override { return "Sequential"; }
-  size_t size() const { return children().size(); }
-  Module& operator[](size_t i) const { return *children().at(i).second; }
+  size_t size() const { return registered_modules().size(); }
+  // The i-th module; an ember::Error when i is out of range.
+  Module& operator[](size_t i) const;
+  auto begin() const { return ModuleIterator{registered_modules().begin()}; }
+  auto end() const { return ModuleIterator{registered_modules().end()}; }
 
  private:
   bool fuse_ = true;
@@ -55,7 +69,7 @@ class ModuleList : public Module {
   ModuleList() = default;
   ModuleList(std::initializer_list<std::shared_ptr<Module>> modules);
   void push_back(std::shared_ptr<Module> m);
-  size_t size() const { return children().size(); }
+  size_t size() const { return registered_modules().size(); }
   // The i-th module; an ember::Error when i is out of range.
   const std::shared_ptr<Module>& operator[](size_t i) const;
   // The i-th module as its own type; an ember::Error when it is not an M.
@@ -65,20 +79,11 @@ class ModuleList : public Module {
     if (!m) wrong_type(i);
     return m;
   }
-  auto begin() const { return Iterator{children().begin()}; }
-  auto end() const { return Iterator{children().end()}; }
+  auto begin() const { return ModuleIterator{registered_modules().begin()}; }
+  auto end() const { return ModuleIterator{registered_modules().end()}; }
 
  private:
   [[noreturn]] void wrong_type(size_t i) const;
-  struct Iterator {
-    std::vector<std::pair<std::string, std::shared_ptr<Module>>>::const_iterator it;
-    const std::shared_ptr<Module>& operator*() const { return it->second; }
-    Iterator& operator++() {
-      ++it;
-      return *this;
-    }
-    bool operator==(const Iterator&) const = default;
-  };
 };
 
 // Holds modules by name, in insertion order, as PyTorch's ModuleDict.
@@ -92,7 +97,7 @@ class ModuleDict : public Module {
   // The module under `key`; an ember::Error naming the key and the keys held otherwise.
   const std::shared_ptr<Module>& operator[](const std::string& key) const;
   std::vector<std::string> keys() const;
-  size_t size() const { return children().size(); }
+  size_t size() const { return registered_modules().size(); }
 };
 
 // Activation checkpointing of a Sequential by blocks, as the examples' --checkpoint: each

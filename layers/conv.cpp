@@ -14,19 +14,30 @@ std::string pool_str(const char* kind, const Pool2dOptions& o) {
          pair_str(o.stride.value_or(o.kernel_size)) + ", padding=" + pair_str(o.padding) + ")";
 }
 
-}  // namespace
-
-Conv2d::Conv2d(int64_t in, int64_t out, Pair k, Pair stride, Pair padding, Pair dilation, int64_t groups, bool with_bias)
-    : in_(in), out_(out), groups_(groups), kernel_(k), stride_(stride), padding_(padding), dilation_(dilation) {
+// The weight, checked before it is allocated (the members bind to it first).
+Tensor conv_weight(int64_t in, int64_t out, Pair k, int64_t groups) {
   EMBER_CHECK(in > 0 && out > 0 && groups > 0 && in % groups == 0 && out % groups == 0, "Conv2d: channels in=", in,
               " out=", out, " must be positive and divisible by groups=", groups);
   EMBER_CHECK(k.first > 0 && k.second > 0, "Conv2d: kernel_size must be positive, got ", pair_str(k));
-  weight = register_parameter("weight", empty({out, in / groups, k.first, k.second}));
-  kaiming_uniform_(weight);
+  return empty({out, in / groups, k.first, k.second});
+}
+
+}  // namespace
+
+Conv2d::Conv2d(int64_t in, int64_t out, Pair k, Pair stride, Pair padding, Pair dilation, int64_t groups, bool with_bias)
+    : weight(register_parameter("weight", conv_weight(in, out, k, groups))),
+      bias(register_parameter("bias", with_bias ? empty({out}) : Tensor())),
+      in_(in),
+      out_(out),
+      groups_(groups),
+      kernel_(k),
+      stride_(stride),
+      padding_(padding),
+      dilation_(dilation) {
+  init::kaiming_uniform_(weight, {.a = std::sqrt(5.0)});
   if (with_bias) {
-    bias = register_parameter("bias", empty({out}));
-    const double b = 1.0 / std::sqrt(static_cast<double>(fan_in(weight)));
-    uniform_(bias, -b, b);
+    const double b = 1.0 / std::sqrt(static_cast<double>(init::calculate_fan_in_and_fan_out(weight).first));
+    init::uniform_(bias, -b, b);
   }
 }
 Tensor Conv2d::forward(const Tensor& x, Activation act) {

@@ -22,7 +22,8 @@ class Conv2d : public Module {
   // With an activation fused into the op (what Sequential does for Conv2d, ReLU).
   Tensor forward(const Tensor& x, Activation act);
   std::string name() const override;
-  Tensor weight, bias;  // [out, in / groups, kh, kw], [out]
+  Tensor& weight;  // [out, in / groups, kh, kw]
+  Tensor& bias;    // [out], or undefined (Note [One place per parameter] in layers/module.h)
 
  private:
   int64_t in_, out_, groups_;

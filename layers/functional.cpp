@@ -17,13 +17,7 @@ Reduction parse_reduction(const std::string& s) {
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) { return ember::linear(x, weight, bias); }
 
-Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
-  EMBER_OP_SITE("dropout");
-  EMBER_CHECK(p >= 0 && p <= 1, "dropout: p must be in [0, 1], got ", p);
-  if (!training || p == 0) return x;
-  if (p == 1) return mul(x, Scalar(0.0));
-  return ember::dropout(x, p, gen);
-}
+Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) { return ember::dropout(x, p, training, gen); }
 
 namespace {
 
@@ -72,7 +66,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 
 Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int64_t> padding_idx) {
   EMBER_OP_SITE("embedding");
-  return ember::embedding(weight, indices, padding_idx);
+  return ember::embedding(indices, weight, padding_idx);
 }
 
 Tensor adaptive_avg_pool2d(const Tensor& x, std::pair<int64_t, int64_t> output_size) {

@@ -18,7 +18,8 @@ Reduction parse_reduction(const std::string& s);
 
 // x [..., in] @ weight [out, in]^T + bias [out].
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
-// Zeroes elements with probability p and scales the rest by 1 / (1 - p) when training.
+// Zeroes elements with probability p and scales the rest by 1 / (1 - p) when training;
+// x itself otherwise (core's dropout, whose train flag is this one).
 Tensor dropout(const Tensor& x, double p, bool training, Generator* gen = nullptr);
 // Normalizes over every dim but 1 ([N, C], [N, C, L] or [N, C, H, W]). Training: batch
 // statistics (biased variance), and running_mean / running_var, when given, are updated
@@ -36,7 +37,7 @@ Tensor adaptive_avg_pool2d(const Tensor& x, std::pair<int64_t, int64_t> output_s
 
 struct LossOptions {
   Reduction reduction = Reduction::Mean;
-  Tensor weight;               // per-class weights [C], or undefined
+  Tensor weight{};             // per-class weights [C], or undefined
   int64_t ignore_index = -100;  // targets equal to it contribute nothing
   double label_smoothing = 0;   // cross_entropy only
 };

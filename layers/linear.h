@@ -1,7 +1,9 @@
 // Linear layers and lookups: Linear, Embedding, Flatten. Each mirrors its PyTorch
 // namesake: parameter names, shapes and default initialisation (Kaiming-uniform with
 // a = sqrt(5) for Linear weights, i.e. U(-1/sqrt(fan_in), 1/sqrt(fan_in)), and the same
-// bound for biases), so results and state dicts are comparable.
+// bound for biases), so results and state dicts are comparable. Their tensor handles
+// are their registry's slots (Note [One place per parameter] in layers/module.h): tie an
+// output layer to an embedding with `decoder->weight = encoder->weight`.
 #pragma once
 
 #include <optional>
@@ -20,7 +22,8 @@ class Linear : public Module {
   // With an activation fused into the op (what Sequential does for Linear, ReLU).
   Tensor forward(const Tensor& x, Activation act);
   std::string name() const override;
-  Tensor weight, bias;  // [out, in], [out] or undefined
+  Tensor& weight;  // [out, in]
+  Tensor& bias;    // [out], or undefined
 
  private:
   int64_t in_, out_;
@@ -31,7 +34,7 @@ class Embedding : public Module {
   Embedding(int64_t num_embeddings, int64_t embedding_dim, std::optional<int64_t> padding_idx = std::nullopt);
   Tensor forward(const Tensor& indices) override { return functional::embedding(indices, weight, padding_idx_); }
   std::string name() const override;
-  Tensor weight;  // [num, dim], N(0, 1); the padding row starts at zero
+  Tensor& weight;  // [num, dim], N(0, 1); the padding row starts at zero
 
  private:
   int64_t num_, dim_;

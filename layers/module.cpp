@@ -1,8 +1,11 @@
+// nn::Module (layers/module.h): registration, PyTorch's listings (each tensor and module
+// once, by identity), state dicts, and the tree walks behind them.
 #include "layers/module.h"
 
 #include <cxxabi.h>
 
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <set>
 #include <typeinfo>
@@ -13,14 +16,10 @@
 
 namespace ember::nn {
 namespace {
-std::string name_check_msg(const std::string& name) {
-  return "Module: the name '" + name + "' must be non-empty and contain no '.'";
-}
-}  // namespace
 
-std::string Module::name() const {
-  // The dynamic type's name without its namespaces: "MyNet" for ember::nn::MyNet or ::MyNet.
-  const char* mangled = typeid(*this).name();
+// The dynamic type's name without its namespaces: "MyNet" for ember::nn::MyNet or ::MyNet.
+std::string class_name(const Module& m) {
+  const char* mangled = typeid(m).name();
   int status = 0;
   std::unique_ptr<char, void (*)(void*)> demangled(abi::__cxa_demangle(mangled, nullptr, nullptr, &status), std::free);
   std::string n = status == 0 && demangled ? demangled.get() : mangled;
@@ -29,51 +28,165 @@ std::string Module::name() const {
   return n;
 }
 
+std::string dotted(const std::string& prefix, const std::string& name) {
+  return prefix.empty() ? name : prefix + "." + name;
+}
+
+}  // namespace
+
+std::string Module::name() const { return class_name(*this); }
+
 Tensor Module::forward(const Tensor&) {
   throw Error(name() + ": forward does not take one tensor; call the module with the arguments its forward takes");
 }
 
-Tensor Module::register_parameter(const std::string& name, Tensor t) {
-  EMBER_CHECK(!name.empty() && name.find('.') == std::string::npos, name_check_msg(name));
-  t.set_requires_grad(true);
-  params_.emplace_back(name, t);
-  return t;
+// ----- registration -----
+
+// Messages name the class, not name(): a layer's name() may read members its constructor
+// has not set yet when it registers.
+void Module::check_new_name(const char* op, const std::string& name) const {
+  EMBER_CHECK(!name.empty() && name.find('.') == std::string::npos, op, ": the name '", name,
+              "' must be non-empty and contain no '.'");
+  const char* kind = nullptr;
+  for (const auto& [n, t] : params_)
+    if (n == name) kind = "parameter";
+  for (const auto& [n, t] : buffers_)
+    if (n == name) kind = "buffer";
+  for (const auto& [n, m] : children_)
+    if (n == name) kind = "submodule";
+  EMBER_CHECK(kind == nullptr, op, ": ", class_name(*this), " already has a ", kind, " named '", name, "'");
 }
 
-Tensor Module::register_buffer(const std::string& name, Tensor t) {
-  EMBER_CHECK(!name.empty() && name.find('.') == std::string::npos, name_check_msg(name));
-  buffers_.emplace_back(name, t);
-  return t;
+Tensor& Module::register_parameter(const std::string& name, Tensor t) {
+  check_new_name("register_parameter", name);
+  if (t.defined()) t.set_requires_grad(true);
+  params_.emplace_back(name, std::move(t));
+  return params_.back().second;
+}
+
+Tensor& Module::register_buffer(const std::string& name, Tensor t) {
+  check_new_name("register_buffer", name);
+  buffers_.emplace_back(name, std::move(t));
+  return buffers_.back().second;
 }
 
 void Module::add_child(const std::string& name, std::shared_ptr<Module> m) {
   EMBER_CHECK(m != nullptr, "register_module: submodule '", name, "' is null");
-  EMBER_CHECK(!name.empty() && name.find('.') == std::string::npos, name_check_msg(name));
+  check_new_name("register_module", name);
   children_.emplace_back(name, std::move(m));
 }
 
-void Module::collect(const std::string& prefix, bool params, NamedTensors& out) const {
-  for (const auto& [n, t] : params ? params_ : buffers_) out.emplace_back(prefix + n, t);
-  for (const auto& [n, c] : children_) c->collect(prefix + n + ".", params, out);
+Tensor& Module::slot(const char* op, Slots& slots, const char* kind, const std::string& name) {
+  for (auto& [n, t] : slots)
+    if (n == name) return t;
+  std::string held;
+  for (const auto& [n, t] : slots) held += (held.empty() ? "" : ", ") + n;
+  EMBER_FAIL(op, ": ", class_name(*this), " has no ", kind, " named '", name, "' (", kind, "s: ",
+             held.empty() ? "none" : held, ")");
 }
 
-NamedTensors Module::named_parameters() const {
-  NamedTensors out;
-  collect("", true, out);
+Tensor& Module::replace_parameter(const std::string& name, Tensor t) {
+  Tensor& s = slot("replace_parameter", params_, "parameter", name);
+  if (t.defined()) t.set_requires_grad(true);
+  s = std::move(t);
+  return s;
+}
+
+Tensor& Module::replace_buffer(const std::string& name, Tensor t) {
+  Tensor& s = slot("replace_buffer", buffers_, "buffer", name);
+  s = std::move(t);
+  return s;
+}
+
+void Module::set_child(const std::string& name, std::shared_ptr<Module> m) {
+  EMBER_CHECK(m != nullptr, "replace_module: the module for '", name, "' is null");
+  for (auto& [n, c] : children_) {
+    if (n != name) continue;
+    c = std::move(m);
+    return;
+  }
+  std::string held;
+  for (const auto& [n, c] : children_) held += (held.empty() ? "" : ", ") + n;
+  EMBER_FAIL("replace_module: ", class_name(*this), " has no submodule named '", name, "' (submodules: ",
+             held.empty() ? "none" : held, ")");
+}
+
+// ----- listings -----
+
+std::shared_ptr<Module> Module::self() const {
+  auto* me = const_cast<Module*>(this);
+  if (auto owned = me->weak_from_this().lock()) return owned;
+  return std::shared_ptr<Module>(std::shared_ptr<Module>(), me);  // not owned by a shared_ptr: a plain pointer
+}
+
+// PyTorch's named_modules: depth first, a module met again (held twice) skipped with its subtree.
+void Module::walk(const std::string& prefix, std::shared_ptr<Module> me, NamedModules& out,
+                  std::unordered_set<const Module*>& seen) const {
+  if (!seen.insert(this).second) return;
+  out.emplace_back(prefix, std::move(me));
+  for (const auto& [n, c] : children_) c->walk(dotted(prefix, n), c, out, seen);
+}
+
+Module::NamedModules Module::named_modules() const {
+  NamedModules out;
+  std::unordered_set<const Module*> seen;
+  walk("", self(), out, seen);
   return out;
 }
 
-NamedTensors Module::named_buffers() const {
-  NamedTensors out;
-  collect("", false, out);
+std::vector<std::shared_ptr<Module>> Module::modules() const {
+  std::vector<std::shared_ptr<Module>> out;
+  for (auto& [n, m] : named_modules()) out.push_back(std::move(m));
   return out;
 }
 
-std::vector<Tensor> Module::parameters() const {
+Module::NamedModules Module::named_children() const {
+  NamedModules out;
+  std::unordered_set<const Module*> seen;
+  for (const auto& [n, c] : children_)
+    if (seen.insert(c.get()).second) out.emplace_back(n, c);
+  return out;
+}
+
+std::vector<std::shared_ptr<Module>> Module::children() const {
+  std::vector<std::shared_ptr<Module>> out;
+  for (auto& [n, c] : named_children()) out.push_back(std::move(c));
+  return out;
+}
+
+// PyTorch's _named_members: the modules of named_modules(), and in each its own tensors,
+// each tensor (by identity) under the first name met.
+NamedTensors Module::named_members(bool params, bool recurse) const {
+  const NamedModules mods = recurse ? named_modules() : NamedModules{{"", self()}};
+  NamedTensors out;
+  std::unordered_set<const TensorImpl*> seen;
+  for (const auto& [prefix, m] : mods)
+    for (const auto& [n, t] : params ? m->params_ : m->buffers_)
+      if (t.defined() && seen.insert(t.impl_ptr().get()).second) out.emplace_back(dotted(prefix, n), t);
+  return out;
+}
+
+NamedTensors Module::named_parameters(bool recurse) const { return named_members(true, recurse); }
+NamedTensors Module::named_buffers(bool recurse) const { return named_members(false, recurse); }
+
+std::vector<Tensor> Module::parameters(bool recurse) const {
   std::vector<Tensor> out;
-  for (auto& [n, t] : named_parameters()) out.push_back(t);
+  for (auto& [n, t] : named_parameters(recurse)) out.push_back(t);
   return out;
 }
+
+std::vector<Tensor> Module::buffers(bool recurse) const {
+  std::vector<Tensor> out;
+  for (auto& [n, t] : named_buffers(recurse)) out.push_back(t);
+  return out;
+}
+
+void Module::apply(const std::function<void(Module&)>& fn) {
+  for (const auto& c : children()) c->apply(fn);
+  fn(*this);
+}
+
+// ----- mode, device, gradients -----
 
 void Module::train(bool on) {
   training_ = on;
@@ -95,16 +208,27 @@ void Module::zero_grad() {
   for (const Tensor& p : parameters()) p.set_grad({});
 }
 
+// ----- state dicts -----
+
+// PyTorch's state_dict order: a module's parameters, its buffers, then each submodule's,
+// every name (no deduplication).
+void Module::state_into(const std::string& prefix, NamedTensors& out) const {
+  for (const Slots* slots : {&params_, &buffers_})
+    for (const auto& [n, t] : *slots)
+      if (t.defined()) out.emplace_back(dotted(prefix, n), t);
+  for (const auto& [n, c] : children_) c->state_into(dotted(prefix, n), out);
+}
+
 NamedTensors Module::state_dict() const {
   NamedTensors out;
-  for (auto& [n, t] : named_parameters()) out.emplace_back(n, t.detach());
-  for (auto& [n, t] : named_buffers()) out.emplace_back(n, t.detach());
+  state_into("", out);
+  for (auto& [n, t] : out) t = t.detach();
   return out;
 }
 
 void Module::load_state_dict(const NamedTensors& state, bool strict) {
-  NamedTensors own = named_parameters();
-  for (auto& b : named_buffers()) own.push_back(b);
+  NamedTensors own;
+  state_into("", own);
   std::map<std::string, Tensor> given(state.begin(), state.end());
   std::vector<std::string> missing, unexpected, mismatched;
   std::set<std::string> own_names;

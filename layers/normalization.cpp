@@ -5,17 +5,24 @@
 
 namespace ember::nn {
 
-BatchNorm::BatchNorm(int64_t features, int64_t dims, double eps, double momentum, bool affine)
-    : features_(features), dims_(dims), eps_(eps), momentum_(momentum) {
+namespace {
+// Checked before the members bind to the tensors made with it.
+int64_t checked_features(int64_t features) {
   EMBER_CHECK(features > 0, "BatchNorm: num_features must be positive, got ", features);
-  if (affine) {
-    weight = register_parameter("weight", ones({features}));
-    bias = register_parameter("bias", zeros({features}));
-  }
-  running_mean = register_buffer("running_mean", zeros({features}));
-  running_var = register_buffer("running_var", ones({features}));
-  num_batches_tracked = register_buffer("num_batches_tracked", zeros({}, kInt64));
+  return features;
 }
+}  // namespace
+
+BatchNorm::BatchNorm(int64_t features, int64_t dims, double eps, double momentum, bool affine)
+    : weight(register_parameter("weight", affine ? ones({checked_features(features)}) : Tensor())),
+      bias(register_parameter("bias", affine ? zeros({features}) : Tensor())),
+      running_mean(register_buffer("running_mean", zeros({checked_features(features)}))),
+      running_var(register_buffer("running_var", ones({features}))),
+      num_batches_tracked(register_buffer("num_batches_tracked", zeros({}, kInt64))),
+      features_(features),
+      dims_(dims),
+      eps_(eps),
+      momentum_(momentum) {}
 Tensor BatchNorm::forward(const Tensor& x) {
   const bool ok = dims_ == 1 ? (x.dim() == 2 || x.dim() == 3) : x.dim() == 4;
   EMBER_CHECK(ok, name(), ": expects ", dims_ == 1 ? "[N, C] or [N, C, L]" : "[N, C, H, W]", " input, got ",
@@ -31,12 +38,11 @@ std::string BatchNorm::name() const {
          ", momentum=" + std::to_string(momentum_) + ")";
 }
 
-LayerNorm::LayerNorm(Shape shape, double eps, bool affine) : shape_(std::move(shape)), eps_(eps) {
-  if (affine) {
-    weight = register_parameter("weight", ones(shape_));
-    bias = register_parameter("bias", zeros(shape_));
-  }
-}
+LayerNorm::LayerNorm(Shape shape, double eps, bool affine)
+    : weight(register_parameter("weight", affine ? ones(shape) : Tensor())),
+      bias(register_parameter("bias", affine ? zeros(shape) : Tensor())),
+      shape_(std::move(shape)),
+      eps_(eps) {}
 Tensor LayerNorm::forward(const Tensor& x) { return functional::layer_norm(x, shape_, weight, bias, eps_); }
 std::string LayerNorm::name() const { return "LayerNorm(" + shape_str(shape_) + ")"; }
 

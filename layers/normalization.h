@@ -16,7 +16,13 @@ class BatchNorm : public Module {
   BatchNorm(int64_t num_features, int64_t dims, double eps = 1e-5, double momentum = 0.1, bool affine = true);
   Tensor forward(const Tensor& x) override;
   std::string name() const override;
-  Tensor weight, bias, running_mean, running_var, num_batches_tracked;
+  // Slots of the registry (Note [One place per parameter] in layers/module.h); weight and
+  // bias are undefined when not affine.
+  Tensor& weight;
+  Tensor& bias;
+  Tensor& running_mean;
+  Tensor& running_var;
+  Tensor& num_batches_tracked;
 
  private:
   int64_t features_, dims_;
@@ -38,7 +44,8 @@ class LayerNorm : public Module {
   explicit LayerNorm(Shape normalized_shape, double eps = 1e-5, bool affine = true);
   Tensor forward(const Tensor& x) override;
   std::string name() const override;
-  Tensor weight, bias;
+  Tensor& weight;  // normalized_shape, or undefined when not affine
+  Tensor& bias;
 
  private:
   Shape shape_;

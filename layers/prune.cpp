@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <unordered_set>
 
 #include "base/error.h"
 #include "core/autograd.h"
@@ -14,10 +15,13 @@
 namespace ember::nn {
 namespace {
 
-// Every Linear weight under `m`, with its dotted name.
-void collect_linear(Module& m, const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out) {
-  if (auto* l = dynamic_cast<Linear*>(&m)) out.emplace_back(prefix + "weight", l->weight);
-  for (const auto& [name, child] : m.children()) collect_linear(*child, prefix + name + ".", out);
+// Every Linear weight under `m`, with its dotted name; a module or weight met twice (held
+// twice, tied) once, as named_parameters() lists it.
+void collect_linear(Module& m, std::vector<std::pair<std::string, Tensor>>& out) {
+  std::unordered_set<const TensorImpl*> seen;
+  for (const auto& [name, mod] : m.named_modules())
+    if (auto* l = dynamic_cast<Linear*>(mod.get()); l && seen.insert(l->weight.impl_ptr().get()).second)
+      out.emplace_back(name.empty() ? "weight" : name + ".weight", l->weight);
 }
 
 // keep[i] = 0 for the `drop` entries of smallest |v| (earlier first on ties), else 1.
@@ -51,7 +55,7 @@ Tensor mask_like(const std::vector<float>& keep, const Tensor& w) {
 Pruning::Pruning(Module& model, const PruneOptions& o) {
   EMBER_CHECK(o.sparsity >= 0 && o.sparsity <= 1, "prune: sparsity must lie in [0, 1], got ", o.sparsity);
   std::vector<std::pair<std::string, Tensor>> chosen;
-  collect_linear(model, "", chosen);
+  collect_linear(model, chosen);
   EMBER_CHECK(!chosen.empty(), "prune: the model has no Linear layer to prune");
   std::vector<std::vector<double>> values;
   for (const auto& [name, w] : chosen) values.push_back(w.detach().to_vector<double>());

@@ -5,11 +5,12 @@
 
 namespace ember::nn {
 
-SparseLinear::SparseLinear(const Linear& dense) {
+SparseLinear::SparseLinear(const Linear& dense)
+    : values(register_parameter("values", Tensor())),
+      bias(register_parameter("bias", dense.bias.defined() ? dense.bias.detach().clone() : Tensor())),
+      pattern_(CsrPattern::nonzeros_of(dense.weight.detach())) {
   NoGradGuard no_grad;
-  pattern_ = CsrPattern::nonzeros_of(dense.weight.detach());
-  values = register_parameter("values", pattern_.gather(dense.weight.detach()).clone());
-  if (dense.bias.defined()) bias = register_parameter("bias", dense.bias.detach().clone());
+  values = pattern_.gather(dense.weight.detach()).clone().set_requires_grad();
 }
 
 Tensor SparseLinear::forward(const Tensor& x, Activation act) {
@@ -33,7 +34,7 @@ std::shared_ptr<Module> sparsify(const std::shared_ptr<Module>& model) {
   auto* seq = dynamic_cast<Sequential*>(model.get());
   if (!seq) return model;
   auto out = std::make_shared<Sequential>();
-  for (const auto& [name, child] : seq->children()) out->push_back(sparsify(child));
+  for (const std::shared_ptr<Module>& child : *seq) out->push_back(sparsify(child));
   out->train(model->is_training());
   return out;
 }
@@ -50,13 +51,12 @@ void add_weights(const Module& m, WeightMemory& w) {
     w.stored_bytes += s->values.numel() * s->values.element_size() + p.index_bytes(false);
     w.sparse_backward_index_bytes += p.index_bytes(true) - p.index_bytes(false);
   }
-  for (const auto& [name, child] : m.children()) add_weights(*child, w);
 }
 }  // namespace
 
 WeightMemory weight_memory(const Module& model) {
   WeightMemory w;
-  add_weights(model, w);
+  for (const std::shared_ptr<Module>& m : model.modules()) add_weights(*m, w);  // each module once
   return w;
 }
 

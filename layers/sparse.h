@@ -23,7 +23,8 @@ class SparseLinear : public Module {
   // The weight as a dense [out, in] tensor (a copy, outside autograd).
   Tensor dense_weight() const;
   const CsrPattern& pattern() const { return pattern_; }
-  Tensor values, bias;  // [nnz], [out] or undefined
+  Tensor& values;  // [nnz]
+  Tensor& bias;    // [out], or undefined (Note [One place per parameter] in layers/module.h)
 
  private:
   CsrPattern pattern_;  // follows values to its device on the next forward (Module::to)

@@ -195,7 +195,7 @@ Transformer::Transformer(TransformerOptions options) : options_(options) {
                                                       options.num_decoder_layers,
                                                       std::make_shared<LayerNorm>(Shape{d}, eps)));
   for (const Tensor& p : parameters())
-    if (p.dim() > 1) xavier_uniform_(p);
+    if (p.dim() > 1) init::xavier_uniform_(p);
 }
 
 Tensor Transformer::forward(const Tensor& src, const Tensor& tgt, const Tensor& src_mask, const Tensor& tgt_mask,

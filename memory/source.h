@@ -38,10 +38,11 @@ class Source {
 
   // Stream order. An event recorded now on `stream`; whether it has completed; waiting
   // for it; giving it back. The defaults are those of a synchronous (host) device.
-  virtual EventId record_event(StreamId stream) { return 0; }
-  virtual bool event_done(EventId event) { return true; }
-  virtual void wait_event(EventId event) {}
-  virtual void release_event(EventId event) {}
+  // (Parameter names in comments: a user's -Wunused-parameter sees these bodies.)
+  virtual EventId record_event(StreamId /*stream*/) { return 0; }
+  virtual bool event_done(EventId /*event*/) { return true; }
+  virtual void wait_event(EventId /*event*/) {}
+  virtual void release_event(EventId /*event*/) {}
 };
 
 // Host memory from the system (aligned_alloc). With a capacity (> 0) the source behaves

@@ -1,16 +1,28 @@
+// Training checkpoints (optim/checkpoint.h). Note [Tied tensors in checkpoints]: a model's
+// state_dict names a tied or shared tensor under each of its names, as PyTorch's does
+// (word_language_model's encoder.weight and decoder.weight; Sequential({l, l})'s 0.* and
+// 1.*). The file holds its data once, under the first name, and metadata "tied" maps each
+// other name to that one (a JSON object); loading gives every name its tensor again, so
+// load_state_dict sees PyTorch's full key set, and a tied model stays tied (its names
+// share one tensor, which is written once per name with the same values).
 #include "optim/checkpoint.h"
 
 #include <charconv>
 #include <cmath>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "base/error.h"
 #include "core/half.h"
 #include "core/safetensors.h"
+#include "core/storage.h"
 
 namespace ember::optim {
 namespace {
 
 constexpr const char* kFormat = "ember-checkpoint-1";
+constexpr const char* kTied = "tied";
 
 template <class T>
 bool finite_value(const T& v) {
@@ -40,12 +52,26 @@ int64_t first_non_finite(const Tensor& t) {
 
 void save_checkpoint(const std::string& path, const nn::Module& model, const Optimizer* optimizer,
                      const std::map<std::string, std::string>& metadata) {
+  for (const char* reserved : {"format", kTied})
+    EMBER_CHECK(!metadata.count(reserved), "save_checkpoint: the metadata key '", reserved,
+                "' is ember's own; choose another name");
   NamedTensors all;
-  for (auto& [n, t] : model.state_dict()) all.emplace_back("model." + n, t);
+  nlohmann::json tied = nlohmann::json::object();
+  // The same memory seen again: same storage, offset, shape, strides and dtype.
+  std::map<std::tuple<const Storage*, int64_t, Shape, Shape, DType>, std::string> first_name;
+  for (auto& [n, t] : model.state_dict()) {
+    const auto [it, fresh] = first_name.emplace(std::tuple{t.impl().storage.get(), t.offset(), t.shape(), t.strides(),
+                                                           t.dtype()}, n);
+    if (fresh)
+      all.emplace_back("model." + n, t);
+    else
+      tied[n] = it->second;
+  }
   if (optimizer)
     for (auto& [n, t] : optimizer->state_dict()) all.emplace_back("optimizer." + n, t);
   std::map<std::string, std::string> meta = metadata;
   meta["format"] = kFormat;
+  if (!tied.empty()) meta[kTied] = tied.dump();
   save_safetensors(path, all, meta);
 }
 
@@ -55,6 +81,7 @@ std::map<std::string, std::string> load_checkpoint(const std::string& path, nn::
   EMBER_CHECK(it != f.metadata.end() && it->second == kFormat, "load_checkpoint: '", path,
               "' is not an ember checkpoint (metadata format is '", it == f.metadata.end() ? "" : it->second, "')");
   NamedTensors model_state, optim_state;
+  std::map<std::string, Tensor> by_name;
   for (auto& [n, t] : f.tensors) {
     const int64_t bad = first_non_finite(t);  // the tensors of a loaded file: contiguous, on the CPU
     if (bad >= 0) {
@@ -64,12 +91,25 @@ std::map<std::string, std::string> load_checkpoint(const std::string& path, nn::
                  ": refusing to resume from a non-finite value (the run that saved it had diverged, or the file "
                  "was altered and its checksums with it)");
     }
-    if (n.rfind("model.", 0) == 0)
+    if (n.rfind("model.", 0) == 0) {
       model_state.emplace_back(n.substr(6), t);
-    else if (n.rfind("optimizer.", 0) == 0)
+      by_name.emplace(n.substr(6), t);
+    } else if (n.rfind("optimizer.", 0) == 0) {
       optim_state.emplace_back(n.substr(10), t);
-    else
+    } else {
       EMBER_FAIL("load_checkpoint: '", path, "' has an unexpected key '", n, "'");
+    }
+  }
+  if (auto tied = f.metadata.find(kTied); tied != f.metadata.end()) {
+    const nlohmann::json j = nlohmann::json::parse(tied->second, nullptr, /*allow_exceptions=*/false);
+    EMBER_CHECK(j.is_object(), "load_checkpoint: '", path, "' has malformed '", kTied, "' metadata");
+    for (const auto& [alias, target] : j.items()) {
+      EMBER_CHECK(target.is_string(), "load_checkpoint: '", path, "' has malformed '", kTied, "' metadata");
+      auto t = by_name.find(target.get<std::string>());
+      EMBER_CHECK(t != by_name.end(), "load_checkpoint: '", path, "' ties '", alias, "' to '",
+                  target.get<std::string>(), "', which it does not hold");
+      model_state.emplace_back(alias, t->second);
+    }
   }
   // The optimizer's loader checks before it changes anything; if the model then refuses
   // its state, the optimizer's previous state is put back.

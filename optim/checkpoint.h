@@ -2,7 +2,9 @@
 // (keys "model.<name>" and "optimizer.<key>"), with string metadata such as the epoch.
 // Written atomically, with checksums (core/safetensors.h); loading validates everything
 // before it changes anything: the checksums, the keys and shapes, and that every
-// floating-point value is finite (a run resumed from a NaN only trains on NaN).
+// floating-point value is finite (a run resumed from a NaN only trains on NaN). A tensor
+// the model holds under several names (tied weights, a module held twice) is stored once
+// and loaded under each name (Note [Tied tensors in checkpoints] in checkpoint.cpp).
 #pragma once
 
 #include <map>
@@ -13,6 +15,7 @@
 
 namespace ember::optim {
 
+// `metadata` may not use ember's own keys "format" and "tied".
 void save_checkpoint(const std::string& path, const nn::Module& model, const Optimizer* optimizer,
                      const std::map<std::string, std::string>& metadata = {});
 

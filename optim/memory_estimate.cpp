@@ -26,9 +26,9 @@ struct Row {
   std::string name, type;
 };
 
-void collect_rows(const nn::Module& m, const std::string& name, std::vector<Row>& rows) {
-  rows.push_back({&m, name, m.name()});
-  for (const auto& [child, c] : m.children()) collect_rows(*c, name.empty() ? child : name + "." + child, rows);
+// One row per module, each once (a module held twice is charged under its first name).
+void collect_rows(const nn::Module& m, std::vector<Row>& rows) {
+  for (const auto& [name, mod] : m.named_modules()) rows.push_back({mod.get(), name, mod->name()});
 }
 
 // Charges each meta allocation to the row of the innermost scope, and follows every
@@ -128,7 +128,7 @@ MemoryEstimate memory_estimate(nn::Module& model, const Shape& input_shape, cons
               "memory_estimate: unknown optimizer '", o.optimizer, "' (expected sgd, adam or adamw)");
 
   std::vector<Row> rows;
-  collect_rows(*run, "", rows);
+  collect_rows(*run, rows);
   rows.push_back({&kLossTag, "(loss)", "CrossEntropyLoss"});
   rows.push_back({&kOptimizerTag, "(optimizer step)", o.optimizer});
   rows.push_back({nullptr, kOutside, "batch and the rest"});

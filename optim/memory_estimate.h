@@ -41,7 +41,7 @@ namespace ember::optim {
 
 struct MemoryEstimateOptions {
   Device target = Device::cpu();    // the device whose allocator is modelled (CPU or CUDA)
-  std::optional<DType> autocast;    // kBFloat16: the forward under AutocastScope, as --precision bf16
+  std::optional<DType> autocast{};  // kBFloat16: the forward under AutocastScope, as --precision bf16
   bool checkpoint = false;          // the model (a Sequential) checkpointed as nn::checkpoint_blocks does
   int64_t micro_batch = 0;          // pieces of this many samples, gradients accumulated; 0: one piece
   std::string optimizer = "adam";   // sgd (with momentum), adam or adamw

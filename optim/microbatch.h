@@ -36,11 +36,11 @@ using LossFn = std::function<Tensor(const Tensor& data, const Tensor& target)>;
 struct MicroBatchOptions {
   // Given this rank's proposal, the smallest proposal over all ranks (one collective).
   // Unset: a single process, the proposal stands.
-  std::function<int64_t(int64_t proposal)> agree;
+  std::function<int64_t(int64_t proposal)> agree{};
   double safety = 0.9;  // share of the estimated fitting size that is tried
   // Called as each attempt starts, before its first piece: a caller that gathers
   // per-piece figures (accuracy) in its loss function restarts them here.
-  std::function<void()> on_attempt;
+  std::function<void()> on_attempt{};
 };
 
 struct MicroBatchResult {

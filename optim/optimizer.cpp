@@ -3,6 +3,7 @@
 #include <cmath>
 #include <algorithm>
 #include <map>
+#include <unordered_map>
 
 #include "base/error.h"
 #include "core/autograd.h"
@@ -16,6 +17,14 @@ Optimizer::Optimizer(std::vector<Tensor> params, double lr) : params_(std::move(
   for (size_t i = 0; i < params_.size(); ++i)
     EMBER_CHECK(params_[i].defined() && params_[i].requires_grad() && params_[i].is_leaf(), "Optimizer: parameter ", i,
                 " is not a leaf tensor that requires grad");
+  // A tensor listed twice would be stepped twice (PyTorch: "some parameters appear in more
+  // than one parameter group"); a module's parameters() lists each once.
+  std::unordered_map<const TensorImpl*, size_t> first;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const auto [it, fresh] = first.emplace(params_[i].impl_ptr().get(), i);
+    EMBER_CHECK(fresh, "Optimizer: parameters ", it->second, " and ", i,
+                " are the same tensor (some parameters appear more than once; each would be stepped once per appearance)");
+  }
   buffers_.resize(params_.size());
 }
 

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Installs a built ember into a scratch prefix, then configures, builds and runs the
-# consumer project (tests/consumer) against it with find_package(ember).
+# Installs a built ember into a scratch prefix, then builds and runs the consumer
+# (tests/consumer/main.cpp, a model file under -Wall -Wextra -Wpedantic -Werror) twice
+# against it: as a CMake project with find_package(ember), and with the plain compiler
+# line the README shows (-I<prefix>/include, -lember).
 #
 # Usage: tests/consumer/run.sh BUILD_DIR SCRATCH_DIR
 #   BUILD_DIR    an ember build tree (already built)
-#   SCRATCH_DIR  a folder for the install prefix and the consumer's build (created)
+#   SCRATCH_DIR  a folder for the install prefix and the consumer's builds (created)
 set -euo pipefail
 
 if [ $# -ne 2 ]; then
@@ -24,6 +26,7 @@ run() {
 }
 
 echo "== installing ember from $build_dir into $prefix"
+rm -rf "$prefix"
 run cmake --install "$build_dir" --prefix "$prefix"
 
 generator=()
@@ -34,7 +37,7 @@ echo "== configuring the consumer against the installed ember"
 run cmake -S "$here" -B "$consumer_build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$prefix"
 
-echo "== building the consumer"
+echo "== building the consumer with CMake"
 run cmake --build "$consumer_build"
 
 echo "== running the consumer"
@@ -42,4 +45,16 @@ echo "== running the consumer"
 # library path covers an install without one.
 export LD_LIBRARY_PATH="$prefix/lib:$prefix/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 run "$consumer_build/ember_consumer"
+
+echo "== building the consumer with a plain compiler line"
+lib=$(find "$prefix" -name 'libember.so' | head -n 1)
+if [ -z "$lib" ]; then
+  # A static libember.a needs its own dependencies on the line too: find_package covers that.
+  echo "== (skipped: ember was built as a static library)"
+else
+  libdir=$(dirname "$lib")
+  run "${CXX:-c++}" -std=c++20 -O2 -Wall -Wextra -Wpedantic -Werror -I"$prefix/include" "$here/main.cpp" \
+    -L"$libdir" -lember -Wl,-rpath,"$libdir" -o "$scratch/ember_consumer_plain"
+  run "$scratch/ember_consumer_plain"
+fi
 echo "== consumer: passed"

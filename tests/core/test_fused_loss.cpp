@@ -220,7 +220,7 @@ TEST(FusedEmbedding, ForwardGathersAndBackwardSkipsPadding) {
   EMBER_SKIP_WITHOUT(index_select_stub);  // the forward is a gather
   const Tensor w = randn_on({5, 3}, kFloat64, 1).set_requires_grad();
   const Tensor idx = tensor({4, 0, 4, 2, 2, 2}, {2, 3}, {kInt64, Device::cpu()}).to(test_device());
-  const Tensor y = embedding(w, idx, /*padding_idx=*/-3);  // row 2, counted from the end
+  const Tensor y = embedding(idx, w, /*padding_idx=*/-3);  // row 2, counted from the end
   ASSERT_EQ(y.shape(), (Shape{2, 3, 3}));
   const std::vector<double> wv = values(w), yv = values(y), iv = values(idx);
   for (int64_t i = 0; i < 6; ++i)
@@ -236,12 +236,15 @@ TEST(FusedEmbedding, IndexOutOfRangeIsAnError) {
   const Tensor w = randn_on({4, 2}, kFloat32, 1);
   const Tensor bad = tensor({0, 3, 4}, {kInt64, Device::cpu()}).to(test_device());
   // On a GPU the error comes at the next synchronization (reading the result), not at the call.
-  EXPECT_EMBER_ERROR(embedding(w, bad).to_vector<float>(), "embedding", "index 4", "position 2",
+  EXPECT_EMBER_ERROR(embedding(bad, w).to_vector<float>(), "embedding", "index 4", "position 2",
                      "out of range for 4 rows");
   EXPECT_EMBER_ERROR(embedding_backward(randn_on({3, 2}, kFloat32, 1), bad, 4).to_vector<float>(),
                      "embedding_backward", "index 4");
   const Tensor negative = tensor({-1}, {kInt64, Device::cpu()}).to(test_device());
-  EXPECT_EMBER_ERROR(embedding(w, negative).to_vector<float>(), "index -1", "out of range");
+  EXPECT_EMBER_ERROR(embedding(negative, w).to_vector<float>(), "index -1", "out of range");
+  // The arguments in the other order are named as such.
+  EXPECT_EMBER_ERROR(embedding(w, tensor({0, 1}, {kInt64, Device::cpu()}).to(test_device())), "embedding",
+                     "indices are float32 and weight is int64", "embedding(indices, weight)");
 }
 
 // ----- dropout -----
@@ -253,7 +256,7 @@ TEST(FusedDropout, MaskIsTheCpuDrawOnEveryDeviceAndBackwardUsesIt) {
       const double p = 0.3;
       const Tensor x = randn_on({n}, dtype, n).set_requires_grad();
       Generator gen(42), cpu_gen(42);
-      const Tensor y = dropout(x, p, &gen);
+      const Tensor y = dropout(x, p, /*train=*/true, &gen);
       // What functional::dropout computed before: x * ((rand >= p) * 1 / (1 - p)) in x's dtype.
       const Tensor u = rand({n}, {dtype, Device::cpu()}, &cpu_gen);
       const Tensor want = mul(x.detach().to(Device::cpu()), mul(ge(u, Scalar(p)).to(dtype), Scalar(1.0 / (1.0 - p))));
@@ -269,8 +272,20 @@ TEST(FusedDropout, MaskIsTheCpuDrawOnEveryDeviceAndBackwardUsesIt) {
 
 TEST(FusedDropout, RejectsPOutsideTheRange) {
   const Tensor x = randn_on({3}, kFloat32, 1);
-  EXPECT_EMBER_ERROR(dropout(x, 1.0), "dropout", "p must be in [0, 1)");
-  EXPECT_EMBER_ERROR(dropout(x, -0.1), "dropout");
+  EXPECT_EMBER_ERROR(dropout(x, 1.5, true), "dropout", "p must be in [0, 1], got 1.5");
+  EXPECT_EMBER_ERROR(dropout(x, -0.1, false), "dropout", "got -0.1");
+}
+
+TEST(FusedDropout, TrainFlagAndTheEndsOfTheRange) {
+  const Tensor x = randn_on({5}, kFloat32, 1);
+  Generator gen(3);
+  const uint64_t before = gen.advance(0);
+  // Not training, or p = 0: x itself, and no draw.
+  EXPECT_TRUE(dropout(x, 0.5, /*train=*/false, &gen).shares_storage_with(x));
+  EXPECT_TRUE(dropout(x, 0.0, true, &gen).shares_storage_with(x));
+  // p = 1 zeroes, without a draw.
+  EXPECT_EQ(values(dropout(x, 1.0, true, &gen)), std::vector<double>(5, 0.0));
+  EXPECT_EQ(gen.advance(0), before);
 }
 
 // ----- gradient checks (they need sum, mul and randn on the device) -----
@@ -289,11 +304,11 @@ TEST(FusedGradcheck, CrossEntropyEmbeddingDropout) {
   }
   const Tensor w = randn_on({4, 3}, kFloat64, 3).set_requires_grad();
   const Tensor idx = randint_on(0, 4, {2, 5}, 4);
-  EXPECT_TRUE(grad_ok([&](const std::vector<Tensor>& in) { return embedding(in[0], idx); }, {w}));
+  EXPECT_TRUE(grad_ok([&](const std::vector<Tensor>& in) { return embedding(idx, in[0]); }, {w}));
   EXPECT_TRUE(grad_ok(
       [&](const std::vector<Tensor>& in) {
         Generator gen(7);  // the same mask at every evaluation
-        return dropout(in[0], 0.4, &gen);
+        return dropout(in[0], 0.4, true, &gen);
       },
       {x}));
 }

@@ -162,7 +162,7 @@ TEST(Gradgradcheck, LayerNormEmbeddingDropoutPooling) {
   // The same mask on every call: a generator seeded the same each time.
   EXPECT_GRADGRAD([](const Ins& v) {
     Generator gen(3);
-    return dropout(v[0] * v[0], 0.4, &gen);
+    return dropout(v[0] * v[0], 0.4, true, &gen);
   }, {leaf({3, 4}, 65)});
   EXPECT_GRADGRAD([](const Ins& v) { return pow(avg_pool2d(v[0], {.kernel_size = {2, 2}, .padding = {1, 1}}), Scalar(2)); },
                   {leaf({1, 2, 3, 3}, 66)});
