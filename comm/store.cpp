@@ -60,7 +60,7 @@ void Store::wait(const std::vector<std::string>& keys, Duration timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   Duration pause(1);
   while (true) {
-    const std::vector<bool> present = check(keys);
+    const std::vector<bool> present = check_until(keys, deadline);
     if (std::all_of(present.begin(), present.end(), [](bool b) { return b; })) return;
     if (std::chrono::steady_clock::now() >= deadline) throw_timeout(keys, present, timeout);
     std::this_thread::sleep_for(pause);

@@ -14,6 +14,9 @@ namespace {
 
 using namespace std::chrono_literals;
 
+const std::string kSecret = "test-secret-0123456789";
+TcpStoreOptions opts(Duration timeout) { return {.secret = kSecret, .timeout = timeout}; }
+
 void exercise(Store& s) {
   s.set("a", "hello");
   EXPECT_EQ(s.get("a"), "hello");
@@ -73,15 +76,15 @@ TEST(Store, Prefix) {
 }
 
 TEST(Store, TcpServedAndClients) {
-  auto server = TcpStore::serve(0, 5s);
+  auto server = TcpStore::serve(0, opts(5s));
   ASSERT_GT(server->port(), 0);
   exercise(*server);
-  auto client = TcpStore::connect("127.0.0.1", server->port(), 5s);
+  auto client = TcpStore::connect("127.0.0.1", server->port(), opts(5s));
   EXPECT_EQ(client->get("a"), "hello");
   std::vector<std::thread> threads;
   for (int i = 0; i < 4; ++i)
     threads.emplace_back([port = server->port()] {
-      auto c = TcpStore::connect("localhost", port, 5s);
+      auto c = TcpStore::connect("localhost", port, opts(5s));
       c->add("counter", 1);
     });
   for (auto& t : threads) t.join();
@@ -89,9 +92,9 @@ TEST(Store, TcpServedAndClients) {
 }
 
 TEST(Store, TcpPortInUseIsClear) {
-  auto server = TcpStore::serve(0, 5s);
+  auto server = TcpStore::serve(0, opts(5s));
   try {
-    TcpStore::serve(server->port(), 1s);
+    TcpStore::serve(server->port(), opts(1s));
     FAIL() << "second server on the same port";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("in use"), std::string::npos) << e.what();
@@ -102,11 +105,11 @@ TEST(Store, TcpPortInUseIsClear) {
 TEST(Store, TcpConnectTimesOutWithMessage) {
   int port;
   {
-    auto s = TcpStore::serve(0, 1s);
+    auto s = TcpStore::serve(0, opts(1s));
     port = s->port();
   }  // closed: nobody listens there now
   try {
-    TcpStore::connect("127.0.0.1", port, 100ms);
+    TcpStore::connect("127.0.0.1", port, opts(100ms));
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("cannot connect"), std::string::npos) << e.what();
@@ -114,8 +117,8 @@ TEST(Store, TcpConnectTimesOutWithMessage) {
 }
 
 TEST(Store, TcpClientSeesServerExit) {
-  auto server = TcpStore::serve(0, 5s);
-  auto client = TcpStore::connect("127.0.0.1", server->port(), 5s);
+  auto server = TcpStore::serve(0, opts(5s));
+  auto client = TcpStore::connect("127.0.0.1", server->port(), opts(5s));
   server.reset();
   EXPECT_THROW(client->set("x", "y"), Error);
 }
