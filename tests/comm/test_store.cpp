@@ -2,7 +2,12 @@
 // missing keys, TcpStore across threads and a port already in use.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <filesystem>
+#include <functional>
 #include <thread>
 
 #include "base/error.h"
@@ -64,6 +69,30 @@ TEST(Store, File) {
     FileStore other(dir.string());  // a second rank on the same folder sees the keys
     EXPECT_EQ(other.get("a"), "hello");
   }
+  std::filesystem::remove_all(dir);
+}
+
+// A process stopped while holding the folder's lock: add and compare_set end at the
+// store's timeout with an error, not in a blocking flock.
+TEST(Store, FileLockWaitEndsAtTheTimeout) {
+  const auto dir = std::filesystem::temp_directory_path() / ("ember_filelock_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  FileStore s(dir.string());
+  s.set_timeout(100ms);
+  const int holder = ::open((dir / ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_EQ(::flock(holder, LOCK_EX), 0);
+  for (auto op : {std::function<void()>([&] { s.add("n", 1); }), std::function<void()>([&] {
+                    s.compare_set("c", "", "x");
+                  })}) {
+    try {
+      op();
+      FAIL() << "took a held lock";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("is still held after 100 ms"), std::string::npos) << e.what();
+    }
+  }
+  ::close(holder);
+  EXPECT_EQ(s.add("n", 1), 1);
   std::filesystem::remove_all(dir);
 }
 
