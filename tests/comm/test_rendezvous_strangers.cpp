@@ -60,7 +60,8 @@ const std::string kClean = "env -u EMBER_JOB_SECRET -u EMBER_JOB_SECRET_FILE -u 
 std::string self() { return "/proc/" + std::to_string(::getpid()) + "/exe"; }
 
 // Worker: one rank of a two-rank job; rank 1 first waits for the file EMBER_TEST_GO
-// (when set), so that a stranger can try its slot before it arrives.
+// (when set), so that a stranger can try its slot before it arrives; at the end every
+// rank waits for the file EMBER_TEST_RELEASE (when set), so that the job holds its port.
 TEST(RendezvousStrangers, Worker) {
   if (!is_worker()) GTEST_SKIP() << "runs as a child of the RendezvousStrangers tests";
   const LaunchInfo info = launch_info_from_env();
@@ -71,6 +72,8 @@ TEST(RendezvousStrangers, Worker) {
   pg->all_reduce(t)->wait();
   std::printf("rank %d of %d: sum %g\n", pg->rank(), pg->size(), t.to_vector<double>()[0]);
   ASSERT_EQ(t.to_vector<double>()[0], 3.0);
+  if (const char* release = std::getenv("EMBER_TEST_RELEASE"))
+    for (int i = 0; i < 600 && !fs::exists(release); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   pg->barrier()->wait();
 }
 
@@ -117,9 +120,19 @@ TEST(RendezvousStrangers, TwoJobsRacingForOnePortOneRuns) {
   for (int round = 0; round < 3; ++round) {
     const int port = free_port();
     const std::string a = (dir / "a.out").string(), b = (dir / "b.out").string();
-    const pid_t pa = start_shell(job_command(port, "") + " > " + a + " 2>&1");
-    const pid_t pb = start_shell(job_command(port, "") + " > " + b + " 2>&1");
-    const int ca = exit_code(pa), cb = exit_code(pb);
+    const std::string release = (dir / "release").string();
+    fs::remove(release);
+    // The job that gets the port holds it until the other has ended (however it ends).
+    const std::string env = "EMBER_TEST_RELEASE=" + release;
+    const pid_t pa = start_shell(job_command(port, env) + " > " + a + " 2>&1");
+    const pid_t pb = start_shell(job_command(port, env) + " > " + b + " 2>&1");
+    int status = 0;
+    const pid_t first = ::waitpid(-1, &status, 0);
+    ASSERT_TRUE(first == pa || first == pb);
+    const int c_first = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    std::ofstream(release) << "1";
+    const int c_second = exit_code(first == pa ? pb : pa);
+    const int ca = first == pa ? c_first : c_second, cb = first == pa ? c_second : c_first;
     const std::string oa = read_file(a), ob = read_file(b);
     ASSERT_EQ((ca == 0) + (cb == 0), 1) << "round " << round << "\nfirst job:\n" << oa << "\nsecond job:\n" << ob;
     const std::string& lost = ca == 0 ? ob : oa;
