@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "comm/job_secret.h"
 
 extern char** environ;
 
@@ -70,8 +71,25 @@ void flush_lines(std::string& buf, int fd, const std::string& prefix, bool all) 
   if (!out.empty()) (void)!::write(fd, out.data(), out.size());
 }
 
+// Note [The launcher's secret]. Every node's launcher must give its ranks the same
+// secret, which each store connection proves (comm/job_secret.h): the user's if given
+// (EMBER_JOB_SECRET or EMBER_JOB_SECRET_FILE, checked here so a bad one fails before any
+// rank starts); else, on one node, a fresh random one for each call, so for each job and
+// each restart; else one derived from the scheduler's ids, the same on every node of one
+// srun or mpirun (OpenMPI's first when mpirun started this launcher); else an error.
+std::string launcher_secret(const LaunchOptions& o) {
+  if (auto s = user_job_secret(process_env)) return s->value;
+  if (o.nnodes == 1) return random_secret();
+  if (auto s = scheduler_job_secret(process_env, process_env("OMPI_COMM_WORLD_SIZE").has_value())) return s->value;
+  EMBER_FAIL(o.name, ": the job spans ", o.nnodes, " nodes, whose launchers must all give their ranks the same "
+             "secret for rank 0's store, and none is given: set EMBER_JOB_SECRET (the same on every node; ",
+             kMinSecretLength, " characters or more) or EMBER_JOB_SECRET_FILE (a file only you can read), or start "
+             "the launchers under Slurm (srun) or OpenMPI (mpirun), whose job ids give one. See docs/reliability.md, "
+             "\"Rendezvous\"");
+}
+
 // This process's environment with the job's variables set (replacing any of the same name).
-void build_env(Worker& w, const LaunchOptions& o, int nproc) {
+void build_env(Worker& w, const LaunchOptions& o, int nproc, const std::string& secret) {
   std::vector<std::pair<std::string, std::string>> vars = {
       {"RANK", std::to_string(w.rank)},
       {"WORLD_SIZE", std::to_string(nproc * o.nnodes)},
@@ -82,7 +100,8 @@ void build_env(Worker& w, const LaunchOptions& o, int nproc) {
       {"MASTER_PORT", std::to_string(o.master_port)},
       {"EMBER_RUN_ID", o.run_id},
       {"EMBER_RESTART_COUNT", std::to_string(o.restart)},
-      {"EMBER_MAX_RESTARTS", std::to_string(o.max_restarts)}};
+      {"EMBER_MAX_RESTARTS", std::to_string(o.max_restarts)},
+      {"EMBER_JOB_SECRET", secret}};  // in the environment, never on a command line `ps` shows
   if (!std::getenv("EMBER_NUM_THREADS")) {
     const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
     vars.emplace_back("EMBER_NUM_THREADS", std::to_string(std::max(1u, cores / static_cast<unsigned>(nproc))));
@@ -316,12 +335,13 @@ LaunchResult launch_workers(int nproc, const LaunchOptions& options, const Worke
                 "' is not a port number");
   }
   if (o.run_id.empty()) o.run_id = "ember-" + std::to_string(o.master_port);
+  const std::string secret = launcher_secret(o);
 
   std::vector<Worker> workers(static_cast<size_t>(nproc));
   for (int l = 0; l < nproc; ++l) {
     workers[l].local_rank = l;
     workers[l].rank = o.node_rank * nproc + l;
-    build_env(workers[l], o, nproc);
+    build_env(workers[l], o, nproc, secret);
   }
   SignalForwarding forwarding(o.forward_signals);
   for (auto& w : workers) {

@@ -3,9 +3,10 @@
 //
 // launch_workers forks one process per local rank. Each gets the environment
 // comm/rendezvous.h reads (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK,
-// MASTER_ADDR, MASTER_PORT, EMBER_RUN_ID, EMBER_RESTART_COUNT, EMBER_MAX_RESTARTS and,
-// unless set, EMBER_NUM_THREADS = cores / ranks so the processes do not fight over the
-// CPU), runs in its own process group (stopping a rank stops what it started) and dies
+// MASTER_ADDR, MASTER_PORT, EMBER_RUN_ID, EMBER_RESTART_COUNT, EMBER_MAX_RESTARTS,
+// EMBER_JOB_SECRET (Note [The launcher's secret] in comm/launch.cpp: on one node a fresh
+// random secret for each call, unless the user gives one) and, unless set,
+// EMBER_NUM_THREADS = cores / ranks so the processes do not fight over the CPU), runs in its own process group (stopping a rank stops what it started) and dies
 // with its parent (PR_SET_PDEATHSIG). Every output line is prefixed with its rank
 // ("[rank 1] ...").
 // Fail-fast: when one rank fails (a non-zero exit or a signal) the others are stopped

@@ -13,12 +13,6 @@
 
 namespace ember::comm {
 
-std::optional<std::string> process_env(const std::string& name) {
-  const char* v = std::getenv(name.c_str());
-  if (!v) return std::nullopt;
-  return std::string(v);
-}
-
 namespace {
 
 int parse_int(const std::string& name, const std::string& v, int lo, int hi) {
@@ -136,6 +130,22 @@ void claim_rank(Store& store, const LaunchInfo& info) {
               "(--master-port) or EMBER_RUN_ID (--run-id)");
 }
 
+// The secret every connection to the job's store proves (comm/job_secret.h): the user's,
+// else the scheduler's ids; on one node, else this user's id and the job id (the same in
+// every rank started by hand with one EMBER_RUN_ID); on several nodes, an error.
+JobSecret job_secret(const LaunchInfo& info, const EnvLookup& env) {
+  if (auto s = user_job_secret(env)) return *s;
+  if (auto s = scheduler_job_secret(env, info.launcher == std::string("openmpi"))) return *s;
+  EMBER_CHECK(info.local_world_size == info.world_size, "rendezvous: the ", info.world_size,
+              " ranks span several nodes (", info.local_world_size,
+              " on this one), and no secret admits them to rank 0's store: set EMBER_JOB_SECRET (the same on every "
+              "node; ", kMinSecretLength, " characters or more) or EMBER_JOB_SECRET_FILE (a file only you can read), or "
+              "start them under Slurm (srun) or OpenMPI (mpirun), whose job ids give one. See docs/reliability.md, "
+              "\"Rendezvous\"");
+  return JobSecret{"ember-derived/uid/" + std::to_string(::geteuid()) + "/" + info.job_id,
+                   "derived from this user's id and the job id '" + info.job_id + "'", true};
+}
+
 }  // namespace
 
 std::string first_slurm_host(const std::string& nodelist) {
@@ -224,17 +234,27 @@ LaunchInfo launch_info_from_env(const EnvLookup& env) {
     }
   if (auto t = env("EMBER_COMM_TIMEOUT_S"))
     info.timeout = std::chrono::seconds(parse_int("EMBER_COMM_TIMEOUT_S", *t, 1, 1 << 24));
+  if (info.world_size > 1) info.secret = job_secret(info, env);
   return info;
+}
+
+std::shared_ptr<Store> connect_store(const LaunchInfo& info) {
+  EMBER_CHECK(!info.secret.value.empty(), "rendezvous: no job secret for the store of job '", info.job_id,
+              "' (launch_info_from_env finds one)");
+  TcpStoreOptions options{.secret = info.secret.value, .timeout = info.timeout};
+  // On one node nothing off this machine needs the store: it listens on the loopback
+  // interface only, where every rank reaches it whatever MASTER_ADDR names.
+  options.loopback_only = info.local_world_size == info.world_size;
+  if (info.rank == 0) return TcpStore::serve(info.master_port, options);
+  return TcpStore::connect(options.loopback_only ? "127.0.0.1" : info.master_addr, info.master_port, options);
 }
 
 std::shared_ptr<ProcessGroup> init_process_group(const LaunchInfo& info) {
   std::shared_ptr<Store> base;
   if (info.world_size == 1) {
     base = std::make_shared<InProcessStore>();
-  } else if (info.rank == 0) {
-    base = TcpStore::serve(info.master_port, info.timeout);
   } else {
-    base = TcpStore::connect(info.master_addr, info.master_port, info.timeout);
+    base = connect_store(info);
   }
   base->set_timeout(info.timeout);
   auto store = std::make_shared<PrefixStore>(info.job_id + "/" + std::to_string(info.restart), base);

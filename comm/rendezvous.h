@@ -27,7 +27,9 @@
 // (EMBER_RESTART_COUNT or TORCHELASTIC_RESTART_COUNT), so a restarted group never reads
 // a previous attempt's keys; EMBER_MAX_RESTARTS or TORCHELASTIC_MAX_RESTARTS say how often
 // the launcher may restart it. EMBER_COMM_TIMEOUT_S sets the timeout. A missing, malformed
-// or contradictory variable is an ember::Error naming it.
+// or contradictory variable is an ember::Error naming it. The job's secret, which every
+// connection to the store proves, comes from EMBER_JOB_SECRET (ember-run sets it) or as
+// comm/job_secret.h says; a job on several nodes without one is an error naming them.
 #pragma once
 
 #include <functional>
@@ -35,6 +37,7 @@
 #include <optional>
 #include <string>
 
+#include "comm/job_secret.h"
 #include "comm/process_group.h"
 
 namespace ember::comm {
@@ -51,11 +54,8 @@ struct LaunchInfo {
   int restart = 0;
   int max_restarts = 0;  // how often the launcher may restart the group (0: a failure ends the job)
   Duration timeout = kDefaultTimeout;
+  JobSecret secret;  // what each store connection proves (comm/job_secret.h); none for one process
 };
-
-// Looks a variable up; the default reads the process environment.
-using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
-std::optional<std::string> process_env(const std::string& name);
 
 LaunchInfo launch_info_from_env(const EnvLookup& env = process_env);
 
@@ -66,6 +66,10 @@ std::string first_slurm_host(const std::string& nodelist);
 // connect to master_addr:master_port; keys under job_id/restart. World size 1 needs no
 // network (an in-process store).
 std::shared_ptr<ProcessGroup> init_process_group(const LaunchInfo& info);
+// The store init_process_group meets on, before any key is written (world size > 1):
+// rank 0 serves on master_port, on the loopback interface only when the job runs on one
+// node (the others then reach it on 127.0.0.1), and every connection proves info.secret.
+std::shared_ptr<Store> connect_store(const LaunchInfo& info);
 inline std::shared_ptr<ProcessGroup> init_process_group_from_env() {
   return init_process_group(launch_info_from_env());
 }

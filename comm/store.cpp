@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -60,7 +62,7 @@ void Store::wait(const std::vector<std::string>& keys, Duration timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   Duration pause(1);
   while (true) {
-    const std::vector<bool> present = check(keys);
+    const std::vector<bool> present = check_until(keys, deadline);
     if (std::all_of(present.begin(), present.end(), [](bool b) { return b; })) return;
     if (std::chrono::steady_clock::now() >= deadline) throw_timeout(keys, present, timeout);
     std::this_thread::sleep_for(pause);
@@ -132,12 +134,28 @@ bool InProcessStore::try_get(const std::string& key, std::string& value) {
 
 namespace {
 
-// Holds an exclusive flock on a file for its lifetime.
+// Holds an exclusive flock on a file for its lifetime, taken within `timeout` (a process
+// stopped while holding it must not stop the others forever).
 class FileLock {
  public:
-  explicit FileLock(const std::string& path) : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
+  FileLock(const std::string& path, Duration timeout) : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
     EMBER_CHECK(fd_ >= 0, "FileStore: cannot open lock file ", path);
-    ::flock(fd_, LOCK_EX);
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    Duration pause(1);
+    while (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      if (errno != EWOULDBLOCK && errno != EINTR) {
+        const int err = errno;
+        ::close(fd_);
+        EMBER_FAIL("FileStore: cannot lock ", path, ": ", std::strerror(err));
+      }
+      if (std::chrono::steady_clock::now() >= deadline) {
+        ::close(fd_);
+        EMBER_FAIL("FileStore: the lock ", path, " is still held after ", timeout.count(),
+                   " ms (a process of the job stopped while holding it?)");
+      }
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, Duration(20));
+    }
   }
   ~FileLock() {
     ::flock(fd_, LOCK_UN);
@@ -191,7 +209,7 @@ void FileStore::set(const std::string& key, const std::string& value) {
 }
 
 int64_t FileStore::add(const std::string& key, int64_t delta) {
-  FileLock lock(dir_ + "/.lock");
+  FileLock lock(dir_ + "/.lock", timeout());
   std::string v;
   const int64_t sum = (try_get(key, v) ? parse_int(key, v) : 0) + delta;
   set(key, std::to_string(sum));
@@ -199,7 +217,7 @@ int64_t FileStore::add(const std::string& key, int64_t delta) {
 }
 
 std::string FileStore::compare_set(const std::string& key, const std::string& expected, const std::string& desired) {
-  FileLock lock(dir_ + "/.lock");
+  FileLock lock(dir_ + "/.lock", timeout());
   std::string v;
   const bool exists = try_get(key, v);
   if ((!exists && expected.empty()) || (exists && v == expected)) {

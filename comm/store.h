@@ -48,6 +48,12 @@ class Store {
  protected:
   // The value if the key exists now.
   virtual bool try_get(const std::string& key, std::string& value) = 0;
+  // check() for wait(), whose deadline it may use to bound its own waiting (a store whose
+  // keys are elsewhere: the TcpStore's answer must come by then).
+  virtual std::vector<bool> check_until(const std::vector<std::string>& keys,
+                                        std::chrono::steady_clock::time_point /*deadline*/) {
+    return check(keys);
+  }
 
  private:
   Duration timeout_ = kDefaultTimeout;

@@ -138,6 +138,27 @@ row "EMBER_HOST_MEMORY_LIMIT=0" env EMBER_HOST_MEMORY_LIMIT=0 "$mlp" $A
 row "ember-run --nproc-per-node 2147483647" "$run" --nproc-per-node 2147483647 /bin/true
 row "ember-run, 4 ranks x EMBER_NUM_THREADS=2 on $(nproc) cores" env EMBER_NUM_THREADS=2 "$run" --nproc-per-node 4 /bin/true
 
+# Rendezvous: a stranger with the job's port and run id but not its secret, started as
+# rank 1 before the job's rank 1; then two ember-run jobs started at once on one port.
+port=$($py -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+job="env RANK=0 WORLD_SIZE=2 MASTER_PORT=$port EMBER_RUN_ID=probe EMBER_JOB_SECRET=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')"
+$job "$mlp" $A --json >rank0.txt 2>&1 &
+rank0=$!
+row "a stranger as rank 1 (the job's port and run id, no secret)" env -u EMBER_JOB_SECRET RANK=1 WORLD_SIZE=2 MASTER_PORT=$port EMBER_RUN_ID=probe "$mlp" $A
+row "... with a wrong secret" env RANK=1 WORLD_SIZE=2 MASTER_PORT=$port EMBER_RUN_ID=probe EMBER_JOB_SECRET=a-wrong-secret-0123456789 "$mlp" $A
+${job/RANK=0/RANK=1} "$mlp" $A >/dev/null 2>&1
+wait $rank0
+note "... the job, when its rank 1 came" "exit $?: $(grep -o '"world_size":[0-9]*' rank0.txt), $(grep -c 'refused a connection' rank0.txt) refusals logged by rank 0"
+one=0
+for i in 1 2 3 4 5; do
+  port=$($py -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  "$run" --nproc-per-node 2 --master-port $port "$mlp" $A >race1.txt 2>&1 & r1=$!
+  "$run" --nproc-per-node 2 --master-port $port "$mlp" $A >race2.txt 2>&1 & r2=$!
+  wait $r1; c1=$?; wait $r2; c2=$?
+  [ $(( (c1 == 0) + (c2 == 0) )) = 1 ] && one=$((one + 1))
+done
+note "two ember-run jobs started at once on one port, 5 times" "exactly one ran in $one of 5; the other said: $(grep -h -m1 -o 'TcpStore: [^(]*' race1.txt race2.txt | head -n1)"
+
 # Data sets.
 mkdir -p noperm && chmod 000 noperm
 if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then

@@ -42,7 +42,8 @@ TEST(Rendezvous, NothingSetIsOneProcess) {
 TEST(Rendezvous, Torchrun) {
   LaunchInfo i = from({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"},
                        {"MASTER_ADDR", "node7"}, {"MASTER_PORT", "1234"}, {"TORCHELASTIC_RESTART_COUNT", "2"},
-                       {"TORCHELASTIC_MAX_RESTARTS", "3"}, {"EMBER_RUN_ID", "job42"}});
+                       {"TORCHELASTIC_MAX_RESTARTS", "3"}, {"EMBER_RUN_ID", "job42"},
+                       {"EMBER_JOB_SECRET", "a-secret-of-20-chars"}});
   EXPECT_EQ(i.launcher, "torchrun");
   EXPECT_EQ(i.rank, 3);
   EXPECT_EQ(i.world_size, 4);
@@ -115,6 +116,7 @@ TEST(Rendezvous, LocalRankAndSizeDefaultOnlyOnOneNode) {
   }
   EXPECT_EQ(from({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_WORLD_SIZE", "4"}, {"MASTER_ADDR", "node7"}}).local_rank,
             3);
+  // Several nodes need a secret for the store (Slurm's job id gives one below).
   std::string e = error_of({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"MASTER_ADDR", "node7"}});
   EXPECT_TRUE(has(e, "LOCAL_WORLD_SIZE is not set and the 4 ranks may span several nodes")) << e;
   EXPECT_TRUE(has(e, "MASTER_ADDR=node7")) << e;
@@ -126,7 +128,7 @@ TEST(Rendezvous, LocalRankAndSizeDefaultOnlyOnOneNode) {
   // Slurm: a node's count from SLURM_TASKS_PER_NODE, by SLURM_NODEID where nodes differ.
   std::map<std::string, std::string> slurm = {{"SLURM_PROCID", "2"},       {"SLURM_NTASKS", "3"},
                                               {"SLURM_LOCALID", "0"},      {"SLURM_TASKS_PER_NODE", "2,1"},
-                                              {"SLURM_JOB_NODELIST", "a[1-2]"}};
+                                              {"SLURM_JOB_NODELIST", "a[1-2]"}, {"SLURM_JOB_ID", "9"}};
   e = error_of(slurm);
   EXPECT_TRUE(has(e, "SLURM_NODEID")) << e;
   slurm["SLURM_NODEID"] = "1";
@@ -153,7 +155,7 @@ TEST(Rendezvous, TwoLaunchersVariables) {
   for (const char* restart : {"TORCHELASTIC_RESTART_COUNT", "EMBER_RESTART_COUNT"}) {
     auto vars = outer;
     vars.insert({{"RANK", "5"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "4"},
-                 {"MASTER_ADDR", "node0"}, {restart, "0"}});
+                 {"MASTER_ADDR", "node0"}, {restart, "0"}, {"SLURM_JOB_ID", "9"}, {"SLURM_STEP_ID", "0"}});
     const LaunchInfo i = from(vars);
     EXPECT_EQ(i.launcher, "torchrun");
     EXPECT_EQ(i.rank, 5);
@@ -179,13 +181,16 @@ TEST(RendezvousProcesses, Worker) {
   pg->barrier()->wait();
 }
 
+// Started by hand, as a user would without a launcher: the same EMBER_JOB_SECRET in each.
 TEST(RendezvousProcesses, ThreeRanksOverTcpStore) {
   const int port = free_port();
+  const std::string secret = random_secret();
   std::vector<pid_t> pids;
   for (int r = 0; r < 3; ++r)
     pids.push_back(testing::spawn_self("RendezvousProcesses.Worker",
                                        {"RANK=" + std::to_string(r), "WORLD_SIZE=3", "MASTER_ADDR=127.0.0.1",
-                                        "MASTER_PORT=" + std::to_string(port), "EMBER_COMM_TIMEOUT_S=20"}));
+                                        "MASTER_PORT=" + std::to_string(port), "EMBER_COMM_TIMEOUT_S=20",
+                                        "EMBER_JOB_SECRET=" + secret}));
   EXPECT_EQ(testing::wait_all(pids), (std::vector<int>{0, 0, 0}));
 }
 

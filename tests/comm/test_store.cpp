@@ -2,7 +2,12 @@
 // missing keys, TcpStore across threads and a port already in use.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <filesystem>
+#include <functional>
 #include <thread>
 
 #include "base/error.h"
@@ -13,6 +18,9 @@ namespace ember::comm {
 namespace {
 
 using namespace std::chrono_literals;
+
+const std::string kSecret = "test-secret-0123456789";
+TcpStoreOptions opts(Duration timeout) { return {.secret = kSecret, .timeout = timeout}; }
 
 void exercise(Store& s) {
   s.set("a", "hello");
@@ -64,6 +72,30 @@ TEST(Store, File) {
   std::filesystem::remove_all(dir);
 }
 
+// A process stopped while holding the folder's lock: add and compare_set end at the
+// store's timeout with an error, not in a blocking flock.
+TEST(Store, FileLockWaitEndsAtTheTimeout) {
+  const auto dir = std::filesystem::temp_directory_path() / ("ember_filelock_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  FileStore s(dir.string());
+  s.set_timeout(100ms);
+  const int holder = ::open((dir / ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_EQ(::flock(holder, LOCK_EX), 0);
+  for (auto op : {std::function<void()>([&] { s.add("n", 1); }), std::function<void()>([&] {
+                    s.compare_set("c", "", "x");
+                  })}) {
+    try {
+      op();
+      FAIL() << "took a held lock";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("is still held after 100 ms"), std::string::npos) << e.what();
+    }
+  }
+  ::close(holder);
+  EXPECT_EQ(s.add("n", 1), 1);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Store, Prefix) {
   auto base = std::make_shared<InProcessStore>();
   PrefixStore job1("job1/0", base), job2("job2/0", base);
@@ -73,15 +105,15 @@ TEST(Store, Prefix) {
 }
 
 TEST(Store, TcpServedAndClients) {
-  auto server = TcpStore::serve(0, 5s);
+  auto server = TcpStore::serve(0, opts(5s));
   ASSERT_GT(server->port(), 0);
   exercise(*server);
-  auto client = TcpStore::connect("127.0.0.1", server->port(), 5s);
+  auto client = TcpStore::connect("127.0.0.1", server->port(), opts(5s));
   EXPECT_EQ(client->get("a"), "hello");
   std::vector<std::thread> threads;
   for (int i = 0; i < 4; ++i)
     threads.emplace_back([port = server->port()] {
-      auto c = TcpStore::connect("localhost", port, 5s);
+      auto c = TcpStore::connect("localhost", port, opts(5s));
       c->add("counter", 1);
     });
   for (auto& t : threads) t.join();
@@ -89,9 +121,9 @@ TEST(Store, TcpServedAndClients) {
 }
 
 TEST(Store, TcpPortInUseIsClear) {
-  auto server = TcpStore::serve(0, 5s);
+  auto server = TcpStore::serve(0, opts(5s));
   try {
-    TcpStore::serve(server->port(), 1s);
+    TcpStore::serve(server->port(), opts(1s));
     FAIL() << "second server on the same port";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("in use"), std::string::npos) << e.what();
@@ -102,11 +134,11 @@ TEST(Store, TcpPortInUseIsClear) {
 TEST(Store, TcpConnectTimesOutWithMessage) {
   int port;
   {
-    auto s = TcpStore::serve(0, 1s);
+    auto s = TcpStore::serve(0, opts(1s));
     port = s->port();
   }  // closed: nobody listens there now
   try {
-    TcpStore::connect("127.0.0.1", port, 100ms);
+    TcpStore::connect("127.0.0.1", port, opts(100ms));
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("cannot connect"), std::string::npos) << e.what();
@@ -114,8 +146,8 @@ TEST(Store, TcpConnectTimesOutWithMessage) {
 }
 
 TEST(Store, TcpClientSeesServerExit) {
-  auto server = TcpStore::serve(0, 5s);
-  auto client = TcpStore::connect("127.0.0.1", server->port(), 5s);
+  auto server = TcpStore::serve(0, opts(5s));
+  auto client = TcpStore::connect("127.0.0.1", server->port(), opts(5s));
   server.reset();
   EXPECT_THROW(client->set("x", "y"), Error);
 }

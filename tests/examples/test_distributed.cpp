@@ -190,7 +190,9 @@ TEST(DistributedNodes, TwoEmberRunNodesFormOneJob) {
   if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist")) GTEST_SKIP() << "no Fashion-MNIST";
   const std::string port = std::to_string(free_port());
   // A short timeout: if one side fails, the other gives up soon instead of after 300 s.
-  const std::string node = std::string("EMBER_COMM_TIMEOUT_S=30 ") + EMBER_RUN_BIN +
+  // Several nodes need one secret given (docs/reliability.md, "Rendezvous").
+  const std::string node = std::string("EMBER_COMM_TIMEOUT_S=30 EMBER_JOB_SECRET=two-nodes-secret-0123456789 ") +
+                           EMBER_RUN_BIN +
                            " --nproc-per-node 1 --nnodes 2 --master-addr 127.0.0.1 " +
                            "--master-port " + port + " --node-rank ";
   // The CPU: both "nodes" are this machine, which has (at most) one emulated GPU for both.

@@ -44,7 +44,8 @@ bool has(const std::string& s, const std::string& part) { return s.find(part) !=
 TEST(EmberRun, SetsTheEnvironmentAndPrefixesLines) {
   Result r = ember_run(
       "--nproc-per-node 2 --nnodes 2 --node-rank 1 --master-addr 10.1.2.3 --master-port 4321 sh -c "
-      "'echo R=$RANK W=$WORLD_SIZE L=$LOCAL_RANK LW=$LOCAL_WORLD_SIZE A=$MASTER_ADDR P=$MASTER_PORT'");
+      "'echo R=$RANK W=$WORLD_SIZE L=$LOCAL_RANK LW=$LOCAL_WORLD_SIZE A=$MASTER_ADDR P=$MASTER_PORT'",
+      "EMBER_JOB_SECRET=two-nodes-secret-0123456789");  // several nodes need one given
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_TRUE(has(r.out, "[rank 2] R=2 W=4 L=0 LW=2 A=10.1.2.3 P=4321")) << r.out;
   EXPECT_TRUE(has(r.out, "[rank 3] R=3 W=4 L=1 LW=2 A=10.1.2.3 P=4321")) << r.out;
@@ -98,7 +99,8 @@ TEST(EmberRun, OtherNodesNeedTheMasterAddress) {
   Result r = ember_run("--nproc-per-node 1 --nnodes 2 --node-rank 1 true");
   EXPECT_EQ(r.status, 2);
   EXPECT_TRUE(has(r.out, "--node-rank 1 of --nnodes 2 needs --master-addr")) << r.out;
-  r = ember_run("--nproc-per-node 1 --nnodes 2 --node-rank 0 sh -c 'echo A=$MASTER_ADDR'");
+  r = ember_run("--nproc-per-node 1 --nnodes 2 --node-rank 0 sh -c 'echo A=$MASTER_ADDR'",
+                "EMBER_JOB_SECRET=two-nodes-secret-0123456789");
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_TRUE(has(r.out, "[rank 0] A=127.0.0.1")) << r.out;
 }
@@ -122,15 +124,17 @@ TEST(EmberRunJobs, Worker) {
   pg->barrier()->wait();
 }
 
-// Note [One job per store prefix]: a second job given a running job's port, and so its
-// default run id (ember-<port>), reaches the first job's store from another "node"; its
-// rank is refused at once, and the first job runs on untouched.
+// A second job given a running job's port, and so its default run id (ember-<port>),
+// reaches the first job's store from another "node": with another secret its rank is
+// refused by the handshake; with the same secret (Note [One job per store prefix]) by
+// the rank claim. Either way at once, and the first job runs on untouched.
 TEST(EmberRunJobs, ASecondJobOnTheSamePortIsRefused) {
   const auto dir = std::filesystem::temp_directory_path() / ("ember_run_jobs_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const std::string port = std::to_string(ember::comm::free_port());
   const std::string worker = " /proc/" + std::to_string(::getpid()) + "/exe --gtest_filter=EmberRunJobs.Worker";
-  const std::string env = "EMBER_TEST_WORKER=1 EMBER_TEST_DIR=" + dir.string() + " EMBER_COMM_TIMEOUT_S=20";
+  const std::string env = "EMBER_TEST_WORKER=1 EMBER_TEST_DIR=" + dir.string() +
+                          " EMBER_COMM_TIMEOUT_S=20 EMBER_JOB_SECRET=job-a-secret-0123456789";
   auto finish_a = [&] {  // lets job A's ranks end; true when it has
     std::ofstream(dir / "release") << "";
     return wait_for(dir / "a.rc", 30);
@@ -150,9 +154,12 @@ TEST(EmberRunJobs, ASecondJobOnTheSamePortIsRefused) {
             0);
   ASSERT_TRUE(wait_for(dir / "joined", 30)) << "job A did not start";
 
-  Result b = ember_run("--nproc-per-node 1 --nnodes 2 --node-rank 1 --master-addr 127.0.0.1 --master-port " + port +
-                           worker,
-                       env);
+  const std::string b_job =
+      "--nproc-per-node 1 --nnodes 2 --node-rank 1 --master-addr 127.0.0.1 --master-port " + port + worker;
+  Result b = ember_run(b_job, env + " EMBER_JOB_SECRET=job-b-secret-0123456789");
+  EXPECT_EQ(b.status, 1) << b.out;
+  EXPECT_TRUE(has(b.out, "TcpStore: the store at 127.0.0.1:" + port + " refused this process")) << b.out;
+  b = ember_run(b_job, env);  // job A's secret too
   EXPECT_EQ(b.status, 1) << b.out;
   EXPECT_TRUE(has(b.out, "rank 1 of job 'ember-" + port + "' (restart 0) already joined the store")) << b.out;
 

@@ -8,8 +8,12 @@
 // refused (Note [One job per store prefix] in comm/rendezvous.cpp).
 //
 // Each process gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
-// MASTER_PORT, EMBER_RUN_ID, EMBER_RESTART_COUNT and EMBER_MAX_RESTARTS (comm/rendezvous.h
-// reads them; the examples resume from their checkpoint after a restart), and,
+// MASTER_PORT, EMBER_RUN_ID, EMBER_RESTART_COUNT, EMBER_MAX_RESTARTS (comm/rendezvous.h
+// reads them; the examples resume from their checkpoint after a restart) and
+// EMBER_JOB_SECRET, which every connection to rank 0's store proves: on one node a fresh
+// random one per job and restart unless the user gives EMBER_JOB_SECRET or
+// EMBER_JOB_SECRET_FILE; on several nodes the user's, else Slurm's or OpenMPI's job ids
+// (Note [The launcher's secret] in comm/launch.cpp); and,
 // unless set, EMBER_NUM_THREADS = cores / N so the processes do not fight over the CPU.
 // Every output line is prefixed with its rank ("[rank 1] ..."; --no-prefix leaves it
 // out). SIGINT and SIGTERM are forwarded. When one process fails (a non-zero exit or a
@@ -153,8 +157,8 @@ int run(int argc, char** argv) {
                  o.nnodes);
     return 2;
   }
-  // Node 0 holds rank 0, whose store listens on every interface: its own ranks reach it on
-  // 127.0.0.1. Another node's ranks would look for it on their own machine and wait there
+  // Node 0 holds rank 0, whose store listens on every interface when the job spans nodes:
+  // its own ranks reach it on 127.0.0.1. Another node's ranks would look for it on their own machine and wait there
   // until the timeout.
   if (o.node_rank > 0 && master_addr->count() == 0) {
     std::fprintf(stderr,
