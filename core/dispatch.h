@@ -76,8 +76,9 @@ using SoftmaxFn = void(const Tensor& out, const Tensor& in, int64_t dim);
 using IndexFn = void(const Tensor& out, const Tensor& in, int64_t dim, const Tensor& index);
 using ScatterFn = void(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
 // self [outer, n, inner] (contiguous, in place) += src [outer, m, inner] (contiguous, self's
-// dtype) at rows index [m] (int64, each in [0, n), core checks), added in order of i.
-using IndexAddFn = void(const Tensor& self, const Tensor& index, const Tensor& src);
+// dtype) at rows index [m] (int64; the backend checks each is in [0, n) and names `dim`, the
+// caller's dim, in its error), added in order of i.
+using IndexAddFn = void(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
 // A unary op with one parameter (leaky_relu's slope, elu's alpha); floating dtypes.
 using ScalarUnaryFn = void(const Tensor& out, const Tensor& in, double alpha);
 // values and indices [outer, k, inner] (int64) of the k largest (smallest when !largest)

@@ -80,6 +80,7 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, int64_t igno
   detail::check_same_device("cross_entropy", {&logits_in, &target, &weight});
   EMBER_CHECK(label_smoothing >= 0 && label_smoothing <= 1, "cross_entropy: label_smoothing must be in [0, 1], got ",
               label_smoothing);
+  EMBER_CHECK(reduction != Reduction::BatchMean, "cross_entropy: reduction batchmean is kl_div's only");
   EMBER_CHECK(logits_in.dim() >= 2, "cross_entropy: expects logits [N, C, ...], got ", shape_str(logits_in.shape()));
   EMBER_CHECK(is_floating(logits_in.dtype()), "cross_entropy: expects floating logits, got ",
               dtype_name(logits_in.dtype()));
