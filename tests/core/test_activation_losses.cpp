@@ -65,7 +65,7 @@ TEST(Activations, DifferentiateTwice) {
   EXPECT_TRUE(gradgrad_ok([](const Ins& v) { return elu(v[0], 0.7); }, {x}));
   // elu's second derivative stays finite where e^x would overflow.
   Tensor big = tensor({1000.0, -3.0}, kFloat64).set_requires_grad();
-  Tensor g = autograd::grad({elu(big).sum()}, {big}, {}, true)[0];
+  Tensor g = autograd::grad({elu(big).sum()}, {big}, {}, std::nullopt, /*create_graph=*/true)[0];
   Tensor gg = autograd::grad({g.sum()}, {big})[0];
   EXPECT_FALSE(std::isnan(gg.at({0})));
 }
