@@ -2,12 +2,13 @@
 // along each dim, with an index that pads by one on each side (reflection: 130 rows from
 // 128, the way padding is written with it).
 //
-// Names: BM_index_select/<pass>/<dim>, pass one of
-//   forward         index_select (row memcpys, parallel over output rows)
-//   backward        index_add into zeros: index_select's backward since issue 30
-//                   (Note [Deterministic index_add] in kernels/cpu/indexing.cpp)
-//   backward_old    scatter_add into zeros with the index expanded to the gradient's shape:
-//                   the backward before issue 30 (serial, element by element)
+// Names: BM_index_select/pass:P/dim:D/real_time, P one of
+//   0  forward       index_select (row memcpys, parallel over output rows)
+//   1  backward      index_add into zeros: index_select's backward since issue 30
+//                    (Note [Deterministic index_add] in kernels/cpu/indexing.cpp)
+//   2  backward_old  scatter_add into zeros with the index expanded to the gradient's shape:
+//                    the backward before issue 30 (serial, element by element; the expanded
+//                    index is made contiguous once, outside the timed loop)
 // Napkin math: the gradient is 4*32*128*130 floats = 8.5 MB read, 8.4 MB zeroed and
 // read-modify-written: ~25 MB of traffic, a few ms at the ~10 GB/s two cores sustain, about
 // the forward's cost.
