@@ -157,8 +157,8 @@ TEST(Gradgradcheck, LayerNormEmbeddingDropoutPooling) {
   EXPECT_GRADGRAD([](const Ins& v) { return layer_norm(v[0], 2); }, {leaf({2, 2, 2}, 63)});
   const Tensor table = leaf({4, 2}, 64);
   const Tensor idx = tensor({1, 3, 1, 0, 2, 1}, {2, 3}, kInt64);
-  EXPECT_GRADGRAD([&](const Ins& v) { return embedding(v[0], idx) * embedding(v[0], idx); }, {table});
-  EXPECT_GRADGRAD([&](const Ins& v) { return pow(embedding(v[0], idx, 1), Scalar(2)); }, {table});
+  EXPECT_GRADGRAD([&](const Ins& v) { return embedding(idx, v[0]) * embedding(idx, v[0]); }, {table});
+  EXPECT_GRADGRAD([&](const Ins& v) { return pow(embedding(idx, v[0], 1), Scalar(2)); }, {table});
   // The same mask on every call: a generator seeded the same each time.
   EXPECT_GRADGRAD([](const Ins& v) {
     Generator gen(3);
