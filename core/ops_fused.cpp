@@ -103,7 +103,8 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, int64_t igno
   EMBER_CHECK(n == 0 || C > 0, "cross_entropy: ", n, " rows of 0 classes");
   const Tensor t = checked_indices(target, C, kernels::IndexCheck::kCrossEntropyTarget, ignore_index).reshape({-1});
   kernels::CrossEntropyOptions o{
-      .ignore_index = ignore_index, .reduction = to_kernel(reduction), .label_smoothing = label_smoothing};
+      .ignore_index = ignore_index, .reduction = to_kernel(reduction), .weight = {}, .weight_sum = {},
+      .label_smoothing = label_smoothing};
   if (weight.defined()) {
     EMBER_CHECK(weight.dim() == 1 && weight.size(0) == C, "cross_entropy: weight must be [", C, "] (one per class), got ",
                 shape_str(weight.shape()));
