@@ -12,12 +12,13 @@ norms' kinks, probabilities of exactly 0 and 1 for BCE (log clamped at -100), lo
 +-200 for BCE with logits, zero targets for kl_div.
 """
 import json
-import struct
 import sys
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from twin_io import write_safetensors
 
 torch.manual_seed(0)
 torch.set_default_dtype(torch.float64)
@@ -118,19 +119,6 @@ case({"op": "kl_div", "reduction": "sum", "log_target": True},
 
 metadata["num_cases"] = str(num_cases)
 
-
-def write_safetensors(path, tensors, metadata):
-    codes = {torch.float64: "F64", torch.float32: "F32", torch.int64: "I64", torch.bool: "BOOL"}
-    header, blobs, offset = {"__metadata__": metadata}, [], 0
-    for name, t in tensors.items():
-        raw = t.numpy().tobytes()
-        header[name] = {"dtype": codes[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
-        blobs.append(raw)
-        offset += len(raw)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * (-len(h) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
 
 
 write_safetensors(sys.argv[1] if len(sys.argv) > 1 else "tests/refcases/nn_ops.safetensors", tensors, metadata)
