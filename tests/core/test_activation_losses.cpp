@@ -9,6 +9,7 @@
 #include <limits>
 #include <vector>
 
+#include "tests/core/grad_helpers.h"
 #include "tests/core/reference.h"
 
 namespace ember::test {
@@ -17,19 +18,6 @@ namespace {
 using Ins = std::vector<Tensor>;
 constexpr double kU32 = 0x1p-24;
 
-Tensor leaf(const Shape& shape, uint64_t seed, const std::function<double(double)>& map = {}) {
-  Tensor t = random_tensor(shape, kFloat64, Layout::Contiguous, seed, map);
-  t.set_requires_grad();
-  return t;
-}
-::testing::AssertionResult gradgrad_ok(const std::function<Tensor(const Ins&)>& fn, const Ins& inputs) {
-  try {
-    gradgradcheck(fn, inputs, 1e-6, 1e-5, 1e-3);
-  } catch (const Error& e) {
-    return ::testing::AssertionFailure() << e.what();
-  }
-  return ::testing::AssertionSuccess();
-}
 double away_from_zero(double v) { return v >= 0 ? v + 0.2 : v - 0.2; }
 double sigmoid_ref(double v) { return 1 / (1 + std::exp(-v)); }
 

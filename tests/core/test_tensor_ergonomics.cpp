@@ -10,6 +10,7 @@
 #include <numeric>
 #include <vector>
 
+#include "tests/core/grad_helpers.h"
 #include "tests/core/reference.h"
 
 namespace ember::test {
@@ -18,19 +19,6 @@ namespace {
 using Ins = std::vector<Tensor>;
 constexpr double kU32 = 0x1p-24;
 
-Tensor leaf(const Shape& shape, uint64_t seed, const std::function<double(double)>& map = {}) {
-  Tensor t = random_tensor(shape, kFloat64, Layout::Contiguous, seed, map);
-  t.set_requires_grad();
-  return t;
-}
-::testing::AssertionResult gradgrad_ok(const std::function<Tensor(const Ins&)>& fn, const Ins& inputs) {
-  try {
-    gradgradcheck(fn, inputs, 1e-6, 1e-5, 1e-3);
-  } catch (const Error& e) {
-    return ::testing::AssertionFailure() << e.what();
-  }
-  return ::testing::AssertionSuccess();
-}
 
 TEST(TensorErgonomics, SinCosMatchAFloat64Loop) {
   for (Layout layout : {Layout::Contiguous, Layout::Transposed, Layout::Strided}) {
