@@ -56,7 +56,8 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const Ten
   EMBER_CHECK(reduction != Reduction::BatchMean, op, ": reduction batchmean is kl_div's only");
   if (input.device().is_cpu() && input.numel() > 0) {  // a device would pay a synchronization for it
     NoGradGuard no_grad;
-    EMBER_CHECK(all(where(ge(input, Scalar(0)), le(input, Scalar(1)), scalar_tensor(false, kBool))).item<bool>(), op,
+    const Tensor no = scalar_tensor(false, {kBool, input.device()});  // not the default device's
+    EMBER_CHECK(all(where(ge(input, Scalar(0)), le(input, Scalar(1)), no)).item<bool>(), op,
                 ": every element of input must lie in [0, 1] (probabilities; for logits use "
                 "binary_cross_entropy_with_logits)");
   }
