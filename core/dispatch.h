@@ -75,6 +75,16 @@ using MatmulFn = void(const Tensor& out, const Tensor& a, const Tensor& b);
 using SoftmaxFn = void(const Tensor& out, const Tensor& in, int64_t dim);
 using IndexFn = void(const Tensor& out, const Tensor& in, int64_t dim, const Tensor& index);
 using ScatterFn = void(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
+// self [outer, n, inner] (contiguous, in place) += src [outer, m, inner] (contiguous, self's
+// dtype) at rows index [m] (int64; the backend checks each is in [0, n) and names `dim`, the
+// caller's dim, in its error), added in order of i.
+using IndexAddFn = void(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
+// A unary op with one parameter (leaky_relu's slope, elu's alpha); floating dtypes.
+using ScalarUnaryFn = void(const Tensor& out, const Tensor& in, double alpha);
+// values and indices [outer, k, inner] (int64) of the k largest (smallest when !largest)
+// of in [outer, n, inner] (contiguous) along its middle dim, in order: ties put the lower
+// index first, NaN is larger than every number. 0 < k <= n.
+using TopkFn = void(const Tensor& values, const Tensor& indices, const Tensor& in, int64_t k, bool largest);
 // out [M, N] = relu?(x [M, K] @ w [N, K]^T + bias [N]); all contiguous, bias may be undefined.
 using LinearFn = void(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& bias, bool relu);
 // conv2d: all tensors of a call share one floating dtype; 16-bit ones are computed in
@@ -252,7 +262,8 @@ class OpStub : public OpStubBase {
 // X(name, FnType) for every primitive op. Adding an op here adds its stub, puts it in
 // all_stubs() and makes the coverage test demand it from every backend.
 #define EMBER_UNARY_OPS(X) \
-  X(neg) X(abs) X(exp) X(log) X(sqrt) X(rsqrt) X(relu) X(gelu) X(gelu_tanh) X(erf) X(tanh) X(sigmoid)
+  X(neg) X(abs) X(exp) X(log) X(sqrt) X(rsqrt) X(relu) X(gelu) X(gelu_tanh) X(erf) X(tanh) X(sigmoid) \
+  X(sin) X(cos) X(silu)
 #define EMBER_BINARY_OPS(X) \
   X(add) X(sub) X(mul) X(div) X(pow) X(maximum) X(minimum) X(eq) X(ne) X(lt) X(le) X(gt) X(ge) \
   X(relu_backward)
@@ -273,7 +284,8 @@ class OpStub : public OpStubBase {
   X(multi_adam_update, MultiAdamUpdateFn) X(multi_sgd_update_capturable, MultiSgdUpdateCapturableFn) \
   X(multi_adam_update_capturable, MultiAdamUpdateCapturableFn) \
   X(dropout, DropoutFn) X(dropout_backward, DropoutBackwardFn) \
-  X(csr_linear, CsrLinearFn) X(csr_sddmm, CsrSddmmFn)
+  X(csr_linear, CsrLinearFn) X(csr_sddmm, CsrSddmmFn) \
+  X(index_add, IndexAddFn) X(leaky_relu, ScalarUnaryFn) X(elu, ScalarUnaryFn) X(topk, TopkFn)
 
 #define EMBER_DECLARE_UNARY(name) extern OpStub<UnaryFn> name##_stub;
 #define EMBER_DECLARE_BINARY(name) extern OpStub<BinaryFn> name##_stub;

@@ -36,6 +36,9 @@ Tensor rand(const Shape& shape, TensorOptions options = {}, Generator* gen = nul
 Tensor randn(const Shape& shape, TensorOptions options = {}, Generator* gen = nullptr);
 Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions options = kInt64,
                Generator* gen = nullptr);
+// rand / randn of t's shape, dtype and device.
+Tensor rand_like(const Tensor& t, Generator* gen = nullptr);
+Tensor randn_like(const Tensor& t, Generator* gen = nullptr);
 
 // ----- elementwise -----
 Tensor add(const Tensor& a, const Tensor& b);
@@ -63,6 +66,14 @@ Tensor gelu(const Tensor& x, bool approximate = false);
 Tensor erf(const Tensor& x);
 Tensor tanh(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
+Tensor sin(const Tensor& x);
+Tensor cos(const Tensor& x);
+// x sigmoid(x) (PyTorch's F.silu).
+Tensor silu(const Tensor& x);
+// x where x > 0, negative_slope x elsewhere (F.leaky_relu).
+Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01);
+// x where x > 0, alpha (e^x - 1) elsewhere (F.elu).
+Tensor elu(const Tensor& x, double alpha = 1.0);
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max);
 // cond must be bool; a and b promote as in an arithmetic op (0-dim operands included).
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
@@ -113,6 +124,15 @@ Tensor argmin(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool k
 // Variance with Bessel's `correction` (1: divide by n - 1, PyTorch's default; 0: by n).
 Tensor var(const Tensor& x, const std::vector<int64_t>& dims = {}, int64_t correction = 1,
            bool keepdim = false);
+// torch.linalg.vector_norm over dims (all when empty): (sum |x|^p)^(1/p) for p > 0, max |x|
+// for p = inf, min |x| for p = -inf, the count of nonzeros for p = 0; p = 2 is also
+// torch.norm's "fro". Floating x.
+Tensor norm(const Tensor& x, double p = 2, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+// Whether every / some element is nonzero, over all elements or along dim: bool tensors.
+Tensor all(const Tensor& x);
+Tensor all(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor any(const Tensor& x);
+Tensor any(const Tensor& x, int64_t dim, bool keepdim = false);
 
 // ----- linear algebra -----
 // torch.matmul: 1-D @ 1-D is a dot product, 2-D @ 2-D a matrix product, and N-D operands
@@ -138,6 +158,25 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
 // A copy of self with src added at the positions index gives along dim.
 Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
+// The k largest (smallest when !largest) elements along dim and their int64 indices, in
+// order (ties: the lower index first; NaN counts as the largest value, as in PyTorch).
+// sorted = false is accepted and gives the same sorted result.
+std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true,
+                               bool sorted = true);
+// Views of x along dim: pieces of split_size (the last may be smaller), pieces of the
+// given sizes (summing to the dim's size), or `chunks` pieces of ceil(size / chunks).
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& split_sizes, int64_t dim = 0);
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
+// Tensor.unfold: a view of every window of `size` elements along dim, `step` apart, as a
+// new last dim: dim's size becomes (size_d - size) / step + 1.
+Tensor unfold(const Tensor& x, int64_t dim, int64_t size, int64_t step);
+// The lower / upper triangle of the last two dims; diagonal > 0 moves the edge up-right.
+Tensor tril(const Tensor& x, int64_t diagonal = 0);
+Tensor triu(const Tensor& x, int64_t diagonal = 0);
+// A copy of self with source's slice i along dim added to slice index[i] (1-D int64 /
+// int32, each in [0, self.size(dim))); the sums are made in order of i (deterministic).
+Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source);
 // int64 tensor with a trailing dim of num_classes (-1: max index + 1).
 Tensor one_hot(const Tensor& indices, int64_t num_classes = -1);
 
@@ -164,7 +203,8 @@ std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, const Poo
 Tensor avg_pool2d(const Tensor& input, const Pool2dOptions& options);
 
 // ----- fused neural-network ops (one kernel forward, one backward) -----
-enum class Reduction { None, Mean, Sum };
+// BatchMean (the sum over the size of dim 0) is kl_div's only; the other losses refuse it.
+enum class Reduction { None, Mean, Sum, BatchMean };
 // Cross entropy of logits [N, C] or [N, C, d...] with int64 / int32 class indices [N] or
 // [N, d...], PyTorch's F.cross_entropy: per element (None; 0 where the target is
 // ignore_index), summed, or the mean over the elements not ignored, each counted with its
@@ -201,6 +241,28 @@ Tensor embedding_backward(const Tensor& grad_output, const Tensor& indices, int6
 Tensor dropout(const Tensor& x, double p, bool train, Generator* gen = nullptr);
 // The former order dropout(x, p, gen) would turn a generator into `train`: refused.
 Tensor dropout(const Tensor& x, double p, Generator* gen) = delete;
+
+// ----- losses (core/ops_loss.cpp): PyTorch's F.* forms, input and target of one shape -----
+// -w (t log x + (1 - t) log(1 - x)), each log clamped at -100 as PyTorch does; x in [0, 1].
+// weight broadcasts to input's shape, or is undefined.
+Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight = {},
+                            Reduction reduction = Reduction::Mean);
+// BCE of sigmoid(input), as log-sum-exp: (1 - t) x + (1 + (pw - 1) t) softplus(-x), times w.
+// pos_weight broadcasts along the last dim (the classes). Finite gradients for any x.
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, const Tensor& weight = {},
+                                        const Tensor& pos_weight = {}, Reduction reduction = Reduction::Mean);
+Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
+// 0.5 d^2 / beta where |d| < beta, |d| - 0.5 beta elsewhere (beta = 0: l1_loss).
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean,
+                      double beta = 1.0);
+// 0.5 d^2 where |d| < delta, delta (|d| - 0.5 delta) elsewhere.
+Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean,
+                  double delta = 1.0);
+// input holds log-probabilities; target probabilities (log-probabilities when log_target):
+// t (log t - x), 0 where t = 0. BatchMean divides the sum by input.size(0), PyTorch's
+// mathematically correct choice; Mean divides by the number of elements.
+Tensor kl_div(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean,
+              bool log_target = false);
 
 // ----- attention (core/ops_attention.cpp) -----
 // What scaled_dot_product_attention takes besides q, k and v: PyTorch's keyword arguments.

@@ -77,6 +77,15 @@ Tensor randn(const Shape& shape, TensorOptions options, Generator* gen) {
   return out;
 }
 
+Tensor rand_like(const Tensor& t, Generator* gen) {
+  detail::check_defined("rand_like", t);
+  return rand(t.shape(), {t.dtype(), t.device()}, gen);
+}
+Tensor randn_like(const Tensor& t, Generator* gen) {
+  detail::check_defined("randn_like", t);
+  return randn(t.shape(), {t.dtype(), t.device()}, gen);
+}
+
 Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions options, Generator* gen) {
   EMBER_OP_SITE("randint");
   EMBER_CHECK(low < high, "randint: low ", low, " must be less than high ", high);

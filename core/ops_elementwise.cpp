@@ -66,6 +66,16 @@ Tensor unary_float(const OpStub<UnaryFn>& stub, const Tensor& x) {
   return out;
 }
 
+// A float unary op with one parameter (leaky_relu, elu); integer inputs compute in float32.
+Tensor unary_float(const OpStub<kernels::ScalarUnaryFn>& stub, const Tensor& x, double alpha) {
+  EMBER_OP_SITE(stub.name());
+  detail::check_defined(stub.name(), x);
+  Tensor in = is_floating(x.dtype()) ? x : x.to(kFloat32);
+  Tensor out = empty_like(in);
+  if (out.numel() > 0) stub(in.device(), out, in, alpha);
+  return out;
+}
+
 // Sign and max ops keep integer dtypes.
 Tensor unary_numeric(const OpStub<UnaryFn>& stub, const Tensor& x) {
   EMBER_OP_SITE(stub.name());
@@ -271,6 +281,35 @@ Tensor sigmoid(const Tensor& x) {
   return record("sigmoid", {x}, out, [o = SavedOutput(out)](const Tensor& g) {
     const Tensor y = o.get();
     return Grads{mul(g, mul(y, operator-(Scalar(1), y)))};
+  });
+}
+Tensor sin(const Tensor& x) {
+  return record("sin", {x}, unary_float(kernels::sin_stub, x), [x](const Tensor& g) { return Grads{mul(g, cos(x))}; });
+}
+Tensor cos(const Tensor& x) {
+  return record("cos", {x}, unary_float(kernels::cos_stub, x), [x](const Tensor& g) {
+    return Grads{neg(mul(g, sin(x)))};
+  });
+}
+// silu'(x) = s (1 + x (1 - s)), s = sigmoid(x).
+Tensor silu(const Tensor& x) {
+  return record("silu", {x}, unary_float(kernels::silu_stub, x), [x](const Tensor& g) {
+    Tensor s = sigmoid(x);
+    return Grads{mul(g, mul(s, add(mul(x, operator-(Scalar(1), s)), Scalar(1))))};
+  });
+}
+Tensor leaky_relu(const Tensor& x, double negative_slope) {
+  return record("leaky_relu", {x}, unary_float(kernels::leaky_relu_stub, x, negative_slope),
+                [x = x.detach(), negative_slope](const Tensor& g) {
+                  return Grads{where(gt(x, Scalar(0)), g, mul(g, Scalar(negative_slope)))};
+                });
+}
+// elu'(x) = alpha e^x for x <= 0; the exponent is clamped at 0 so that the branch where()
+// discards stays finite (an inf there would make the second derivative 0 * inf).
+Tensor elu(const Tensor& x, double alpha) {
+  return record("elu", {x}, unary_float(kernels::elu_stub, x, alpha), [x, alpha](const Tensor& g) {
+    Tensor e = exp(clamp(x, std::nullopt, 0.0));
+    return Grads{where(gt(x.detach(), Scalar(0)), g, mul(g, mul(e, Scalar(alpha))))};
   });
 }
 

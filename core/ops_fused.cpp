@@ -80,6 +80,7 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, int64_t igno
   detail::check_same_device("cross_entropy", {&logits_in, &target, &weight});
   EMBER_CHECK(label_smoothing >= 0 && label_smoothing <= 1, "cross_entropy: label_smoothing must be in [0, 1], got ",
               label_smoothing);
+  EMBER_CHECK(reduction != Reduction::BatchMean, "cross_entropy: reduction batchmean is kl_div's only");
   EMBER_CHECK(logits_in.dim() >= 2, "cross_entropy: expects logits [N, C, ...], got ", shape_str(logits_in.shape()));
   EMBER_CHECK(is_floating(logits_in.dtype()), "cross_entropy: expects floating logits, got ",
               dtype_name(logits_in.dtype()));
@@ -102,7 +103,8 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, int64_t igno
   EMBER_CHECK(n == 0 || C > 0, "cross_entropy: ", n, " rows of 0 classes");
   const Tensor t = checked_indices(target, C, kernels::IndexCheck::kCrossEntropyTarget, ignore_index).reshape({-1});
   kernels::CrossEntropyOptions o{
-      .ignore_index = ignore_index, .reduction = to_kernel(reduction), .label_smoothing = label_smoothing};
+      .ignore_index = ignore_index, .reduction = to_kernel(reduction), .weight = {}, .weight_sum = {},
+      .label_smoothing = label_smoothing};
   if (weight.defined()) {
     EMBER_CHECK(weight.dim() == 1 && weight.size(0) == C, "cross_entropy: weight must be [", C, "] (one per class), got ",
                 shape_str(weight.shape()));

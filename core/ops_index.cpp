@@ -86,12 +86,11 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   Tensor out = empty(shape, {x.dtype(), x.device()});
   if (idx.numel() > 0) kernels::index_select_stub(x.device(), out, in, d, idx);
   out = x.dim() == 0 ? out.view({}) : out;
-  // Rows picked more than once get the sum of their gradients.
+  // Rows picked more than once get the sum of their gradients: index_add, parallel over
+  // the gradient's columns (Note [Deterministic index_add]), whose gradient is this op again.
   return autograd::record("index_select", {x, index}, out, [in_shape = in.shape(), x_shape = x.shape(), d, idx](const Tensor& g) {
-    Shape idx_shape(in_shape.size(), 1);
-    idx_shape[d] = idx.numel();
     Tensor gg = g.reshape([&] { Shape s = in_shape; s[d] = idx.numel(); return s; }());
-    Tensor gi = scatter_add(zeros(in_shape, {g.dtype(), g.device()}), d, idx.view(idx_shape).expand(gg.shape()), gg);
+    Tensor gi = index_add(zeros(in_shape, {g.dtype(), g.device()}), d, idx, gg);
     return std::vector<Tensor>{gi.reshape(x_shape), Tensor()};
   });
 }

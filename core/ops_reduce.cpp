@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/autograd.h"
 #include "core/autograd_graph.h"
 #include "core/dispatch.h"
 #include "core/op_utils.h"
@@ -187,6 +188,65 @@ Tensor var(const Tensor& x, const std::vector<int64_t>& dims, int64_t correction
   const double divisor = static_cast<double>(std::max<int64_t>(n - correction, 0));
   Tensor v = div(sum(mul(dev, dev), dims, keepdim), Scalar(divisor));
   return v.to(x.dtype());
+}
+
+// Note [Norm gradient]. The forward runs without recording, and the gradient is
+// PyTorch's norm_backward written with differentiable ops: the composition's own chain
+// rule would divide 0 by 0 where the norm (p = 2) or an element (p < 2) is zero, where
+// PyTorch's gradient is 0.
+Tensor norm(const Tensor& x, double p, const std::vector<int64_t>& dims, bool keepdim) {
+  EMBER_OP_SITE("norm");
+  detail::check_defined("norm", x);
+  check_floating("norm", x);
+  EMBER_CHECK(!std::isnan(p), "norm: p must not be NaN");
+  const Shape shape = kept_shape(x.shape(), make_mask(x, dims, "norm"));
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    if (p == 0) out = sum(ne(x, Scalar(0)), dims, keepdim).to(x.dtype());
+    else if (p == 1) out = sum(abs(x), dims, keepdim);
+    else if (p == 2) out = sqrt(sum(mul(x, x), dims, keepdim));
+    else if (p == kInf) out = amax(abs(x), dims, keepdim);
+    else if (p == -kInf) out = amin(abs(x), dims, keepdim);
+    else out = pow(sum(pow(abs(x), Scalar(p)), dims, keepdim), Scalar(1 / p));
+  }
+  return autograd::record("norm", {x}, out, [x, p, dims, shape, o = autograd::SavedOutput(out)](const Tensor& g) {
+    Tensor ge = g.reshape(shape), oe = o.get().reshape(shape);
+    Tensor zero = zeros({}, {g.dtype(), g.device()});
+    auto sign_times = [&](const Tensor& v) { return where(gt(x, Scalar(0)), v, where(lt(x, Scalar(0)), neg(v), zero)); };
+    if (p == 0) return std::vector<Tensor>{mul(x, zero)};
+    if (p == 1) return std::vector<Tensor>{sign_times(ge.expand(x.shape()))};
+    // Where the norm is 0 every element is 0 and so is the gradient: divide by 1 there.
+    Tensor safe = where(eq(oe, Scalar(0)), full({}, 1, {oe.dtype(), oe.device()}), oe);
+    if (p == 2) return std::vector<Tensor>{mul(x, div(ge, safe))};
+    if (std::isinf(p)) {  // shared evenly among the elements at the extremum, as amax
+      Tensor hit = eq(abs(x), oe);
+      Tensor count = sum(hit.to(g.dtype()), dims, true);
+      return std::vector<Tensor>{where(hit, sign_times(div(ge, count).expand(x.shape())), zero)};
+    }
+    Tensor scaled = div(mul(pow(abs(x), Scalar(p - 1)), ge), pow(safe, Scalar(p - 1)));
+    return std::vector<Tensor>{where(eq(x, Scalar(0)), zero, sign_times(scaled))};
+  });
+}
+
+// all and any count the nonzero elements with sum (which takes bool): every backend has them.
+static Tensor nonzero_mask(const char* op, const Tensor& x) {
+  detail::check_defined(op, x);
+  return x.dtype() == kBool ? x : ne(x, Scalar(0));
+}
+Tensor all(const Tensor& x) {
+  Tensor nz = nonzero_mask("all", x);
+  return eq(sum(nz), Scalar(nz.numel()));
+}
+Tensor all(const Tensor& x, int64_t dim, bool keepdim) {
+  Tensor nz = nonzero_mask("all", x);
+  const int64_t n = x.dim() == 0 ? 1 : x.size(normalize_dim(dim, x.dim(), "all"));
+  return eq(sum(nz, {dim}, keepdim), Scalar(n));
+}
+Tensor any(const Tensor& x) { return gt(sum(nonzero_mask("any", x)), Scalar(0)); }
+Tensor any(const Tensor& x, int64_t dim, bool keepdim) {
+  return gt(sum(nonzero_mask("any", x), {dim}, keepdim), Scalar(0));
 }
 
 }  // namespace ember

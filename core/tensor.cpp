@@ -304,6 +304,38 @@ Tensor Tensor::unsqueeze(int64_t d) const {
   return record_reshape("unsqueeze", *this, make_view(*this, std::move(sh), std::move(st), offset()));
 }
 
+// unfold's backward: g [..., windows, ..., size] added back into zeros of the base's shape,
+// one strided slice per offset in the window (windows overlap when step < size). It is
+// linear in g, and its gradient is unfold again, so unfold differentiates twice.
+static Tensor unfold_backward(const Tensor& g, const Shape& shape, int64_t d, int64_t size, int64_t step) {
+  Tensor z = zeros(shape, {g.dtype(), g.device()});
+  const int64_t windows = g.shape()[d];
+  if (windows > 0) {
+    const Tensor gd = g.detach();
+    for (int64_t i = 0; i < size; ++i) z.slice(d, i, i + (windows - 1) * step + 1, step).add_(gd.select(-1, i));
+  }
+  return autograd::record("unfold_backward", {g}, z, [d, size, step](const Tensor& gz) {
+    return Grads{gz.unfold(d, size, step)};
+  });
+}
+
+Tensor Tensor::unfold(int64_t d, int64_t size, int64_t step) const {
+  EMBER_CHECK(dim() > 0, "unfold: cannot unfold a 0-dim tensor");
+  d = normalize_dim(d, dim(), "unfold");
+  const int64_t n = shape()[d];
+  EMBER_CHECK(step > 0, "unfold: step must be positive, got ", step);
+  EMBER_CHECK(size >= 0 && size <= n, "unfold: size ", size, " is out of range for dim ", d, " of size ", n);
+  Shape sh = shape(), st = strides();
+  sh[d] = (n - size) / step + 1;
+  st[d] *= step;
+  sh.push_back(size);
+  st.push_back(strides()[d]);
+  return autograd::record("unfold", {*this}, make_view(*this, std::move(sh), std::move(st), offset()),
+                          [shape = shape(), d, size, step](const Tensor& g) {
+                            return Grads{unfold_backward(g, shape, d, size, step)};
+                          });
+}
+
 Tensor Tensor::flatten(int64_t start, int64_t end) const {
   if (dim() == 0) return reshape({1});
   start = normalize_dim(start, dim(), "flatten");

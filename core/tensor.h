@@ -95,6 +95,13 @@ class Tensor {
   Tensor squeeze(int64_t dim) const;
   Tensor unsqueeze(int64_t dim) const;
   Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
+  // Every window of `size` elements along dim, `step` apart, as a new last dim (windows
+  // may overlap: the gradient adds up over them).
+  Tensor unfold(int64_t dim, int64_t size, int64_t step) const;
+  // Views along dim: core/ops.h's split and chunk.
+  std::vector<Tensor> split(int64_t split_size, int64_t dim = 0) const;
+  std::vector<Tensor> split(const std::vector<int64_t>& split_sizes, int64_t dim = 0) const;
+  std::vector<Tensor> chunk(int64_t chunks, int64_t dim = 0) const;
 
   // ----- copies -----
   Tensor contiguous() const;  // this tensor itself when already contiguous
@@ -182,6 +189,10 @@ class Tensor {
   Tensor erf() const;
   Tensor tanh() const;
   Tensor sigmoid() const;
+  Tensor sin() const;
+  Tensor cos() const;
+  Tensor tril(int64_t diagonal = 0) const;
+  Tensor triu(int64_t diagonal = 0) const;
   Tensor clamp(std::optional<double> min, std::optional<double> max) const;
   Tensor eq(const Tensor& other) const;
   Tensor eq(Scalar other) const;
@@ -208,6 +219,12 @@ class Tensor {
   std::pair<Tensor, Tensor> min(int64_t dim, bool keepdim = false) const;
   Tensor argmax(std::optional<int64_t> dim = std::nullopt, bool keepdim = false) const;
   Tensor argmin(std::optional<int64_t> dim = std::nullopt, bool keepdim = false) const;
+  Tensor norm(double p = 2, const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
+  Tensor all() const;
+  Tensor all(int64_t dim, bool keepdim = false) const;
+  Tensor any() const;
+  Tensor any(int64_t dim, bool keepdim = false) const;
+  std::pair<Tensor, Tensor> topk(int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true) const;
   Tensor matmul(const Tensor& other) const;
   Tensor softmax(int64_t dim) const;
   Tensor log_softmax(int64_t dim) const;

@@ -28,6 +28,25 @@ Tensor Tensor::gelu(bool approximate) const { return ember::gelu(*this, approxim
 Tensor Tensor::erf() const { return ember::erf(*this); }
 Tensor Tensor::tanh() const { return ember::tanh(*this); }
 Tensor Tensor::sigmoid() const { return ember::sigmoid(*this); }
+Tensor Tensor::sin() const { return ember::sin(*this); }
+Tensor Tensor::cos() const { return ember::cos(*this); }
+Tensor Tensor::tril(int64_t diagonal) const { return ember::tril(*this, diagonal); }
+Tensor Tensor::triu(int64_t diagonal) const { return ember::triu(*this, diagonal); }
+Tensor Tensor::norm(double p, const std::vector<int64_t>& dims, bool keepdim) const {
+  return ember::norm(*this, p, dims, keepdim);
+}
+Tensor Tensor::all() const { return ember::all(*this); }
+Tensor Tensor::all(int64_t dim, bool keepdim) const { return ember::all(*this, dim, keepdim); }
+Tensor Tensor::any() const { return ember::any(*this); }
+Tensor Tensor::any(int64_t dim, bool keepdim) const { return ember::any(*this, dim, keepdim); }
+std::pair<Tensor, Tensor> Tensor::topk(int64_t k, int64_t dim, bool largest, bool sorted) const {
+  return ember::topk(*this, k, dim, largest, sorted);
+}
+std::vector<Tensor> Tensor::split(int64_t split_size, int64_t dim) const { return ember::split(*this, split_size, dim); }
+std::vector<Tensor> Tensor::split(const std::vector<int64_t>& split_sizes, int64_t dim) const {
+  return ember::split(*this, split_sizes, dim);
+}
+std::vector<Tensor> Tensor::chunk(int64_t chunks, int64_t dim) const { return ember::chunk(*this, chunks, dim); }
 Tensor Tensor::clamp(std::optional<double> min, std::optional<double> max) const { return ember::clamp(*this, min, max); }
 Tensor Tensor::eq(const Tensor& other) const { return ember::eq(*this, other); }
 Tensor Tensor::eq(Scalar other) const { return ember::eq(*this, other); }

@@ -1,4 +1,4 @@
-// Activation and dropout layers: ReLU, GELU, Tanh, Sigmoid, Dropout. Dropout is active in
+// Activation and dropout layers: ReLU, GELU, Tanh, Sigmoid, LeakyReLU, SiLU, ELU, Dropout. Dropout is active in
 // training mode only (Module::train / eval), as in PyTorch.
 #pragma once
 
@@ -33,6 +33,29 @@ class Sigmoid : public Module {
  public:
   Tensor forward(const Tensor& x) override { return sigmoid(x); }
   std::string name() const override { return "Sigmoid()"; }
+};
+class LeakyReLU : public Module {
+ public:
+  explicit LeakyReLU(double negative_slope = 0.01) : slope_(negative_slope) {}
+  Tensor forward(const Tensor& x) override { return leaky_relu(x, slope_); }
+  std::string name() const override;
+
+ private:
+  double slope_;
+};
+class SiLU : public Module {
+ public:
+  Tensor forward(const Tensor& x) override { return silu(x); }
+  std::string name() const override { return "SiLU()"; }
+};
+class ELU : public Module {
+ public:
+  explicit ELU(double alpha = 1.0) : alpha_(alpha) {}
+  Tensor forward(const Tensor& x) override { return elu(x, alpha_); }
+  std::string name() const override;
+
+ private:
+  double alpha_;
 };
 
 class Dropout : public Module {

@@ -12,7 +12,8 @@ Reduction parse_reduction(const std::string& s) {
   if (s == "none") return Reduction::None;
   if (s == "mean") return Reduction::Mean;
   if (s == "sum") return Reduction::Sum;
-  EMBER_FAIL("reduction: unknown reduction '", s, "' (expected none, mean or sum)");
+  if (s == "batchmean") return Reduction::BatchMean;
+  EMBER_FAIL("reduction: unknown reduction '", s, "' (expected none, mean, sum or batchmean)");
 }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) { return ember::linear(x, weight, bias); }
@@ -94,6 +95,7 @@ Tensor adaptive_avg_pool2d(const Tensor& x, std::pair<int64_t, int64_t> output_s
 namespace {
 
 Tensor reduce_loss(const Tensor& per_element, const Tensor& divisor, Reduction r) {
+  EMBER_CHECK(r != Reduction::BatchMean, "reduction batchmean is kl_div's only; use none, mean or sum");
   if (r == Reduction::None) return per_element;
   Tensor total = sum(per_element);
   return r == Reduction::Sum ? total : div(total, divisor);

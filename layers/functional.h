@@ -13,7 +13,7 @@
 namespace ember::nn::functional {
 
 using Reduction = ember::Reduction;
-// "none", "mean", "sum"; throws ember::Error otherwise.
+// "none", "mean", "sum", "batchmean" (kl_div's only); throws ember::Error otherwise.
 Reduction parse_reduction(const std::string& s);
 
 // x [..., in] @ weight [out, in]^T + bias [out].
@@ -47,5 +47,17 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const LossOptio
 // Negative log likelihood from log-probabilities (same shapes as cross_entropy).
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const LossOptions& options = {});
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
+
+// Activations and losses that are core ops (core/ops.h has their semantics), under the
+// names of torch.nn.functional.
+using ember::binary_cross_entropy;
+using ember::binary_cross_entropy_with_logits;
+using ember::elu;
+using ember::huber_loss;
+using ember::kl_div;
+using ember::l1_loss;
+using ember::leaky_relu;
+using ember::silu;
+using ember::smooth_l1_loss;
 
 }  // namespace ember::nn::functional

@@ -45,6 +45,24 @@ struct GeluTanh {
     return x * Sigmoid{}(T(1.59576912160573071175) * (x + T(0.044715) * x * x * x));
   }
 };
+struct Sin { template <class T> EMBER_HD T operator()(T x) const { using std::sin; return sin(x); } };
+struct Cos { template <class T> EMBER_HD T operator()(T x) const { using std::cos; return cos(x); } };
+// x sigmoid(x), as x / (1 + e^-x) like PyTorch; e^-x overflowing to inf gives -0, the limit.
+struct Silu {
+  template <class T> EMBER_HD T operator()(T x) const { using std::exp; return x / (T(1) + exp(-x)); }
+};
+// x where x > 0, slope x elsewhere (NaN stays NaN).
+template <class T>
+struct LeakyRelu {
+  T slope;
+  EMBER_HD T operator()(T x) const { return x > T(0) ? x : x * slope; }
+};
+// x where x > 0, alpha (e^x - 1) elsewhere, with expm1 for small |x| as PyTorch.
+template <class T>
+struct Elu {
+  T alpha;
+  EMBER_HD T operator()(T x) const { using std::expm1; return x > T(0) ? x : alpha * expm1(x); }
+};
 // Clamp to [lo, hi]; NaN stays NaN (PyTorch's clamp).
 template <class T>
 struct Clamp {

@@ -109,6 +109,20 @@ void clamp_kernel(const Tensor& out, const Tensor& in, double lo, double hi) {
   });
 }
 
+// leaky_relu and elu: floating dtypes only (core converts nothing: it refuses the others).
+template <template <class> class Op>
+void scalar_unary_kernel(const Tensor& out, const Tensor& in, double alpha) {
+  visit_dtype(in.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (is_float_v<T>) {
+      using C = compute_t<T>;
+      unary_loop<T>(out, in, Op<C>{static_cast<C>(alpha)});
+    } else {
+      EMBER_FAIL("unary kernel: dtype ", dtype_name(in.dtype()), " is not supported");
+    }
+  });
+}
+
 void where_kernel(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) {
   visit_dtype(a.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -181,6 +195,11 @@ void register_elementwise() {
   erf_stub.set(cpu, unary_kernel<ops::Erf>);
   tanh_stub.set(cpu, unary_kernel<ops::Tanh>);
   sigmoid_stub.set(cpu, unary_kernel<ops::Sigmoid>);
+  sin_stub.set(cpu, unary_kernel<ops::Sin>);
+  cos_stub.set(cpu, unary_kernel<ops::Cos>);
+  silu_stub.set(cpu, unary_kernel<ops::Silu>);
+  leaky_relu_stub.set(cpu, scalar_unary_kernel<ops::LeakyRelu>);
+  elu_stub.set(cpu, scalar_unary_kernel<ops::Elu>);
 
   add_stub.set(cpu, binary_kernel<ops::Add>);
   sub_stub.set(cpu, binary_kernel<ops::Sub>);

@@ -1,7 +1,11 @@
-// CPU index_select, gather and scatter_add, and the fused ops' index checks. Core passes int64 contiguous indices, and
+// CPU index_select, gather, scatter_add, index_add and topk, and the fused ops' index checks. Core passes int64 contiguous indices, and
 // (for index_select) a contiguous input. Indices are checked here, as they are read:
 // an out-of-range index is an ember::Error naming it, never a wild read or write.
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <numeric>
+#include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/loops.h"
@@ -86,6 +90,79 @@ void scatter_add_kernel(const Tensor& self, int64_t dim, const Tensor& index, co
   });
 }
 
+// Note [Deterministic index_add]. self [outer, n, inner] += src [outer, m, inner] at rows
+// index [m]. Work is split over (outer, block of kColumns columns): each task owns its
+// columns of self and adds every source row into them in order of i, so an element gets
+// its terms in the same order whatever the thread count, and the inner loop is a
+// contiguous a += b that GCC vectorizes. This is index_select's backward: it replaced a
+// serial element-by-element scatter_add (bench/bench_indexing.cpp has the figures).
+void index_add_kernel(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+  const int64_t outer = self.size(0), n = self.size(1), inner = self.size(2), m = index.numel();
+  const int64_t* idx = static_cast<const int64_t*>(index.data_ptr());
+  for (int64_t i = 0; i < m; ++i) check_index("index_add", idx[i], dim, n);
+  constexpr int64_t kColumns = 1024;
+  const int64_t blocks = (inner + kColumns - 1) / kColumns;
+  const int64_t work = m * std::min(inner, kColumns);
+  visit_dtype(self.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, bool>) {
+      EMBER_FAIL("index_add kernel: dtype bool is not supported");
+    } else {
+      using C = compute_t<T>;
+      T* y = static_cast<T*>(self.data_ptr());
+      const T* x = static_cast<const T*>(src.data_ptr());
+      parallel_for(0, outer * blocks, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(work, 1)), [&](int64_t b, int64_t e) {
+        for (int64_t t = b; t < e; ++t) {
+          const int64_t o = t / blocks, c0 = (t % blocks) * kColumns, len = std::min(kColumns, inner - c0);
+          for (int64_t i = 0; i < m; ++i) {
+            T* dst = y + (o * n + idx[i]) * inner + c0;
+            const T* from = x + (o * m + i) * inner + c0;
+            for (int64_t j = 0; j < len; ++j) dst[j] = static_cast<T>(static_cast<C>(dst[j]) + static_cast<C>(from[j]));
+          }
+        }
+      });
+    }
+  });
+}
+
+// values, indices [outer, k, inner] of the k first of in [outer, n, inner] in the order
+// `before` (largest: descending, NaN first; smallest: ascending, NaN last; ties by index).
+void topk_kernel(const Tensor& values, const Tensor& indices, const Tensor& in, int64_t k, bool largest) {
+  const int64_t outer = in.size(0), n = in.size(1), inner = in.size(2);
+  visit_dtype(in.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, bool>) {
+      EMBER_FAIL("topk kernel: dtype bool is not supported");
+    } else {
+      using C = compute_t<T>;
+      const T* x = static_cast<const T*>(in.data_ptr());
+      T* v = static_cast<T*>(values.data_ptr());
+      int64_t* ix = static_cast<int64_t*>(indices.data_ptr());
+      parallel_for(0, outer * inner, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(n, 1)), [&](int64_t b, int64_t e) {
+        std::vector<int64_t> order(n);
+        for (int64_t r = b; r < e; ++r) {
+          const int64_t o = r / inner, c = r % inner;
+          const T* row = x + o * n * inner + c;
+          auto val = [&](int64_t i) { return static_cast<C>(row[i * inner]); };
+          auto before = [&](int64_t i, int64_t j) {
+            const C a = val(i), bb = val(j);
+            const bool an = a != a, bn = bb != bb;
+            if (an || bn) return an && !bn ? largest : (!an && bn ? !largest : i < j);
+            if (a != bb) return largest ? a > bb : a < bb;
+            return i < j;
+          };
+          std::iota(order.begin(), order.end(), int64_t(0));
+          std::partial_sort(order.begin(), order.begin() + k, order.end(), before);
+          for (int64_t q = 0; q < k; ++q) {
+            v[(o * k + q) * inner + c] = row[order[q] * inner];
+            ix[(o * k + q) * inner + c] = order[q];
+          }
+        }
+      });
+    }
+  });
+}
+
 void check_index_range_kernel(const Tensor& index, int64_t size, std::optional<int64_t> skip, IndexCheck kind) {
   const int64_t* idx = index.data<int64_t>();
   for (int64_t i = 0; i < index.numel(); ++i)
@@ -100,6 +177,8 @@ void register_indexing() {
   index_select_stub.set(DeviceType::CPU, index_select_kernel);
   gather_stub.set(DeviceType::CPU, gather_kernel);
   scatter_add_stub.set(DeviceType::CPU, scatter_add_kernel);
+  index_add_stub.set(DeviceType::CPU, index_add_kernel);
+  topk_stub.set(DeviceType::CPU, topk_kernel);
 }
 
 }  // namespace ember::kernels::cpu

@@ -89,7 +89,7 @@ IndexError* index_error_record(int device) {
 }
 
 void raise_index_errors() {
-  static constexpr const char* kOps[] = {"index_select", "gather", "scatter_add"};
+  static constexpr const char* kOps[] = {"index_select", "gather", "scatter_add", "index_add"};
   for (std::atomic<IndexError*>& slot : index_errors) {
     IndexError* r = slot.load(std::memory_order_acquire);
     if (r == nullptr || std::atomic_ref<unsigned int>(r->claimed).load() == 0) continue;

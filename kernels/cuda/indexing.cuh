@@ -1,4 +1,4 @@
-// gather and scatter_add along one dim, and the index check the index ops share.
+// gather, scatter_add, index_add and topk along one dim, and the index check the index ops share.
 // (index_select's row gather is embedding.cuh's index_select_rows.)
 //
 // Note [Index errors on the device]. Indices live on the device, so checking them on the
@@ -19,7 +19,7 @@
 namespace ember::kernels::cuda {
 
 // The index ops, then the fused ops' checks (kFusedCheck + int(kernels::IndexCheck)).
-enum class IndexOp : int { kIndexSelect, kGather, kScatterAdd, kFusedCheck };
+enum class IndexOp : int { kIndexSelect, kGather, kScatterAdd, kIndexAdd, kFusedCheck };
 
 struct IndexError {
   unsigned int claimed;  // 0: no error; set once, by the first thread to find one
@@ -123,6 +123,76 @@ void scatter_add(T* self, const Layout& self_layout, const int64_t* index, const
   const int64_t lines = numel(index_sizes) / len;
   launch<scatter_add_kernel<T>>(index_config(lines), stream, self, self_layout, index, index_sizes, src, src_layout,
                                 dim, lines);
+}
+
+// self [outer, n, inner] += src [outer, m, inner] at rows index [m] (Note [Deterministic
+// index_add] in kernels/cpu/indexing.cpp): one thread per column (o, c) of self, adding the
+// m source rows in order of i, so the sums are the CPU's, bit for bit, without atomics;
+// neighbouring threads read and write neighbouring columns (coalesced). A bad index is
+// skipped (check_indices has recorded it). Memory-bound: 8 bytes of index (cached), one
+// sizeof(T) read of src and a read-modify-write of self per term.
+template <class T>
+__global__ void __launch_bounds__(kBlockThreads)
+    index_add_kernel(T* self, const int64_t* __restrict__ index, const T* __restrict__ src, int64_t outer, int64_t n,
+                     int64_t m, int64_t inner) {
+  using C = compute_t<T>;
+  const int64_t columns = outer * inner;
+  for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < columns; t += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t o = t / inner, c = t % inner;
+    for (int64_t i = 0; i < m; ++i) {
+      const int64_t v = index[i];
+      if (v < 0 || v >= n) continue;
+      T& y = self[(o * n + v) * inner + c];
+      y = convert<T>(convert<C>(y) + convert<C>(src[(o * m + i) * inner + c]));
+    }
+  }
+}
+template <class T>
+void index_add(T* self, const int64_t* index, const T* src, int64_t outer, int64_t n, int64_t m, int64_t inner,
+               cudaStream_t stream) {
+  const int64_t columns = outer * inner;
+  if (columns > 0 && m > 0)
+    launch<index_add_kernel<T>>(index_config(columns), stream, self, index, src, outer, n, m, inner);
+}
+
+// topk by rank: one thread per element of in [outer, n, inner] counts the elements of its
+// row that come before it (largest: greater, NaN first; smallest: less, NaN last; ties by
+// index, the CPU's order) and, when that rank is below k, writes itself to position rank.
+// O(n) reads per element, so O(n^2) per row: right for the short rows of top-k accuracy
+// and beam search; a sort-based kernel is the way for rows of many thousands.
+template <class T>
+__global__ void __launch_bounds__(kBlockThreads)
+    topk_rank_kernel(const T* __restrict__ in, T* __restrict__ values, int64_t* __restrict__ indices, int64_t outer,
+                     int64_t n, int64_t inner, int64_t k, bool largest) {
+  using C = compute_t<T>;
+  const int64_t total = outer * n * inner;
+  for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < total; t += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t o = t / (n * inner), j = (t / inner) % n, c = t % inner;
+    const T* row = in + o * n * inner + c;
+    const C a = convert<C>(row[j * inner]);
+    const bool an = a != a;
+    int64_t rank = 0;
+    for (int64_t i = 0; i < n && rank < k; ++i) {
+      const C b = convert<C>(row[i * inner]);
+      const bool bn = b != b;
+      bool b_first;
+      if (an || bn) b_first = bn && !an ? largest : (!bn && an ? !largest : i < j);
+      else if (a != b) b_first = largest ? b > a : b < a;
+      else b_first = i < j;
+      rank += b_first ? 1 : 0;
+    }
+    if (rank < k) {
+      values[(o * k + rank) * inner + c] = row[j * inner];
+      indices[(o * k + rank) * inner + c] = j;
+    }
+  }
+}
+template <class T>
+void topk(const T* in, T* values, int64_t* indices, int64_t outer, int64_t n, int64_t inner, int64_t k, bool largest,
+          cudaStream_t stream) {
+  const int64_t total = outer * n * inner;
+  if (total > 0 && k > 0)
+    launch<topk_rank_kernel<T>>(index_config(total), stream, in, values, indices, outer, n, inner, k, largest);
 }
 
 }  // namespace ember::kernels::cuda

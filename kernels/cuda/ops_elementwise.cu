@@ -99,6 +99,22 @@ void clamp_kernel(const Tensor& out, const Tensor& in, double lo, double hi) {
   });
 }
 
+// leaky_relu and elu: floating dtypes only, as on the CPU.
+template <template <class> class Op>
+void scalar_unary_kernel(const Tensor& out, const Tensor& in, double alpha) {
+  const OpScope scope(out);
+  visit_cuda_dtype(in.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (is_float_v<T>) {
+      using C = compute_t<T>;
+      unary<Op<C>, T>(data<T>(in), layout_of(in), mutable_data<T>(out), layout_of(out), Op<C>{static_cast<C>(alpha)},
+                      scope.stream());
+    } else {
+      EMBER_FAIL("unary kernel (cuda): dtype ", dtype_name(in.dtype()), " is not supported");
+    }
+  });
+}
+
 void where_kernel(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) {
   const OpScope scope(out);
   visit_cuda_dtype(a.dtype(), [&](auto tag) {
@@ -141,6 +157,11 @@ void register_elementwise() {
   erf_stub.set(cuda, unary_kernel<ops::Erf>);
   tanh_stub.set(cuda, unary_kernel<ops::Tanh>);
   sigmoid_stub.set(cuda, unary_kernel<ops::Sigmoid>);
+  sin_stub.set(cuda, unary_kernel<ops::Sin>);
+  cos_stub.set(cuda, unary_kernel<ops::Cos>);
+  silu_stub.set(cuda, unary_kernel<ops::Silu>);
+  leaky_relu_stub.set(cuda, scalar_unary_kernel<ops::LeakyRelu>);
+  elu_stub.set(cuda, scalar_unary_kernel<ops::Elu>);
 
   add_stub.set(cuda, binary_kernel<ops::Add>);
   sub_stub.set(cuda, binary_kernel<ops::Sub>);

@@ -1,4 +1,4 @@
-// The CUDA slots of index_select, gather and scatter_add. Core passes contiguous int64
+// The CUDA slots of index_select, gather, scatter_add, index_add and topk. Core passes contiguous int64
 // indices (and, for index_select, a contiguous input); gather's input and scatter_add's
 // src may be strided. Indices are checked on the device and a bad one is raised at the
 // next synchronization (Note [Index errors on the device] in indexing.cuh): the kernels
@@ -80,6 +80,35 @@ void scatter_add_kernel(const Tensor& self, int64_t dim, const Tensor& index, co
   });
 }
 
+// self [outer, n, inner] += src [outer, m, inner] at rows index [m].
+void index_add_kernel(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+  const OpScope scope(self);
+  const int64_t outer = self.size(0), n = self.size(1), inner = self.size(2);
+  check(index, n, dim, IndexOp::kIndexAdd, scope.stream());
+  visit_cuda_dtype(self.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (!std::is_same_v<T, bool>) {
+      index_add(static_cast<T*>(self.data_ptr()), static_cast<const int64_t*>(index.data_ptr()),
+                static_cast<const T*>(src.data_ptr()), outer, n, index.numel(), inner, scope.stream());
+    } else {
+      EMBER_FAIL("index_add kernel (cuda): dtype bool is not supported");
+    }
+  });
+}
+
+void topk_kernel(const Tensor& values, const Tensor& indices, const Tensor& in, int64_t k, bool largest) {
+  const OpScope scope(values);
+  visit_cuda_dtype(in.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (!std::is_same_v<T, bool>) {
+      topk(static_cast<const T*>(in.data_ptr()), static_cast<T*>(values.data_ptr()),
+           static_cast<int64_t*>(indices.data_ptr()), in.size(0), in.size(1), in.size(2), k, largest, scope.stream());
+    } else {
+      EMBER_FAIL("topk kernel (cuda): dtype bool is not supported");
+    }
+  });
+}
+
 }  // namespace
 
 void register_index() {
@@ -87,6 +116,8 @@ void register_index() {
   check_index_range_stub.set(DeviceType::CUDA, check_index_range_kernel);
   gather_stub.set(DeviceType::CUDA, gather_kernel);
   scatter_add_stub.set(DeviceType::CUDA, scatter_add_kernel);
+  index_add_stub.set(DeviceType::CUDA, index_add_kernel);
+  topk_stub.set(DeviceType::CUDA, topk_kernel);
 }
 
 }  // namespace ember::kernels::cuda

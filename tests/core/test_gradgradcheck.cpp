@@ -16,6 +16,7 @@
 
 #include "ember.h"
 #include "reference.h"
+#include "tests/core/grad_helpers.h"
 #include "tests/device.h"
 
 namespace ember::test {
@@ -23,23 +24,9 @@ namespace {
 
 using Ins = std::vector<Tensor>;
 
-Tensor leaf(const Shape& shape, uint64_t seed, const std::function<double(double)>& map = {}) {
-  Tensor t = random_tensor(shape, kFloat64, Layout::Contiguous, seed, map);
-  t.set_requires_grad();
-  return t;
-}
 double away_from_zero(double v) { return v >= 0 ? v + 0.5 : v - 0.5; }
 double positive(double v) { return std::fabs(v) + 0.5; }
 
-::testing::AssertionResult gradgrad_ok(const std::function<Tensor(const Ins&)>& fn, const Ins& inputs,
-                                       double eps = 1e-6, double atol = 1e-5, double rtol = 1e-3) {
-  try {
-    gradgradcheck(fn, inputs, eps, atol, rtol);
-  } catch (const Error& e) {
-    return ::testing::AssertionFailure() << e.what();
-  }
-  return ::testing::AssertionSuccess();
-}
 #define EXPECT_GRADGRAD(...) EXPECT_TRUE(gradgrad_ok(__VA_ARGS__))
 
 TEST(Gradgradcheck, Arithmetic) {

@@ -17,11 +17,12 @@ Transformer layers, whose masks are the opposite bool convention (true = exclude
 """
 import json
 import math
-import struct
 import sys
 
 import torch
 import torch.nn.functional as F
+
+from twin_io import write_safetensors
 
 torch.manual_seed(0)
 torch.set_default_dtype(torch.float64)
@@ -207,19 +208,6 @@ module_case({"op": "transformer", "d_model": E, "nhead": 2, "num_encoder_layers"
 
 metadata["num_cases"] = str(num_cases)
 
-
-def write_safetensors(path, tensors, metadata):
-    codes = {torch.float64: "F64", torch.float32: "F32", torch.int64: "I64", torch.bool: "BOOL"}
-    header, blobs, offset = {"__metadata__": metadata}, [], 0
-    for name, t in tensors.items():
-        raw = t.numpy().tobytes()
-        header[name] = {"dtype": codes[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
-        blobs.append(raw)
-        offset += len(raw)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * (-len(h) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
 
 
 write_safetensors(sys.argv[1] if len(sys.argv) > 1 else "tests/refcases/attention.safetensors", tensors, metadata)
