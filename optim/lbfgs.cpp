@@ -7,6 +7,7 @@
 #include <array>
 #include <cmath>
 #include <map>
+#include <tuple>
 
 #include "base/error.h"
 #include "core/autograd.h"
@@ -108,7 +109,9 @@ LBFGS::Search LBFGS::strong_wolfe(const LossClosure& closure, const std::vector<
   const int64_t max_ls = 25;
   const double d_norm = max_abs(d);
   const Tensor g = g0.clone();
-  auto [f_new, g_new] = directional_evaluate(closure, x, t, d);
+  double f_new = 0;
+  Tensor g_new;
+  std::tie(f_new, g_new) = directional_evaluate(closure, x, t, d);
   int64_t evals = 1;
   double gtd_new = dot(g_new, d);
 
@@ -313,7 +316,12 @@ void LBFGS::load_state_dict(const NamedTensors& state) {
   const char* op = "LBFGS::load_state_dict";
   NamedTensors base;
   std::map<std::string, Tensor> mine;
-  for (const auto& [key, t] : state) (key.rfind("lbfgs.", 0) == 0 ? (void)mine.emplace(key.substr(6), t) : base.emplace_back(key, t));
+  for (const auto& [key, t] : state) {
+    if (key.rfind("lbfgs.", 0) == 0)
+      mine.emplace(key.substr(6), t);
+    else
+      base.emplace_back(key, t);
+  }
   for (const auto& [key, t] : mine) {
     static const char* const kKnown[] = {"func_evals", "n_iter", "d", "prev_flat_grad", "t", "H_diag", "prev_loss",
                                          "ro", "old_dirs", "old_stps"};

@@ -1,5 +1,6 @@
 #include "optim/one_cycle.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "base/error.h"
@@ -58,7 +59,10 @@ std::pair<double, double> OneCycleLR::at(int64_t e, size_t g) const {
       const double pct = (static_cast<double>(e) - start_step) / (p.end_step - start_step);
       const double m0 = p.start_momentum_max ? o_.max_momentum : o_.base_momentum;
       const double m1 = p.end_momentum_max ? o_.max_momentum : o_.base_momentum;
-      return {anneal(lrs[p.start_lr], lrs[p.end_lr], pct), anneal(m0, m1, pct)};
+      // At e == total_steps (one past the last step, where a loop's last scheduler step
+      // lands) the anneal extrapolates; a linear one can go below zero, which PyTorch sets
+      // and never uses, and ember's rates are >= 0.
+      return {std::max(0.0, anneal(lrs[p.start_lr], lrs[p.end_lr], pct)), anneal(m0, m1, pct)};
     }
     start_step = p.end_step;
   }

@@ -3,7 +3,8 @@
 // then anneals to (max_lr / div_factor) / final_div_factor; three_phase goes back down to
 // the initial rate symmetrically before the last anneal. With cycle_momentum the
 // optimizer's "momentum" (SGD, RMSprop) or "beta1" (Adam, AdamW) moves the other way,
-// between max_momentum and base_momentum. Stepping past total_steps is an error.
+// between max_momentum and base_momentum. Stepping past total_steps is an error; at
+// total_steps itself the anneal extrapolates, as PyTorch's, but not below a rate of 0.
 #pragma once
 
 #include "optim/lr_scheduler.h"

@@ -240,12 +240,15 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
   for (const Group& g : groups_) options.push_back(g.options);
   std::vector<bool> has_params(groups_.size(), false);
   bool grouped = false;
+  size_t state_groups = 0;
+  for (const auto& [key, t] : state)
+    if (key.rfind("group.", 0) == 0) state_groups = std::max(state_groups, parse_group_key(key, op).first + 1);
+  EMBER_CHECK(state_groups == 0 || state_groups == groups_.size(), op, ": the state has ", state_groups,
+              " parameter groups, ", name_, " has ", groups_.size());
   for (const auto& [key, t] : state) {
     if (key.rfind("group.", 0) != 0) continue;
     grouped = true;
     const auto [g, name] = parse_group_key(key, op);
-    EMBER_CHECK(g < groups_.size(), op, ": '", key, "' names parameter group ", g, " but ", name_, " has ",
-                groups_.size());
     if (name == "params") {
       const std::vector<int64_t> got = t.dim() == 1 && !is_floating(t.dtype()) ? t.to_vector<int64_t>()
                                                                                 : std::vector<int64_t>{-1};

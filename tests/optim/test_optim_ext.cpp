@@ -139,7 +139,7 @@ Problem problem_of(const RefFile& f, int64_t i, const json& m) {
   } else {
     const Tensor x = p.params[0], y = p.params[1];
     p.loss = [=] {
-      const Tensor a = sub(Scalar(1), x), c = sub(y, mul(x, x));
+      const Tensor a = Scalar(1) - x, c = sub(y, mul(x, x));
       return sum(add(mul(a, a), mul(mul(c, c), Scalar(100))));
     };
   }
@@ -235,3 +235,6 @@ TEST(Lbfgs, NeedsAClosure) {
   EXPECT_EMBER_ERROR(optim::LBFGS({p}, {.history_size = 0}), "history_size");
   EXPECT_EMBER_ERROR(optim::LBFGS({p, param({1}, kFloat32)}, {}), "one dtype");
 }
+
+}  // namespace
+}  // namespace ember::test

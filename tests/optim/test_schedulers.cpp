@@ -87,12 +87,12 @@ std::unique_ptr<optim::Scheduler> make_scheduler(const json& m, optim::Optimizer
   return nullptr;
 }
 
-struct Run {
+struct Scheduled {
   std::vector<Tensor> params;
   std::unique_ptr<optim::Optimizer> opt;
 };
-Run optimizer_for(const json& m) {
-  Run r;
+Scheduled optimizer_for(const json& m) {
+  Scheduled r;
   std::vector<optim::ParamGroup> groups;
   for (double lr : m.at("base_lrs").get<std::vector<double>>()) {
     r.params.push_back(param({0}));
@@ -118,7 +118,7 @@ TEST(SchedulerRefcases, EveryEpochMatches) {
     const json m = f.meta(i);
     if (m.at("kind") != "scheduler") continue;
     SCOPED_TRACE(label(f, i, m));
-    Run r = optimizer_for(m);
+    Scheduled r = optimizer_for(m);
     auto sched = make_scheduler(m, *r.opt);
     ASSERT_NE(sched, nullptr);
     const Tensor lr = f.field(i, "lr");
