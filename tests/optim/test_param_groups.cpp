@@ -56,6 +56,21 @@ TEST(ParamGroups, EachGroupStepsWithItsOptions) {
   EXPECT_EQ(opt.group_params(1), std::vector<size_t>{1});
 }
 
+TEST(ParamGroups, StepWithAClosure) {
+  // Any optimizer evaluates the closure with gradients on (even under NoGradGuard), then steps.
+  Tensor p = param({1});
+  optim::SGD opt({p}, {.lr = 0.1});
+  NoGradGuard no_grad;
+  const Tensor loss = opt.step([&] {
+    opt.zero_grad();
+    Tensor l = sum(mul(p, p));
+    l.backward();
+    return l;
+  });
+  EXPECT_EQ(loss.item<double>(), 1);
+  EXPECT_DOUBLE_EQ(p.item<double>(), 1 - 0.1 * 2);
+}
+
 TEST(ParamGroups, WeightDecayGroups) {
   auto model = std::make_shared<nn::Sequential>();
   model->push_back(std::make_shared<nn::Linear>(4, 3));
