@@ -77,7 +77,7 @@ Tensor ZeroOptimizer::gather_bucket(size_t b, const Tensor& shard) const {
   return full;
 }
 
-void ZeroOptimizer::step() {
+void ZeroOptimizer::update() {
   ddp_.synchronize();
   NoGradGuard no_grad;
   const int64_t rank = pg_.rank();
@@ -101,7 +101,7 @@ void ZeroOptimizer::step() {
     }
     shards_[b].set_grad(g);
   }
-  inner_->set_lr(lr_);
+  inner_->set_lr(lr());
   inner_->step();
   state_bytes_ = inner_->state_bytes();
   ++steps_;
@@ -122,7 +122,7 @@ void ZeroOptimizer::consolidate_state_dict() {
   std::vector<std::string> names;
   std::map<std::pair<size_t, std::string>, Tensor> shard_state;
   for (const auto& [key, t] : inner_->state_dict()) {
-    if (key == "lr" || key == "step") continue;
+    if (key == "lr" || key == "step" || key.rfind("group.", 0) == 0) continue;
     const auto [b, name] = optim::parse_state_key(key, buckets_.size(), "ZeroOptimizer::consolidate_state_dict");
     if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
     shard_state[{b, name}] = t;
@@ -152,7 +152,7 @@ NamedTensors ZeroOptimizer::state_dict() const {
               steps_ - consolidated_at_, " step(s) ran since it was gathered: call consolidate_state_dict() on ",
               "every rank first");
   NamedTensors out;
-  out.emplace_back("lr", scalar_tensor(lr_, {kFloat64, Device::cpu()}));
+  out.emplace_back("lr", scalar_tensor(lr(), {kFloat64, Device::cpu()}));
   out.emplace_back("step", scalar_tensor(steps_, {kInt64, Device::cpu()}));
   for (const auto& kv : consolidated_) out.push_back(kv);
   return out;
@@ -166,7 +166,8 @@ void ZeroOptimizer::load_state_dict(const NamedTensors& state) {
   std::vector<std::string> names;
   NamedTensors kept;
   for (const auto& [key, t] : state) {
-    if (key == "lr" || key == "step") continue;
+    // An unsharded optimizer's group options: its one group's lr is "lr" as well.
+    if (key == "lr" || key == "step" || key.rfind("group.", 0) == 0) continue;
     const auto [i, name] = optim::parse_state_key(key, params_.size(), "ZeroOptimizer::load_state_dict");
     EMBER_CHECK(t.shape() == params_[i].shape(), "ZeroOptimizer::load_state_dict: '", key, "' has shape ",
                 shape_str(t.shape()), " but parameter ", i, " has ", shape_str(params_[i].shape()));

@@ -49,9 +49,6 @@ class ZeroOptimizer : public optim::Optimizer {
   ZeroOptimizer(const ZeroOptimizer&) = delete;
   ZeroOptimizer& operator=(const ZeroOptimizer&) = delete;
 
-  // Waits for the gradient exchange, updates this rank's shards, all-gathers the parameters.
-  void step() override;
-
   // Collective: gathers the full state on every rank for state_dict().
   void consolidate_state_dict();
   // The full state gathered by the last consolidate_state_dict() (or loaded); an
@@ -73,6 +70,9 @@ class ZeroOptimizer : public optim::Optimizer {
   std::string memory_summary() const;
 
  protected:
+  // step(): waits for the gradient exchange, updates this rank's shards, all-gathers the
+  // parameters.
+  void update() override;
   std::vector<std::string> buffer_names() const override { return {}; }
 
  private:

@@ -52,6 +52,11 @@ int64_t first_non_finite(const Tensor& t) {
 
 void save_checkpoint(const std::string& path, const nn::Module& model, const Optimizer* optimizer,
                      const std::map<std::string, std::string>& metadata) {
+  save_checkpoint(path, model, optimizer, nullptr, metadata);
+}
+
+void save_checkpoint(const std::string& path, const nn::Module& model, const Optimizer* optimizer,
+                     const Scheduler* scheduler, const std::map<std::string, std::string>& metadata) {
   for (const char* reserved : {"format", kTied})
     EMBER_CHECK(!metadata.count(reserved), "save_checkpoint: the metadata key '", reserved,
                 "' is ember's own; choose another name");
@@ -69,18 +74,21 @@ void save_checkpoint(const std::string& path, const nn::Module& model, const Opt
   }
   if (optimizer)
     for (auto& [n, t] : optimizer->state_dict()) all.emplace_back("optimizer." + n, t);
+  if (scheduler)
+    for (auto& [n, t] : scheduler->state_dict()) all.emplace_back("scheduler." + n, t);
   std::map<std::string, std::string> meta = metadata;
   meta["format"] = kFormat;
   if (!tied.empty()) meta[kTied] = tied.dump();
   save_safetensors(path, all, meta);
 }
 
-std::map<std::string, std::string> load_checkpoint(const std::string& path, nn::Module& model, Optimizer* optimizer) {
+std::map<std::string, std::string> load_checkpoint(const std::string& path, nn::Module& model, Optimizer* optimizer,
+                                                   Scheduler* scheduler) {
   SafetensorsFile f = load_safetensors(path);
   auto it = f.metadata.find("format");
   EMBER_CHECK(it != f.metadata.end() && it->second == kFormat, "load_checkpoint: '", path,
               "' is not an ember checkpoint (metadata format is '", it == f.metadata.end() ? "" : it->second, "')");
-  NamedTensors model_state, optim_state;
+  NamedTensors model_state, optim_state, sched_state;
   std::map<std::string, Tensor> by_name;
   for (auto& [n, t] : f.tensors) {
     const int64_t bad = first_non_finite(t);  // the tensors of a loaded file: contiguous, on the CPU
@@ -96,6 +104,8 @@ std::map<std::string, std::string> load_checkpoint(const std::string& path, nn::
       by_name.emplace(n.substr(6), t);
     } else if (n.rfind("optimizer.", 0) == 0) {
       optim_state.emplace_back(n.substr(10), t);
+    } else if (n.rfind("scheduler.", 0) == 0) {
+      sched_state.emplace_back(n.substr(10), t);
     } else {
       EMBER_FAIL("load_checkpoint: '", path, "' has an unexpected key '", n, "'");
     }
@@ -111,18 +121,28 @@ std::map<std::string, std::string> load_checkpoint(const std::string& path, nn::
       model_state.emplace_back(alias, t->second);
     }
   }
-  // The optimizer's loader checks before it changes anything; if the model then refuses
-  // its state, the optimizer's previous state is put back.
-  NamedTensors previous;
+  // The optimizer's and the scheduler's loaders check before they change anything; if a
+  // later one refuses its state, the earlier ones' previous states are put back.
+  EMBER_CHECK(!optimizer || !optim_state.empty(), "load_checkpoint: '", path, "' holds no optimizer state");
+  EMBER_CHECK(!scheduler || !sched_state.empty(), "load_checkpoint: '", path, "' holds no scheduler state");
+  NamedTensors previous_optim, previous_sched;
   if (optimizer) {
-    EMBER_CHECK(!optim_state.empty(), "load_checkpoint: '", path, "' holds no optimizer state");
-    previous = optimizer->state_dict();
+    previous_optim = optimizer->state_dict();
     optimizer->load_state_dict(optim_state);
   }
   try {
-    model.load_state_dict(model_state);
+    if (scheduler) {
+      previous_sched = scheduler->state_dict();
+      scheduler->load_state_dict(sched_state);
+    }
+    try {
+      model.load_state_dict(model_state);
+    } catch (const Error&) {
+      if (scheduler) scheduler->load_state_dict(previous_sched);
+      throw;
+    }
   } catch (const Error& e) {
-    if (optimizer) optimizer->load_state_dict(previous);
+    if (optimizer) optimizer->load_state_dict(previous_optim);
     EMBER_FAIL("load_checkpoint: '", path, "': ", e.what());
   }
   return f.metadata;

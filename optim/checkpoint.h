@@ -1,5 +1,6 @@
-// Training checkpoints: a model's state_dict and an optimizer's in one safetensors file
-// (keys "model.<name>" and "optimizer.<key>"), with string metadata such as the epoch.
+// Training checkpoints: a model's state_dict, an optimizer's and a learning-rate
+// scheduler's in one safetensors file (keys "model.<name>", "optimizer.<key>" and
+// "scheduler.<key>"), with string metadata such as the epoch.
 // Written atomically, with checksums (core/safetensors.h); loading validates everything
 // before it changes anything: the checksums, the keys and shapes, and that every
 // floating-point value is finite (a run resumed from a NaN only trains on NaN). A tensor
@@ -11,17 +12,23 @@
 #include <string>
 
 #include "layers/module.h"
+#include "optim/lr_scheduler.h"
 #include "optim/optimizer.h"
 
 namespace ember::optim {
 
-// `metadata` may not use ember's own keys "format" and "tied".
+// `metadata` may not use ember's own keys "format" and "tied". The optimizer and the
+// scheduler may be null.
 void save_checkpoint(const std::string& path, const nn::Module& model, const Optimizer* optimizer,
                      const std::map<std::string, std::string>& metadata = {});
+void save_checkpoint(const std::string& path, const nn::Module& model, const Optimizer* optimizer,
+                     const Scheduler* scheduler, const std::map<std::string, std::string>& metadata);
 
-// Restores the model (and the optimizer when given) and returns the file's metadata. A
-// truncated, corrupted or mismatched file raises ember::Error and leaves both untouched.
-std::map<std::string, std::string> load_checkpoint(const std::string& path, nn::Module& model, Optimizer* optimizer);
+// Restores the model (and the optimizer and the scheduler when given: the file must hold
+// their states) and returns the file's metadata. A truncated, corrupted or mismatched
+// file raises ember::Error and leaves all of them untouched.
+std::map<std::string, std::string> load_checkpoint(const std::string& path, nn::Module& model, Optimizer* optimizer,
+                                                   Scheduler* scheduler = nullptr);
 
 // The whole number a checkpoint's metadata holds under `key`, checked: an ember::Error
 // naming the file, the key and the range when it is missing, not a plain decimal number

@@ -265,7 +265,7 @@ TEST(Optim, ArgumentErrors) {
   EXPECT_EMBER_ERROR(Adam({p}, {.beta2 = -0.5}), "betas");
   EXPECT_EMBER_ERROR(AdamW({p}, {.beta1 = 1.5}), "betas");
   EXPECT_EMBER_ERROR(SGD({p}, {.momentum = 0, .nesterov = true}), "Nesterov");
-  EXPECT_EMBER_ERROR(SGD({}, {}), "no parameters");
+  EXPECT_EMBER_ERROR(SGD(std::vector<Tensor>{}, {}), "no parameters");
   EXPECT_EMBER_ERROR(SGD({tensor({1.0})}, {}), "parameter 0");
   SGD ok({p}, {});
   EXPECT_EMBER_ERROR(ok.set_lr(std::nan("")), "learning rate");
