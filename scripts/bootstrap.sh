@@ -14,9 +14,10 @@ packages=(
   clang libclang-rt-14-dev  # scripts/fuzz.sh: clang++ and libFuzzer's runtime
 )
 
-# --with-peers: also libtorch (PyTorch's C++ frontend) for bench/peers.
+# --with-peers: also libtorch (PyTorch's C++ frontend) for bench/peers, and Python's
+# PyTorch for the peer scripts and the twins that write tests/refcases (/usr/bin/python3).
 if [ "${1:-}" = "--with-peers" ]; then
-  packages+=(libtorch-dev libopenblas0-openmp)
+  packages+=(libtorch-dev libopenblas0-openmp python3-torch)
 fi
 
 die() { printf 'bootstrap: %s\n' "$*" >&2; exit 1; }
