@@ -154,6 +154,13 @@ NamedTensors ZeroOptimizer::state_dict() const {
   NamedTensors out;
   out.emplace_back("lr", scalar_tensor(lr(), {kFloat64, Device::cpu()}));
   out.emplace_back("step", scalar_tensor(steps_, {kInt64, Device::cpu()}));
+  // One group, as an unsharded optimizer over the same parameters saves it: every
+  // parameter's index (the inner optimizer's indices are buckets') and the inner's options.
+  std::vector<double> idx(params_.size());
+  for (size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<double>(i);
+  out.emplace_back("group.0.params", tensor(idx, {static_cast<int64_t>(idx.size())}, {kInt64, Device::cpu()}));
+  for (const auto& [key, t] : inner_->state_dict())
+    if (key.rfind("group.0.", 0) == 0 && key != "group.0.params") out.emplace_back(key, t);
   for (const auto& kv : consolidated_) out.push_back(kv);
   return out;
 }

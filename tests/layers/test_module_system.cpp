@@ -133,8 +133,8 @@ TEST(ModuleSystem, SgdStepsASharedModuleOnce) {
 TEST(ModuleSystem, OptimizerRefusesATensorListedTwice) {
   Tensor q = ones({3}).set_requires_grad();
   Tensor r = ones({2}).set_requires_grad();
-  EXPECT_EMBER_ERROR(optim::SGD({q, r, q}, {.lr = 0.1}), "Optimizer", "parameters 0 and 2 are the same tensor");
-  EXPECT_EMBER_ERROR(optim::Adam({r, r}, {}), "parameters 0 and 1 are the same tensor");
+  EXPECT_EMBER_ERROR(optim::SGD({q, r, q}, {.lr = 0.1}), "SGD", "parameters 0 (group 0) and 2 (group 0) are the same tensor");
+  EXPECT_EMBER_ERROR(optim::Adam({r, r}, {}), "parameters 0 (group 0) and 1 (group 0) are the same tensor");
   EXPECT_NO_THROW(optim::SGD({q, r}, {.lr = 0.1}));
 }
 
