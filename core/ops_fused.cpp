@@ -222,6 +222,9 @@ Tensor batch_norm_training(const Tensor& x, const Tensor& weight, const Tensor& 
     xhat = mul(sub(x, mean.to(x.dtype()).reshape(bshape)), rstd);
     y = weight.defined() ? mul(xhat, weight.reshape(bshape)) : xhat;
     if (bias.defined()) y = add(y, bias.reshape(bshape));
+    // Without weight and bias y must not be xhat's own handle: the backward captures xhat
+    // and y's grad_fn holds the backward, a cycle that leaked each step's graph (LSan).
+    if (y.impl_ptr() == xhat.impl_ptr()) y = xhat.clone();
   }
   // Saves xhat (not x), so its formula is not differentiable in x: a second derivative
   // through batch_norm is an error naming it.
