@@ -64,7 +64,7 @@ TEST(CudaMemory, ACapOnAGpuRaisesAnExplainedOom) {
     ADD_FAILURE() << "32 MiB fit beside 48 MiB under a 64 MiB cap";
   } catch (const OutOfMemoryError& e) {
     EXPECT_EQ(e.report().device, "cuda:0");
-    EXPECT_EQ(e.report().verdict, memory::OomVerdict::kCapacity);
+    EXPECT_EQ(e.report().verdict, memory::OomVerdict::kCap);  // the cap ran out, not the device
     EXPECT_GT(e.report().device_total, 0u);
   }
   a->free(hold.block);
