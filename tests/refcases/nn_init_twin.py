@@ -22,29 +22,12 @@ import os
 import struct
 
 import torch
+from twin_io import write_safetensors
 import torch.nn.init as init
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nn_init.safetensors")
 torch.manual_seed(30)
 
-
-def write_safetensors(path, tensors, metadata):
-    """tensors: list of (name, tensor) in order; metadata: dict of strings."""
-    header, blobs, offset = {"__metadata__": metadata}, [], 0
-    codes = {torch.float64: "F64", torch.float32: "F32", torch.int64: "I64"}
-    for name, t in tensors:
-        t = t.detach().contiguous().cpu()
-        data = t.numpy().tobytes()
-        header[name] = {"dtype": codes[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + len(data)]}
-        blobs.append(data)
-        offset += len(data)
-    raw = json.dumps(header, separators=(",", ":")).encode()
-    raw += b" " * ((8 - len(raw) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(raw)))
-        f.write(raw)
-        for b in blobs:
-            f.write(b)
 
 
 def scalar(x):
