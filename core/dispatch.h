@@ -113,6 +113,20 @@ using AdamUpdateFn = void(const Tensor& param, const Tensor& grad, const Tensor&
 // nothing when undefined (Note [Max-pool indices] in kernels/cpu/pool.cpp).
 using MaxPool2dFn = void(const Tensor& out, const Tensor& indices, const Tensor& in, const Pool2dParams& p);
 using AvgPool2dFn = void(const Tensor& out, const Tensor& in, const Pool2dParams& p);
+// Resampling of in [N, C, H, W] to out [N, C, Ho, Wo] (both contiguous), PyTorch's
+// upsample_nearest2d / upsample_bilinear2d: the source coordinate of output index d is
+// d * scale (nearest: floored) or, for bilinear without align_corners, (d + 0.5) scale - 0.5
+// clamped at 0; with align_corners, scale = (in - 1) / (out - 1) (0 when out is 1). scale_*
+// are those per-dim factors, computed by core from sizes or from the user's scale_factor.
+struct Upsample2dParams {
+  bool bilinear;
+  bool align_corners;
+  double scale_h, scale_w;
+};
+using Upsample2dFn = void(const Tensor& out, const Tensor& in, const Upsample2dParams& p);
+// grad_in [N, C, H, W] (overwritten) from grad_out, each output's gradient added to the
+// inputs it read, in an order that does not depend on timing.
+using Upsample2dBackwardFn = void(const Tensor& grad_in, const Tensor& grad_out, const Upsample2dParams& p);
 
 // The index checks of the fused ops: every element of `index` (int64, contiguous) that is
 // not `skip` lies in [0, size). A bad one is an ember::Error with
@@ -161,6 +175,33 @@ using LayerNormBackwardFn = void(const Tensor& dx, const Tensor& dweight, const 
 // Per-channel mean and biased var [C] of x [N, C, HW] (contiguous, N * HW > 1 when the
 // running statistics are given); running_mean and running_var [C] (compute type, or
 // undefined) become (1 - momentum) r + momentum * stat, with the unbiased variance.
+// Group norm of x [N, C, S] (contiguous) in `groups` groups of C / groups channels: y =
+// (x - mean) rstd * weight[c] + bias[c] (weight, bias [C] or undefined), mean and rstd =
+// 1 / sqrt(biased var + eps) [N, groups] saved (compute type).
+using GroupNormFn = void(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x,
+                         const Tensor& weight, const Tensor& bias, int64_t groups, double eps);
+// dx [N, C, S], and dweight, dbias [C] (each undefined when not wanted; summed in an order
+// that does not depend on timing) from dy, x, the forward's mean and rstd, and weight.
+using GroupNormBackwardFn = void(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dy,
+                                 const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight,
+                                 int64_t groups);
+// The LSTM cell's pointwise part: gates [B, 4H] (pre-activation, order i, f, g, o) and
+// c_prev [B, H] give c = f c_prev + i g and h = o tanh(c), i, f, o = sigmoid and g = tanh of
+// their gates; act [B, 4H] keeps the activated gates for backward. All contiguous.
+using LstmCellFn = void(const Tensor& h, const Tensor& c, const Tensor& act, const Tensor& gates,
+                        const Tensor& c_prev);
+// dgates [B, 4H] and dc_prev [B, H] from dh and dc [B, H] (either may be undefined: zero),
+// the forward's act, c_prev and c.
+using LstmCellBackwardFn = void(const Tensor& dgates, const Tensor& dc_prev, const Tensor& dh, const Tensor& dc,
+                                const Tensor& act, const Tensor& c_prev, const Tensor& c);
+// The GRU cell's pointwise part: gi = x W_ih^T + b_ih and gh = h W_hh^T + b_hh [B, 3H]
+// (order r, z, n) and h_prev [B, H]: r, z = sigmoid(gi + gh), n = tanh(gi_n + r gh_n),
+// h = (1 - z) n + z h_prev; saved [B, 4H] = r, z, n, gh_n for backward. All contiguous.
+using GruCellFn = void(const Tensor& h, const Tensor& saved, const Tensor& gi, const Tensor& gh,
+                       const Tensor& h_prev);
+// dgi, dgh [B, 3H] and dh_prev [B, H] from dh [B, H], saved and h_prev.
+using GruCellBackwardFn = void(const Tensor& dgi, const Tensor& dgh, const Tensor& dh_prev, const Tensor& dh,
+                               const Tensor& saved, const Tensor& h_prev);
 using BatchNormStatsFn = void(const Tensor& mean, const Tensor& var, const Tensor& running_mean,
                               const Tensor& running_var, const Tensor& x, double momentum);
 // grad_weight [rows, D] (overwritten) = for each row, the sum of grad_output [n, D] over the
@@ -285,7 +326,11 @@ class OpStub : public OpStubBase {
   X(multi_adam_update_capturable, MultiAdamUpdateCapturableFn) \
   X(dropout, DropoutFn) X(dropout_backward, DropoutBackwardFn) \
   X(csr_linear, CsrLinearFn) X(csr_sddmm, CsrSddmmFn) \
-  X(index_add, IndexAddFn) X(leaky_relu, ScalarUnaryFn) X(elu, ScalarUnaryFn) X(topk, TopkFn)
+  X(index_add, IndexAddFn) X(leaky_relu, ScalarUnaryFn) X(elu, ScalarUnaryFn) X(topk, TopkFn) \
+  X(upsample2d, Upsample2dFn) X(upsample2d_backward, Upsample2dBackwardFn) \
+  X(group_norm, GroupNormFn) X(group_norm_backward, GroupNormBackwardFn) \
+  X(lstm_cell, LstmCellFn) X(lstm_cell_backward, LstmCellBackwardFn) \
+  X(gru_cell, GruCellFn) X(gru_cell_backward, GruCellBackwardFn)
 
 #define EMBER_DECLARE_UNARY(name) extern OpStub<UnaryFn> name##_stub;
 #define EMBER_DECLARE_BINARY(name) extern OpStub<BinaryFn> name##_stub;

@@ -201,6 +201,26 @@ Tensor max_pool2d(const Tensor& input, const Pool2dOptions& options, Activation 
 // Also returns the int64 index (h * W + w within each plane) of each maximum.
 std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, const Pool2dOptions& options);
 Tensor avg_pool2d(const Tensor& input, const Pool2dOptions& options);
+// F.conv_transpose2d: the data gradient of conv2d (its backward-input kernel; cuDNN's
+// backward-data on a GPU), not zero insertion. weight [in, out / groups, kh, kw]; output
+// H = (H_in - 1) stride - 2 padding + dilation (kh - 1) + output_padding + 1 (so for W),
+// output_padding < stride or < dilation.
+Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {},
+                        std::pair<int64_t, int64_t> stride = {1, 1}, std::pair<int64_t, int64_t> padding = {0, 0},
+                        std::pair<int64_t, int64_t> output_padding = {0, 0}, int64_t groups = 1,
+                        std::pair<int64_t, int64_t> dilation = {1, 1});
+// F.pixel_shuffle: [*, C r^2, H, W] -> [*, C, H r, W r]; pixel_unshuffle is its inverse.
+Tensor pixel_shuffle(const Tensor& x, int64_t upscale_factor);
+Tensor pixel_unshuffle(const Tensor& x, int64_t downscale_factor);
+// F.interpolate of [N, C, H, W] (nn::Upsample): exactly one of size and scale_factor.
+enum class InterpolateMode { kNearest, kBilinear };
+struct InterpolateOptions {
+  std::optional<std::pair<int64_t, int64_t>> size{};
+  std::optional<std::pair<double, double>> scale_factor{};
+  InterpolateMode mode = InterpolateMode::kNearest;
+  bool align_corners = false;  // bilinear only
+};
+Tensor interpolate(const Tensor& x, const InterpolateOptions& options);
 
 // ----- fused neural-network ops (one kernel forward, one backward) -----
 // BatchMean (the sum over the size of dim 0) is kl_div's only; the other losses refuse it.
@@ -241,6 +261,37 @@ Tensor embedding_backward(const Tensor& grad_output, const Tensor& indices, int6
 Tensor dropout(const Tensor& x, double p, bool train, Generator* gen = nullptr);
 // The former order dropout(x, p, gen) would turn a generator into `train`: refused.
 Tensor dropout(const Tensor& x, double p, Generator* gen) = delete;
+// F.dropout2d / dropout3d: zeroes whole channels of x [N, C, *] (or [C, *]): one draw per
+// (n, c), the kept ones scaled by 1 / (1 - p); when not train, x itself.
+Tensor dropout2d(const Tensor& x, double p, bool train, Generator* gen = nullptr);
+// F.group_norm: x [N, C, *] in num_groups groups of C / num_groups channels, each normalized
+// by its own mean and biased variance, then weight and bias [C] (or undefined) per channel.
+Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight = {}, const Tensor& bias = {},
+                  double eps = 1e-5);
+// F.instance_norm: each (n, c) plane of x [N, C, *] normalized by its own statistics
+// (use_input_stats, as in training) or by running_mean / running_var [C]; running ones given
+// while use_input_stats are updated as batch norm's are, with the planes' mean statistics.
+Tensor instance_norm(const Tensor& x, const Tensor& running_mean = {}, const Tensor& running_var = {},
+                     const Tensor& weight = {}, const Tensor& bias = {}, bool use_input_stats = true,
+                     double momentum = 0.1, double eps = 1e-5);
+
+// ----- recurrent cells: PyTorch's torch.lstm_cell, gru_cell, rnn_tanh_cell, rnn_relu_cell -----
+// x [B, I], h and c [B, H]; w_ih [G H, I], w_hh [G H, H], b_ih and b_hh [G H] or undefined
+// (G = 4 for LSTM in gate order i, f, g, o; 3 for GRU in order r, z, n; 1 for RNN).
+// lstm_cell returns (h', c').
+std::pair<Tensor, Tensor> lstm_cell(const Tensor& x, const Tensor& h, const Tensor& c, const Tensor& w_ih,
+                                    const Tensor& w_hh, const Tensor& b_ih = {}, const Tensor& b_hh = {});
+Tensor gru_cell(const Tensor& x, const Tensor& h, const Tensor& w_ih, const Tensor& w_hh, const Tensor& b_ih = {},
+                const Tensor& b_hh = {});
+Tensor rnn_tanh_cell(const Tensor& x, const Tensor& h, const Tensor& w_ih, const Tensor& w_hh,
+                     const Tensor& b_ih = {}, const Tensor& b_hh = {});
+Tensor rnn_relu_cell(const Tensor& x, const Tensor& h, const Tensor& w_ih, const Tensor& w_hh,
+                     const Tensor& b_ih = {}, const Tensor& b_hh = {});
+// The cells' pointwise halves, one kernel each way, for layers that project a whole
+// sequence's inputs in one GEMM: gates [B, 4H] = x W_ih^T + b_ih + h W_hh^T + b_hh gives
+// (h', c') from c; gi = x W_ih^T + b_ih and gh = h W_hh^T + b_hh [B, 3H] give h' from h.
+std::pair<Tensor, Tensor> lstm_cell_pointwise(const Tensor& gates, const Tensor& c);
+Tensor gru_cell_pointwise(const Tensor& gi, const Tensor& gh, const Tensor& h);
 
 // ----- losses (core/ops_loss.cpp): PyTorch's F.* forms, input and target of one shape -----
 // -w (t log x + (1 - t) log(1 - x)), each log clamped at -100 as PyTorch does; x in [0, 1].

@@ -11,6 +11,7 @@ packages=(
   zlib1g-dev nlohmann-json3-dev libcli11-dev libfmt-dev libboost-context-dev
   libgloo-dev  # comm/: collectives on CPU tensors
   dataset-fashion-mnist
+  bible-kjv  # examples/gpt: English text (the King James Version)
   clang libclang-rt-14-dev  # scripts/fuzz.sh: clang++ and libFuzzer's runtime
 )
 
