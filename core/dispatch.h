@@ -185,6 +185,25 @@ using GroupNormFn = void(const Tensor& y, const Tensor& mean, const Tensor& rstd
 using GroupNormBackwardFn = void(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dy,
                                  const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight,
                                  int64_t groups);
+// Fused attention (Note [Attention entry point] in core/ops.h) over q [BH, L, E], k [BH, S, E]
+// and v [BH, S, Ev] (contiguous; core folds the batch dims): out [BH, L, Ev] and lse [BH, L]
+// (float32 for 16-bit inputs) = each row's log-sum-exp of its scaled, masked scores (-inf for
+// a row whose keys are all masked: its output is 0). mask is an additive float [BH, L, S]
+// (a strided view, broadcast dims stride 0; -inf hides a key) or undefined. Dropout (p > 0)
+// keeps weight (l, s) where the Philox draw at `philox` for element (bh, l, s) is >= p.
+struct AttentionParams {
+  double scale;
+  bool causal;  // top-left: query l sees keys 0..l
+  double dropout_p;
+  PhiloxState philox;
+};
+using AttentionFn = void(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                         const Tensor& mask, const AttentionParams& p);
+// dq, dk, dv (overwritten) from dout, the forward's q, k, v, out and lse: the probabilities
+// are recomputed block by block and dropout's mask regenerated from the same counters.
+using AttentionBackwardFn = void(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout,
+                                 const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                                 const Tensor& lse, const Tensor& mask, const AttentionParams& p);
 // The LSTM cell's pointwise part: gates [B, 4H] (pre-activation, order i, f, g, o) and
 // c_prev [B, H] give c = f c_prev + i g and h = o tanh(c), i, f, o = sigmoid and g = tanh of
 // their gates; act [B, 4H] keeps the activated gates for backward. All contiguous.
@@ -330,7 +349,8 @@ class OpStub : public OpStubBase {
   X(upsample2d, Upsample2dFn) X(upsample2d_backward, Upsample2dBackwardFn) \
   X(group_norm, GroupNormFn) X(group_norm_backward, GroupNormBackwardFn) \
   X(lstm_cell, LstmCellFn) X(lstm_cell_backward, LstmCellBackwardFn) \
-  X(gru_cell, GruCellFn) X(gru_cell_backward, GruCellBackwardFn)
+  X(gru_cell, GruCellFn) X(gru_cell_backward, GruCellBackwardFn) \
+  X(attention, AttentionFn) X(attention_backward, AttentionBackwardFn)
 
 #define EMBER_DECLARE_UNARY(name) extern OpStub<UnaryFn> name##_stub;
 #define EMBER_DECLARE_BINARY(name) extern OpStub<BinaryFn> name##_stub;
