@@ -1,11 +1,16 @@
-// scaled_dot_product_attention: argument checks with PyTorch 2's rules, and the math path
+// scaled_dot_product_attention: argument checks with PyTorch 2's rules, the math path
 // composed from matmul, softmax and dropout (so autograd differentiates it, twice too,
-// on every backend). The fused kernels of the next issue plug in behind the same entry
-// point; the math path stays as their reference.
+// on every backend; it stays as the reference), and the fused path: the attention stubs
+// (core/dispatch.h), whose memory is linear in the sequence length (Note [Attention path]).
 #include <cmath>
+#include <cstdlib>
 #include <limits>
+#include <string>
+#include <string_view>
 
 #include "core/autograd.h"
+#include "core/autograd_graph.h"
+#include "core/dispatch.h"
 #include "core/op_utils.h"
 
 namespace ember {
@@ -91,7 +96,137 @@ std::pair<Tensor, Tensor> scaled_dot_product_attention_math(const Tensor& q, con
   return {matmul(weights, v), weights};
 }
 
+// Note [Attention path]
+// scaled_dot_product_attention takes the fused kernels (the attention stubs) where they
+// can compute the call, and the math path otherwise: when the device has no fused kernel
+// (the meta device), the head dims exceed the CUDA kernel's 256, dropout_p is 1, or an
+// additive mask requires grad (its gradient is the L x S matrix dS that the fused backward
+// never stores). EMBER_ATTENTION, read at each call, forces a path: "math", or "flash"
+// (then a call the fused kernels cannot compute is an ember::Error saying why); "auto" or
+// unset picks as above. scaled_dot_product_attention_math is always the math path.
+//
+// The fused path folds the batch dims into one, BH (q, k and v broadcast and made
+// contiguous: copies only where they were not), turns a bool mask into an additive one
+// (0 or -inf, in the compute dtype: float32 for 16-bit inputs) at the mask's own shape
+// and passes it broadcast as a strided view, copied only when the broadcast batch dims
+// cannot fold into one stride. Its backward node saves q, k, v, out, the per-row lse, the
+// mask and the Philox state; dropout takes the Philox blocks the math path's dropout
+// would, so both paths drop the same weights for the same generator state.
+namespace {
+
+enum class AttentionPath { Auto, Math, Flash };
+
+AttentionPath attention_path() {
+  const char* env = std::getenv("EMBER_ATTENTION");
+  const std::string_view s = env ? env : "";
+  if (s.empty() || s == "auto") return AttentionPath::Auto;
+  if (s == "math") return AttentionPath::Math;
+  if (s == "flash") return AttentionPath::Flash;
+  EMBER_FAIL("scaled_dot_product_attention: EMBER_ATTENTION must be auto, math or flash, got \"", s, "\"");
+}
+
+// Why the fused kernels cannot compute this call; empty when they can.
+std::string fused_refusal(const Tensor& q, const Tensor& v, const AttentionOptions& o) {
+  const DeviceType d = q.device().type;
+  if (!kernels::attention_stub.has(d) || !kernels::attention_backward_stub.has(d))
+    return "the " + q.device().str() + " device has no fused attention kernel";
+  if (q.device().is_cuda() && (q.size(-1) > 256 || v.size(-1) > 256))
+    return "the CUDA kernel takes head dims up to 256, got " + std::to_string(q.size(-1)) + " and " +
+           std::to_string(v.size(-1));
+  if (o.dropout_p >= 1) return "dropout_p is 1";
+  if (o.attn_mask.defined() && o.attn_mask.requires_grad() && grad_enabled())
+    return "the additive mask requires grad";
+  return {};
+}
+
+Shape with_dims(Shape s, int64_t a, int64_t b) {
+  s.push_back(a);
+  s.push_back(b);
+  return s;
+}
+
+// The gradients of q, k and v written with differentiable ops (for create_graph): the
+// math path's weights, dropout's factors replayed from the same generator state.
+std::vector<Tensor> composed_grads(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                                   const AttentionOptions& o, double scale, kernels::PhiloxState philox) {
+  AttentionOptions plain = o;
+  plain.dropout_p = 0;
+  const Tensor p = scaled_dot_product_attention_math(q, k, v, plain).second;
+  Tensor dp = matmul(g, v.transpose(-2, -1)), applied = p;
+  if (o.dropout_p > 0) {
+    Generator gen(philox.seed);
+    gen.set_offset(philox.offset);
+    const Tensor z = dropout(ones(p.shape(), {p.dtype(), p.device()}), o.dropout_p, true, &gen);
+    dp = mul(dp, z);
+    applied = mul(p, z);
+  }
+  const Tensor ds = mul(p, sub(dp, sum(mul(dp, p), {-1}, true)));
+  return {mul(matmul(ds, k), Scalar(scale)), mul(matmul(ds.transpose(-2, -1), q), Scalar(scale)),
+          matmul(applied.transpose(-2, -1), g)};
+}
+
+Tensor attention_fused(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const AttentionOptions& o) {
+  const Shape batch = broadcast_shapes(broadcast_shapes(batch_of(q_in), batch_of(k_in), "scaled_dot_product_attention"),
+                                       batch_of(v_in), "scaled_dot_product_attention");
+  const int64_t L = q_in.size(-2), S = k_in.size(-2), E = q_in.size(-1), Ev = v_in.size(-1);
+  int64_t BH = 1;
+  for (int64_t b : batch) BH *= b;
+  auto fold = [&](const Tensor& t, int64_t rows, int64_t cols) {
+    return t.expand(with_dims(batch, rows, cols)).contiguous().reshape({BH, rows, cols});
+  };
+  const Tensor q = fold(q_in, L, E), k = fold(k_in, S, E), v = fold(v_in, S, Ev);
+  const DType compute = q.dtype() == kFloat64 ? kFloat64 : kFloat32;
+  const TensorOptions copts{compute, q.device()};
+  Tensor mask;
+  if (o.attn_mask.defined()) {
+    const Tensor m = o.attn_mask.detach();
+    const Tensor additive = m.dtype() == kBool
+                                ? where(m, zeros({}, copts), scalar_tensor(kNegInf, copts))
+                                : m.to(compute);
+    mask = additive.expand(with_dims(batch, L, S)).reshape({BH, L, S});  // a view where the strides allow
+  }
+  const double scale = o.scale.value_or(1 / std::sqrt(static_cast<double>(E)));
+  kernels::PhiloxState philox{0, 0};
+  if (o.dropout_p > 0) {  // the Philox blocks dropout() takes for the math path's [batch..., L, S] weights
+    Generator& g = o.generator ? *o.generator : default_generator();
+    const uint64_t per_block = q.dtype() == kFloat64 ? 2 : 4;
+    philox = {g.seed(), g.advance((static_cast<uint64_t>(BH * L * S) + per_block - 1) / per_block)};
+  }
+  const kernels::AttentionParams params{scale, o.is_causal, o.dropout_p, philox};
+  Tensor out = empty({BH, L, Ev}, {q.dtype(), q.device()}), lse = empty({BH, L}, copts);
+  if (BH * L > 0) kernels::attention_stub(q.device(), out, lse, q.detach(), k.detach(), v.detach(), mask, params);
+  AttentionOptions replay = o;  // for create_graph: the math path on the folded inputs
+  replay.attn_mask = mask.defined() ? mask.to(q.dtype()) : Tensor();  // exact: the mask came in q's dtype or bool
+  replay.scale = scale;
+  return autograd::record("scaled_dot_product_attention", {q, k, v}, out.view(with_dims(batch, L, Ev)),
+                          [q, k, v, saved = autograd::SavedOutput(out), lse, mask, params, replay](const Tensor& g) {
+    if (grad_enabled()) return composed_grads(q, k, v, g.reshape(saved.get().shape()), replay, params.scale, params.philox);
+    const Tensor out = saved.get();
+    const Tensor dout = g.to(q.dtype()).contiguous().reshape(out.shape());
+    Tensor dq = empty_like(q), dk = empty_like(k), dv = empty_like(v);
+    if (q.numel() > 0 && k.size(1) > 0) {
+      kernels::attention_backward_stub(q.device(), dq, dk, dv, dout, q.detach(), k.detach(), v.detach(), out, lse,
+                                       mask, params);
+    } else {
+      for (Tensor* t : {&dq, &dk, &dv}) t->zero_();
+    }
+    return std::vector<Tensor>{dq, dk, dv};
+  });
+}
+
+}  // namespace
+
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o) {
+  EMBER_OP_SITE("scaled_dot_product_attention");
+  const char* op = "scaled_dot_product_attention";
+  const AttentionPath path = attention_path();
+  if (path != AttentionPath::Math) {
+    check_attention(op, q, k, v, o);
+    const std::string refusal = fused_refusal(q, v, o);
+    if (refusal.empty()) return attention_fused(q, k, v, o);
+    EMBER_CHECK(path == AttentionPath::Auto, op, ": EMBER_ATTENTION=flash, but the fused kernels cannot compute ",
+                "this call: ", refusal);
+  }
   return scaled_dot_product_attention_math(q, k, v, o).first;
 }
 
