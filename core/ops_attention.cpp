@@ -99,11 +99,11 @@ std::pair<Tensor, Tensor> scaled_dot_product_attention_math(const Tensor& q, con
 // Note [Attention path]
 // scaled_dot_product_attention takes the fused kernels (the attention stubs) where they
 // can compute the call, and the math path otherwise: when the device has no fused kernel
-// (the meta device), the head dims exceed the CUDA kernel's 256, dropout_p is 1, or an
-// additive mask requires grad (its gradient is the L x S matrix dS that the fused backward
-// never stores). EMBER_ATTENTION, read at each call, forces a path: "math", or "flash"
-// (then a call the fused kernels cannot compute is an ember::Error saying why); "auto" or
-// unset picks as above. scaled_dot_product_attention_math is always the math path.
+// (the meta device), the head dims exceed the CUDA kernel's 256 (128 in float64),
+// dropout_p is 1, or an additive mask requires grad (its gradient is the L x S matrix dS
+// that the fused backward never stores). EMBER_ATTENTION, read at each call, forces a
+// path: "math", or "flash" (then a call the fused kernels cannot compute is an
+// ember::Error saying why); "auto" or unset picks as above. scaled_dot_product_attention_math is always the math path.
 //
 // The fused path folds the batch dims into one, BH (q, k and v broadcast and made
 // contiguous: copies only where they were not), turns a bool mask into an additive one
@@ -130,9 +130,11 @@ std::string fused_refusal(const Tensor& q, const Tensor& v, const AttentionOptio
   const DeviceType d = q.device().type;
   if (!kernels::attention_stub.has(d) || !kernels::attention_backward_stub.has(d))
     return "the " + q.device().str() + " device has no fused attention kernel";
-  if (q.device().is_cuda() && (q.size(-1) > 256 || v.size(-1) > 256))
-    return "the CUDA kernel takes head dims up to 256, got " + std::to_string(q.size(-1)) + " and " +
-           std::to_string(v.size(-1));
+  // The CUDA kernel's tiles in shared memory: head dims up to 256 (128 in float64).
+  const int64_t max_head = q.dtype() == kFloat64 ? 128 : 256;
+  if (q.device().is_cuda() && (q.size(-1) > max_head || v.size(-1) > max_head))
+    return "the CUDA kernel takes " + std::string(dtype_name(q.dtype())) + " head dims up to " +
+           std::to_string(max_head) + ", got " + std::to_string(q.size(-1)) + " and " + std::to_string(v.size(-1));
   if (o.dropout_p >= 1) return "dropout_p is 1";
   if (o.attn_mask.defined() && o.attn_mask.requires_grad() && grad_enabled())
     return "the additive mask requires grad";

@@ -1,0 +1,83 @@
+// The CUDA slots of fused attention (core/dispatch.h's attention and attention_backward):
+// the host launchers of attention.cuh's SIMT kernels, for every floating dtype (16-bit
+// inputs computed in float32, float64 in float64). Core has folded the batch dims, made
+// q, k, v contiguous and kept the head dims within the kernels' 256 (128 for float64,
+// whose tiles would not fit in shared memory). The backward's D = rowsum(dout * out) is
+// a workspace from the device's caching allocator, on the op's stream.
+#include "kernels/cuda/device.h"
+#include "kernels/cuda/attention.cuh"
+
+#include "kernels/cuda/cuda_kernels.h"
+
+namespace ember::kernels::cuda {
+namespace {
+
+template <class C>
+attention_detail::Params<C> params_of(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                                      const AttentionParams& p) {
+  attention_detail::Params<C> P{};
+  P.BH = q.size(0), P.L = q.size(1), P.S = k.size(1), P.E = q.size(2), P.Ev = v.size(2);
+  EMBER_CHECK(P.E <= attention_detail::kMaxHead && P.Ev <= attention_detail::kMaxHead, "attention (cuda): head dims ",
+              P.E, " and ", P.Ev, " exceed the kernel's ", attention_detail::kMaxHead);
+  if (mask.defined()) {
+    EMBER_CHECK(mask.dtype() == (std::is_same_v<C, double> ? kFloat64 : kFloat32), "attention (cuda): the mask is ",
+                dtype_name(mask.dtype()), ", not the compute dtype");
+    P.mask = static_cast<const C*>(mask.data_ptr());
+    P.mb = mask.stride(0), P.ml = mask.stride(1), P.ms = mask.stride(2);
+  }
+  P.scale = C(p.scale);
+  P.causal = p.causal;
+  P.p = C(p.dropout_p);
+  P.keep_scale = C(1 / (1 - p.dropout_p));
+  P.seed = p.philox.seed, P.offset = p.philox.offset;
+  return P;
+}
+
+template <class F>
+void visit_attention_dtype(DType t, const char* op, F&& f) {
+  const bool ok = t == kFloat32 || t == kFloat64 || t == kFloat16 || t == kBFloat16;
+  EMBER_CHECK(ok, op, " (cuda): dtype ", dtype_name(t), " is not supported");
+  visit_cuda_dtype(t, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_floating_point_v<T> || is_16bit_float_v<T>) f(tag);
+  });
+}
+
+template <class T>
+T* ptr(const Tensor& t) {
+  return static_cast<T*>(t.data_ptr());
+}
+
+void attention_kernel(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                      const Tensor& mask, const AttentionParams& p) {
+  const OpScope scope(q);
+  visit_attention_dtype(q.dtype(), "attention", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = compute_t<T>;
+    attention_forward<T, C>(ptr<const T>(q), ptr<const T>(k), ptr<const T>(v), ptr<T>(out), ptr<C>(lse),
+                            params_of<C>(q, k, v, mask, p), scope.stream());
+  });
+}
+
+void attention_backward_kernel(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout,
+                               const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
+                               const Tensor& mask, const AttentionParams& p) {
+  const OpScope scope(q);
+  visit_attention_dtype(q.dtype(), "attention_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = compute_t<T>;
+    const Tensor d = empty({std::max<int64_t>(1, q.size(0) * q.size(1))}, {lse.dtype(), q.device()});
+    attention_backward<T, C>(ptr<const T>(q), ptr<const T>(k), ptr<const T>(v), ptr<const T>(out),
+                             ptr<const T>(dout), ptr<const C>(lse), ptr<C>(d), ptr<T>(dq), ptr<T>(dk), ptr<T>(dv),
+                             params_of<C>(q, k, v, mask, p), scope.stream());
+  });
+}
+
+}  // namespace
+
+void register_attention() {
+  attention_stub.set(DeviceType::CUDA, attention_kernel);
+  attention_backward_stub.set(DeviceType::CUDA, attention_backward_kernel);
+}
+
+}  // namespace ember::kernels::cuda
