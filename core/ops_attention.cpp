@@ -198,15 +198,22 @@ Tensor attention_fused(const Tensor& q_in, const Tensor& k_in, const Tensor& v_i
   Tensor out = empty({BH, L, Ev}, {q.dtype(), q.device()}), lse = empty({BH, L}, copts);
   if (BH * L > 0) kernels::attention_stub(q.device(), out, lse, q.detach(), k.detach(), v.detach(), mask, params);
   AttentionOptions replay = o;  // for create_graph: the math path on the folded inputs
-  replay.attn_mask = mask.defined() ? mask.to(q.dtype()) : Tensor();  // exact: the mask came in q's dtype or bool
+  replay.attn_mask = o.attn_mask.defined() ? o.attn_mask.detach() : Tensor();
   replay.scale = scale;
   return autograd::record("scaled_dot_product_attention", {q, k, v}, out.view(with_dims(batch, L, Ev)),
-                          [q, k, v, saved = autograd::SavedOutput(out), lse, mask, params, replay](const Tensor& g) {
-    if (grad_enabled()) return composed_grads(q, k, v, g.reshape(saved.get().shape()), replay, params.scale, params.philox);
+                          [q, k, v, saved = autograd::SavedOutput(out), lse, mask, params, replay,
+                           batch](const Tensor& g) {
+    const int64_t BH = q.size(0), L = q.size(1), S = k.size(1);
+    if (grad_enabled()) {
+      // The mask folded as q, k and v were, only here: a copy where its batch dims do not fold.
+      AttentionOptions folded = replay;
+      if (folded.attn_mask.defined()) folded.attn_mask = folded.attn_mask.expand(with_dims(batch, L, S)).reshape({BH, L, S});
+      return composed_grads(q, k, v, g.reshape({BH, L, v.size(2)}), folded, params.scale, params.philox);
+    }
     const Tensor out = saved.get();
     const Tensor dout = g.to(q.dtype()).contiguous().reshape(out.shape());
     Tensor dq = empty_like(q), dk = empty_like(k), dv = empty_like(v);
-    if (q.numel() > 0 && k.size(1) > 0) {
+    if (BH * L > 0 && S > 0) {
       kernels::attention_backward_stub(q.device(), dq, dk, dv, dout, q.detach(), k.detach(), v.detach(), out, lse,
                                        mask, params);
     } else {
