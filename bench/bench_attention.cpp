@@ -51,7 +51,8 @@ void bm_attention(benchmark::State& state, const char* path, bool backward, bool
   }
   ::unsetenv("EMBER_ATTENTION");
   const double fwd = 4.0 * double(kB * kH) * double(T) * double(T) * double(kD) * (causal ? 0.5 : 1.0);
-  state.counters["FLOP/s"] = benchmark::Counter(backward ? 3.5 * fwd : fwd, benchmark::Counter::kIsIterationInvariantRate,
+  state.counters["FLOP/s"] = benchmark::Counter(backward ? 3.5 * fwd : fwd,
+                                                benchmark::Counter::kIsIterationInvariantRate,
                                                 benchmark::Counter::kIs1000);
   state.counters["threads"] = ember::get_num_threads();
 }

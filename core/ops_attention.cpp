@@ -207,7 +207,8 @@ Tensor attention_fused(const Tensor& q_in, const Tensor& k_in, const Tensor& v_i
     if (grad_enabled()) {
       // The mask folded as q, k and v were, only here: a copy where its batch dims do not fold.
       AttentionOptions folded = replay;
-      if (folded.attn_mask.defined()) folded.attn_mask = folded.attn_mask.expand(with_dims(batch, L, S)).reshape({BH, L, S});
+      if (folded.attn_mask.defined())
+        folded.attn_mask = folded.attn_mask.expand(with_dims(batch, L, S)).reshape({BH, L, S});
       return composed_grads(q, k, v, g.reshape({BH, L, v.size(2)}), folded, params.scale, params.philox);
     }
     const Tensor out = saved.get();

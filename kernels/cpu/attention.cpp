@@ -409,7 +409,8 @@ void attention_backward_kernel(const Tensor& dq, const Tensor& dk, const Tensor&
     // D = rowsum(dout * out): with dropout too, as out = (P z) v.
     Scratch<C> dsum(static_cast<size_t>(std::max<int64_t>(1, P.BH * P.L)));
     C* ds = dsum.data();
-    parallel_for(0, P.BH * P.L, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, P.Ev)), [&](int64_t b, int64_t e) {
+    const int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, P.Ev));
+    parallel_for(0, P.BH * P.L, grain, [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r) {
         C acc = 0;
         for (int64_t c = 0; c < P.Ev; ++c) acc += cast<C>(go[r * P.Ev + c]) * cast<C>(o[r * P.Ev + c]);
@@ -420,7 +421,8 @@ void attention_backward_kernel(const Tensor& dq, const Tensor& dk, const Tensor&
     const int64_t kblocks = (P.S + kBc - 1) / kBc, qblocks = (P.L + kBr - 1) / kBr;
     parallel_for(0, P.BH * kblocks, 1, [&](int64_t b, int64_t e) {
       Scratch<C> buf(static_cast<size_t>(tiles + kBc * (P.Ep + P.Evp)));
-      for (int64_t t = b; t < e; ++t) key_block_grads(P, t / kblocks, t % kblocks * kBc, go, ls, ds, gk, gv, buf.data());
+      for (int64_t t = b; t < e; ++t)
+        key_block_grads(P, t / kblocks, t % kblocks * kBc, go, ls, ds, gk, gv, buf.data());
     });
     parallel_for(0, P.BH * qblocks, 1, [&](int64_t b, int64_t e) {
       Scratch<C> buf(static_cast<size_t>(tiles + kBr * P.Ep));

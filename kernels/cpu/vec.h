@@ -50,7 +50,8 @@ inline Vec fmadd(Vec a, Vec b, Vec c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)};
 inline Vec round_nearest(Vec a) { return {_mm512_roundscale_ps(a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)}; }
 // 2^n for integral n in [-126, 127], by building the exponent bits.
 inline Vec exp2_int(Vec n) {
-  return {_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n.v), _mm512_set1_epi32(127)), 23))};
+  const __m512i biased = _mm512_add_epi32(_mm512_cvtps_epi32(n.v), _mm512_set1_epi32(127));
+  return {_mm512_castsi512_ps(_mm512_slli_epi32(biased, 23))};
 }
 inline float reduce_add(Vec a) { return _mm512_reduce_add_ps(a.v); }
 inline float reduce_max(Vec a) { return _mm512_reduce_max_ps(a.v); }
@@ -147,7 +148,8 @@ inline Vec mul(Vec a, Vec b) { return {_mm256_mul_ps(a.v, b.v)}; }
 inline Vec fmadd(Vec a, Vec b, Vec c) { return {_mm256_fmadd_ps(a.v, b.v, c.v)}; }  // a b + c, one rounding
 inline Vec round_nearest(Vec a) { return {_mm256_round_ps(a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)}; }
 inline Vec exp2_int(Vec n) {
-  return {_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n.v), _mm256_set1_epi32(127)), 23))};
+  const __m256i biased = _mm256_add_epi32(_mm256_cvtps_epi32(n.v), _mm256_set1_epi32(127));
+  return {_mm256_castsi256_ps(_mm256_slli_epi32(biased, 23))};
 }
 // Halves, then pairs, then lanes: the same tree as _mm512_reduce_add_ps on half the width.
 inline float reduce_add(Vec a) {

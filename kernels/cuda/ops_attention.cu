@@ -7,6 +7,8 @@
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/attention.cuh"
 
+#include <algorithm>
+
 #include "kernels/cuda/cuda_kernels.h"
 
 namespace ember::kernels::cuda {
