@@ -43,18 +43,18 @@ inline void store(float* p, Vec a, Mask m) { _mm512_mask_storeu_ps(p, m.m, a.v);
 
 inline Vec add(Vec a, Vec b) { return {_mm512_add_ps(a.v, b.v)}; }
 inline Vec max(Vec a, Vec b) { return {_mm512_max_ps(a.v, b.v)}; }  // b where either is NaN
-inline Vec min(Vec a, Vec b) { return {_mm512_min_ps(a.v, b.v)}; }  // b where either is NaN
 inline Vec sub(Vec a, Vec b) { return {_mm512_sub_ps(a.v, b.v)}; }
 inline Vec mul(Vec a, Vec b) { return {_mm512_mul_ps(a.v, b.v)}; }
 inline Vec fmadd(Vec a, Vec b, Vec c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)}; }  // a b + c, one rounding
-inline Vec round_nearest(Vec a) { return {_mm512_roundscale_ps(a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)}; }
+// The zero-masked forms: GCC 12 warns falsely about the plain ones' undefined operand.
+inline Vec round_nearest(Vec a) {
+  return {_mm512_maskz_roundscale_ps(0xffff, a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)};
+}
 // 2^n for integral n in [-126, 127], by building the exponent bits.
 inline Vec exp2_int(Vec n) {
-  const __m512i biased = _mm512_add_epi32(_mm512_cvtps_epi32(n.v), _mm512_set1_epi32(127));
-  return {_mm512_castsi512_ps(_mm512_slli_epi32(biased, 23))};
+  const __m512i biased = _mm512_add_epi32(_mm512_maskz_cvtps_epi32(0xffff, n.v), _mm512_set1_epi32(127));
+  return {_mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xffff, biased, 23))};
 }
-inline float reduce_add(Vec a) { return _mm512_reduce_add_ps(a.v); }
-inline float reduce_max(Vec a) { return _mm512_reduce_max_ps(a.v); }
 inline Mask less(Vec a, Vec b) { return {_mm512_cmp_ps_mask(a.v, b.v, _CMP_LT_OQ)}; }
 inline Mask greater(Vec a, Vec b) { return {_mm512_cmp_ps_mask(a.v, b.v, _CMP_GT_OQ)}; }
 inline Mask is_nan(Vec a) { return {_mm512_cmp_ps_mask(a.v, a.v, _CMP_UNORD_Q)}; }
@@ -142,7 +142,6 @@ inline void store(float* p, Vec a, Mask m) { _mm256_maskstore_ps(p, _mm256_castp
 
 inline Vec add(Vec a, Vec b) { return {_mm256_add_ps(a.v, b.v)}; }
 inline Vec max(Vec a, Vec b) { return {_mm256_max_ps(a.v, b.v)}; }  // b where either is NaN
-inline Vec min(Vec a, Vec b) { return {_mm256_min_ps(a.v, b.v)}; }  // b where either is NaN
 inline Vec sub(Vec a, Vec b) { return {_mm256_sub_ps(a.v, b.v)}; }
 inline Vec mul(Vec a, Vec b) { return {_mm256_mul_ps(a.v, b.v)}; }
 inline Vec fmadd(Vec a, Vec b, Vec c) { return {_mm256_fmadd_ps(a.v, b.v, c.v)}; }  // a b + c, one rounding
@@ -150,17 +149,6 @@ inline Vec round_nearest(Vec a) { return {_mm256_round_ps(a.v, _MM_FROUND_TO_NEA
 inline Vec exp2_int(Vec n) {
   const __m256i biased = _mm256_add_epi32(_mm256_cvtps_epi32(n.v), _mm256_set1_epi32(127));
   return {_mm256_castsi256_ps(_mm256_slli_epi32(biased, 23))};
-}
-// Halves, then pairs, then lanes: the same tree as _mm512_reduce_add_ps on half the width.
-inline float reduce_add(Vec a) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(a.v), _mm256_extractf128_ps(a.v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
-}
-inline float reduce_max(Vec a) {
-  __m128 s = _mm_max_ps(_mm256_castps256_ps128(a.v), _mm256_extractf128_ps(a.v, 1));
-  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
-  return _mm_cvtss_f32(_mm_max_ss(s, _mm_movehdup_ps(s)));
 }
 inline Mask less(Vec a, Vec b) { return {_mm256_cmp_ps(a.v, b.v, _CMP_LT_OQ)}; }
 inline Mask greater(Vec a, Vec b) { return {_mm256_cmp_ps(a.v, b.v, _CMP_GT_OQ)}; }
@@ -245,9 +233,10 @@ inline int64_t chunk_start(int64_t c, int64_t n) { return n >= kLanes && c + kLa
 // its degree-7 polynomial, times 2^n. Below -87.3 (where exp leaves the normal floats),
 // -inf included, it gives 0; NaN stays NaN. The fused attention kernel's exponentials.
 inline Vec exp(Vec x) {
-  const Vec lo = set1(-87.33654f);
+  const Vec lo = set1(-87.33654f), hi = set1(88.0f);
   const Mask under = less(x, lo);
-  x = max(lo, min(set1(88.0f), x));  // the argument order keeps a NaN x
+  // Clamped by compares and selects, which keep a NaN x.
+  x = select(greater(x, hi), hi, select(under, lo, x));
   const Vec n = round_nearest(mul(x, set1(1.44269504088896341f)));
   Vec r = fmadd(n, set1(-0.693359375f), x);
   r = fmadd(n, set1(2.12194440e-4f), r);
