@@ -122,52 +122,89 @@ void product_tile(const C* a, int64_t lda, int64_t rows_pad, const C* bt, int64_
 }
 
 // out[r, :n] += sum_j w(r, j) rows[j, :n] for r < nr, j < nj, w(r, j) = w[r * wr + j * wc];
-// n is a multiple of kPad. Zero weights (masked, causal, dropped) are skipped.
+// n is a multiple of kPad. Vectorized 4 rows at a time, so each vector of `rows` loaded
+// serves 4 rows' FMAs (a row at a time, the loads were as many as the FMAs).
 template <class C>
 void accumulate(C* out, int64_t ldo, int64_t nr, int64_t n, const C* w, int64_t wr, int64_t wc, int64_t nj,
                 const C* rows, int64_t ldr) {
-  for (int64_t r = 0; r < nr; ++r) {
-    C* o = out + r * ldo;
-    if constexpr (kVec<C>) {
-      using namespace simd;
-      int64_t c0 = 0;
-      for (; c0 + 4 * kLanes <= n; c0 += 4 * kLanes) {
-        Vec acc[4] = {load(o + c0), load(o + c0 + kLanes), load(o + c0 + 2 * kLanes), load(o + c0 + 3 * kLanes)};
-        for (int64_t j = 0; j < nj; ++j) {
-          const float x = w[r * wr + j * wc];
-          if (x == 0) continue;
-          const Vec xv = set1(x);
-          const float* b = rows + j * ldr + c0;
-          for (int v = 0; v < 4; ++v) acc[v] = fmadd(xv, load(b + v * kLanes), acc[v]);
+  int64_t r0 = 0;
+  if constexpr (kVec<C>) {
+    using namespace simd;
+    for (; r0 + 4 <= nr; r0 += 4)
+      for (int64_t c0 = 0; c0 < n;) {
+        const int nv = static_cast<int>(std::min<int64_t>(4, (n - c0) / kLanes));  // vectors in this chunk
+        Vec acc[4][4];
+        for (int r = 0; r < 4; ++r)
+          for (int v = 0; v < 4; ++v) acc[r][v] = v < nv ? load(out + (r0 + r) * ldo + c0 + v * kLanes) : zero();
+        if (nv == 4) {
+          for (int64_t j = 0; j < nj; ++j) {
+            const float* b = rows + j * ldr + c0;
+            const Vec b0 = load(b), b1 = load(b + kLanes), b2 = load(b + 2 * kLanes), b3 = load(b + 3 * kLanes);
+            for (int r = 0; r < 4; ++r) {
+              const Vec x = set1(w[(r0 + r) * wr + j * wc]);
+              acc[r][0] = fmadd(x, b0, acc[r][0]);
+              acc[r][1] = fmadd(x, b1, acc[r][1]);
+              acc[r][2] = fmadd(x, b2, acc[r][2]);
+              acc[r][3] = fmadd(x, b3, acc[r][3]);
+            }
+          }
+        } else {
+          for (int64_t j = 0; j < nj; ++j)
+            for (int v = 0; v < nv; ++v) {
+              const Vec b = load(rows + j * ldr + c0 + v * kLanes);
+              for (int r = 0; r < 4; ++r) acc[r][v] = fmadd(set1(w[(r0 + r) * wr + j * wc]), b, acc[r][v]);
+            }
         }
-        for (int v = 0; v < 4; ++v) store(o + c0 + v * kLanes, acc[v]);
+        for (int r = 0; r < 4; ++r)
+          for (int v = 0; v < nv; ++v) store(out + (r0 + r) * ldo + c0 + v * kLanes, acc[r][v]);
+        c0 += nv * kLanes;
       }
-      for (; c0 < n; c0 += kLanes) {
-        Vec acc = load(o + c0);
-        for (int64_t j = 0; j < nj; ++j)
-          if (const float x = w[r * wr + j * wc]; x != 0) acc = fmadd(set1(x), load(rows + j * ldr + c0), acc);
-        store(o + c0, acc);
-      }
-    } else {
-      for (int64_t j = 0; j < nj; ++j) {
-        const C x = w[r * wr + j * wc];
-        if (x == 0) continue;
-        const C* b = rows + j * ldr;
-        for (int64_t c = 0; c < n; ++c) o[c] += x * b[c];
-      }
+  }
+  for (int64_t r = r0; r < nr; ++r) {
+    C* o = out + r * ldo;
+    for (int64_t j = 0; j < nj; ++j) {
+      const C x = w[r * wr + j * wc];
+      if (x == 0) continue;
+      const C* b = rows + j * ldr;
+      for (int64_t c = 0; c < n; ++c) o[c] += x * b[c];
     }
   }
 }
 
-// s[j] = exp(s[j] - shift) for j < kBc (0 where s[j] = -inf).
+// The max of s[0, kBc) (padding is -inf).
 template <class C>
-void exp_row(C* s, C shift) {
+C row_max(const C* s) {
+  if constexpr (kVec<C>) {
+    simd::Vec m = simd::load(s);
+    for (int64_t j = simd::kLanes; j < kBc; j += simd::kLanes) m = simd::max(simd::load(s + j), m);
+    alignas(64) float lanes[simd::kLanes];
+    simd::store(lanes, m);
+    return *std::max_element(lanes, lanes + simd::kLanes);
+  } else {
+    return *std::max_element(s, s + kBc);
+  }
+}
+
+// s[j] = exp(s[j] - shift) for j < kBc (0 where s[j] = -inf); returns their sum.
+template <class C>
+C exp_row(C* s, C shift) {
   if constexpr (kVec<C>) {
     const simd::Vec sh = simd::set1(shift);
-    for (int64_t j = 0; j < kBc; j += simd::kLanes)
-      simd::store(s + j, simd::exp(simd::sub(simd::load(s + j), sh)));
+    simd::Vec sum = simd::zero();
+    for (int64_t j = 0; j < kBc; j += simd::kLanes) {
+      const simd::Vec e = simd::exp(simd::sub(simd::load(s + j), sh));
+      simd::store(s + j, e);
+      sum = simd::add(sum, e);
+    }
+    alignas(64) float lanes[simd::kLanes];
+    simd::store(lanes, sum);
+    float total = 0;
+    for (float x : lanes) total += x;
+    return total;
   } else {
-    for (int64_t j = 0; j < kBc; ++j) s[j] = std::exp(s[j] - shift);
+    C total = 0;
+    for (int64_t j = 0; j < kBc; ++j) total += (s[j] = std::exp(s[j] - shift));
+    return total;
   }
 }
 
@@ -220,14 +257,10 @@ void forward_block(const Problem<T, C>& P, int64_t bh, int64_t i0, T* out, C* ls
     for (int64_t r = 0; r < rows; ++r) {
       C* sr = s + r * kBc;
       mask_row(P, bh, i0 + r, j0, sr);
-      C mx = m[r];
-      for (int64_t j = 0; j < nc; ++j) mx = std::max(mx, sr[j]);
+      const C mx = std::max(m[r], row_max(sr));
       const C shift = mx == kNegInf<C> ? C(0) : mx;  // exp(-inf - 0) = 0 where -inf - -inf is NaN
       const C alpha = std::exp(m[r] - shift);
-      exp_row(sr, shift);
-      C sum = 0;
-      for (int64_t j = 0; j < nc; ++j) sum += sr[j];
-      l[r] = l[r] * alpha + sum;
+      l[r] = l[r] * alpha + exp_row(sr, shift);
       m[r] = mx;
       if (alpha != C(1))
         for (int64_t c = 0; c < P.Evp; ++c) o[r * P.Evp + c] *= alpha;
