@@ -37,6 +37,11 @@ constexpr int64_t kPad = 16;  // tile rows are padded to whole vectors of either
 
 int64_t padded(int64_t n) { return (n + kPad - 1) / kPad * kPad; }
 
+// Block t of n in the order 0, n-1, 1, n-2, ...: causal blocks grow in work along one
+// end, and parallel_for hands each thread a contiguous range of tasks, so the zigzag
+// gives every range light and heavy blocks alike.
+int64_t zigzag(int64_t t, int64_t n) { return t % 2 == 0 ? t / 2 : n - 1 - t / 2; }
+
 template <class C>
 constexpr bool kVec = EMBER_CPU_VEC && std::is_same_v<C, float>;
 
@@ -320,7 +325,7 @@ void attention_kernel(const Tensor& out, const Tensor& lse, const Tensor& q, con
     const int64_t tile = kBr * P.Ep + P.E * kBc + kBc * P.Evp + kBr * kBc + kBr * P.Evp + 2 * kBr;
     parallel_for(0, P.BH * blocks, 1, [&](int64_t b, int64_t e) {
       Scratch<C> buf(static_cast<size_t>(tile));
-      for (int64_t t = b; t < e; ++t) forward_block(P, t / blocks, t % blocks * kBr, o, ls, buf.data());
+      for (int64_t t = b; t < e; ++t) forward_block(P, t / blocks, zigzag(t % blocks, blocks) * kBr, o, ls, buf.data());
     });
   });
 }
@@ -455,11 +460,12 @@ void attention_backward_kernel(const Tensor& dq, const Tensor& dk, const Tensor&
     parallel_for(0, P.BH * kblocks, 1, [&](int64_t b, int64_t e) {
       Scratch<C> buf(static_cast<size_t>(tiles + kBc * (P.Ep + P.Evp)));
       for (int64_t t = b; t < e; ++t)
-        key_block_grads(P, t / kblocks, t % kblocks * kBc, go, ls, ds, gk, gv, buf.data());
+        key_block_grads(P, t / kblocks, zigzag(t % kblocks, kblocks) * kBc, go, ls, ds, gk, gv, buf.data());
     });
     parallel_for(0, P.BH * qblocks, 1, [&](int64_t b, int64_t e) {
       Scratch<C> buf(static_cast<size_t>(tiles + kBr * P.Ep));
-      for (int64_t t = b; t < e; ++t) query_block_grads(P, t / qblocks, t % qblocks * kBr, go, ls, ds, gq, buf.data());
+      for (int64_t t = b; t < e; ++t)
+        query_block_grads(P, t / qblocks, zigzag(t % qblocks, qblocks) * kBr, go, ls, ds, gq, buf.data());
     });
   });
 }

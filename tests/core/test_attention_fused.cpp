@@ -294,6 +294,35 @@ TEST(FusedAttention, DropoutBackwardReplaysTheMask) {
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(all_close(grads[0][i], grads[1][i], 1e-11, 1e-11)) << "input " << i;
 }
 
+// The CPU kernels split the work by blocks and add no two threads' results into one row:
+// the same bits at any thread count.
+TEST(FusedAttention, SameBitsAtAnyThreadCount) {
+  EMBER_CPU_ONLY();
+  const AttentionPath flash("flash");
+  const int saved = get_num_threads();
+  std::vector<Tensor> x = {random_tensor({3, 150, 40}, kFloat32, Layout::Contiguous, 80),
+                           random_tensor({3, 200, 40}, kFloat32, Layout::Contiguous, 81),
+                           random_tensor({3, 200, 24}, kFloat32, Layout::Contiguous, 82)};
+  const Tensor dout = random_tensor({3, 150, 24}, kFloat32, Layout::Contiguous, 83);
+  std::vector<std::vector<Tensor>> runs;
+  for (int threads : {1, 2, 3}) {
+    set_num_threads(threads);
+    for (Tensor& t : x) {
+      t = t.detach();
+      t.set_requires_grad();
+    }
+    Generator gen(4);
+    const Tensor out = scaled_dot_product_attention(x[0], x[1], x[2], {.is_causal = true, .dropout_p = 0.2,
+                                                                        .generator = &gen});
+    out.backward(dout);
+    runs.push_back({out, x[0].grad(), x[1].grad(), x[2].grad()});
+  }
+  set_num_threads(saved);
+  for (size_t r = 1; r < runs.size(); ++r)
+    for (size_t i = 0; i < runs[0].size(); ++i)
+      EXPECT_EQ(values(runs[r][i]), values(runs[0][i])) << "run " << r << ", tensor " << i;
+}
+
 TEST(FusedAttention, EnvironmentChoosesThePath) {
   const Tensor q = random_tensor({2, 5, 4}, kFloat64).detach(), k = random_tensor({2, 6, 4}, kFloat64, {}, 2).detach();
   const Tensor v = random_tensor({2, 6, 3}, kFloat64, {}, 3).detach();
