@@ -103,7 +103,8 @@ std::pair<Tensor, Tensor> scaled_dot_product_attention_math(const Tensor& q, con
 // dropout_p is 1, or an additive mask requires grad (its gradient is the L x S matrix dS
 // that the fused backward never stores). EMBER_ATTENTION, read at each call, forces a
 // path: "math", or "flash" (then a call the fused kernels cannot compute is an
-// ember::Error saying why); "auto" or unset picks as above. scaled_dot_product_attention_math is always the math path.
+// ember::Error saying why); "auto" or unset picks as above.
+// scaled_dot_product_attention_math is always the math path.
 //
 // The fused path folds the batch dims into one, BH (q, k and v broadcast and made
 // contiguous: copies only where they were not), turns a bool mask into an additive one
@@ -200,6 +201,7 @@ Tensor attention_fused(const Tensor& q_in, const Tensor& k_in, const Tensor& v_i
   AttentionOptions replay = o;  // for create_graph: the math path on the folded inputs
   replay.attn_mask = o.attn_mask.defined() ? o.attn_mask.detach() : Tensor();
   replay.scale = scale;
+  replay.generator = nullptr;  // the replay draws from the saved Philox state
   return autograd::record("scaled_dot_product_attention", {q, k, v}, out.view(with_dims(batch, L, Ev)),
                           [q, k, v, saved = autograd::SavedOutput(out), lse, mask, params, replay,
                            batch](const Tensor& g) {
