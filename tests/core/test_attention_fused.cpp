@@ -87,7 +87,8 @@ TEST(FusedAttention, MatchesTheFloat64Reference) {
       const Tensor v = random_tensor({c.B, c.S, c.Ev}, dtype, Layout::Contiguous, ++seed);
       const Tensor mask = make_mask(c, dtype, ++seed);
       if (on_cuda() && dtype == kFloat64 && c.E > 128) {  // the CUDA kernel's float64 tiles would not fit
-        EXPECT_EMBER_ERROR(scaled_dot_product_attention(q, k, v), "EMBER_ATTENTION=flash", "float64 head dims up to 128");
+        EXPECT_EMBER_ERROR(scaled_dot_product_attention(q, k, v), "EMBER_ATTENTION=flash",
+                           "float64 head dims up to 128");
         continue;
       }
       // 16-bit inputs are computed in float32 and rounded once: float32's bound plus half
