@@ -11,6 +11,7 @@
 #include "core/autograd_graph.h"
 #include "core/dispatch.h"
 #include "core/op_utils.h"
+#include "core/rnn_sequence.h"
 
 namespace ember {
 namespace {
@@ -148,6 +149,137 @@ Tensor rnn_relu_cell(const Tensor& x, const Tensor& h, const Tensor& w_ih, const
   EMBER_OP_SITE("rnn_relu_cell");
   check_cell("rnn_relu_cell", 1, x, h, w_ih, w_hh, b_ih, b_hh);
   return unbatched_like(relu(add(linear(batched(x), w_ih, b_ih), linear(batched(h), w_hh, b_hh))), x);
+}
+
+}  // namespace ember
+
+// ----- whole-sequence recurrences (core/rnn_sequence.h) -----
+namespace ember {
+namespace {
+
+void check_sequence(const char* op, int64_t G, const Tensor& gi, const Tensor& h0, const Tensor& w_hh) {
+  detail::check_defined(op, gi, "gi");
+  detail::check_defined(op, h0, "h0");
+  detail::check_defined(op, w_hh, "w_hh");
+  EMBER_CHECK(gi.dim() == 3 && h0.dim() == 2 && gi.size(1) == h0.size(0) && gi.size(2) == G * h0.size(1), op,
+              ": gi must be [T, B, ", G, " H] for h0 [B, H], got gi ", shape_str(gi.shape()), " and h0 ",
+              shape_str(h0.shape()));
+  const int64_t H = h0.size(1);
+  EMBER_CHECK(w_hh.dim() == 2 && w_hh.size(0) == G * H && w_hh.size(1) == H, op, ": w_hh must be [", G * H, ", ", H,
+              "], got ", shape_str(w_hh.shape()));
+  EMBER_CHECK(gi.dtype() == kFloat32 || gi.dtype() == kFloat64, op, ": expects float32 or float64, got ",
+              dtype_name(gi.dtype()));
+  EMBER_CHECK(h0.dtype() == gi.dtype() && w_hh.dtype() == gi.dtype(), op, ": expected one dtype, got gi ",
+              dtype_name(gi.dtype()), ", h0 ", dtype_name(h0.dtype()), ", w_hh ", dtype_name(w_hh.dtype()));
+}
+
+// The state each step started from, in time order: [T, B, H] from hs (time order) and
+// h0: h0 then hs[0 .. T-2] forward; hs[1 .. T-1] then h0 reversed.
+Tensor previous_states(const Tensor& hs, const Tensor& h0, bool reverse) {
+  const int64_t T = hs.size(0);
+  if (T == 1) return h0.unsqueeze(0);
+  return reverse ? cat({hs.narrow(0, 1, T - 1), h0.unsqueeze(0)}, 0) : cat({h0.unsqueeze(0), hs.narrow(0, 0, T - 1)}, 0);
+}
+
+}  // namespace
+
+std::pair<Tensor, Tensor> lstm_sequence(const Tensor& gi_in, const Tensor& h0_in, const Tensor& c0_in,
+                                        const Tensor& w_hh, bool reverse) {
+  EMBER_OP_SITE("lstm_sequence");
+  const char* op = "lstm_sequence";
+  check_sequence(op, 4, gi_in, h0_in, w_hh);
+  detail::check_same_device(op, {&gi_in, &h0_in, &c0_in, &w_hh});
+  check_state(op, c0_in, "c0", h0_in.size(0), h0_in.size(1), gi_in.dtype());
+  const int64_t T = gi_in.size(0), B = h0_in.size(0), H = h0_in.size(1);
+  EMBER_CHECK(T > 0, op, ": needs at least one step");
+  const Tensor gi = gi_in.contiguous(), h0 = h0_in.contiguous(), c0 = c0_in.contiguous();
+  const TensorOptions opts{gi.dtype(), gi.device()};
+  // out: hs in rows 0 .. T-1, c_T in row T. cs: the cell state before step i at row i.
+  const Tensor out = empty({T + 1, B, H}, opts), cs = empty({T + 1, B, H}, opts), act = empty({T, B, 4 * H}, opts);
+  {
+    NoGradGuard no_grad;
+    cs.select(0, 0).copy_(c0.detach());
+    Tensor h = h0.detach();
+    const Tensor w = w_hh.detach();
+    for (int64_t i = 0; i < T; ++i) {
+      const int64_t t = reverse ? T - 1 - i : i;
+      const Tensor gates = add(gi.detach().select(0, t), linear(h, w));
+      h = out.select(0, t);
+      if (B * H > 0) kernels::lstm_cell_stub(gi.device(), h, cs.select(0, i + 1), act.select(0, i), gates, cs.select(0, i));
+    }
+    out.select(0, T).copy_(cs.select(0, T));
+  }
+  const Tensor rec = autograd::record_once_differentiable(
+      "lstm_sequence", {gi, h0, c0, w_hh}, out,
+      [act, cs, hs = out.narrow(0, 0, T).detach(), h0 = h0.detach(), w = w_hh.detach(), reverse](const Tensor& g_in) {
+        const int64_t T = act.size(0);
+        const Tensor g = g_in.contiguous();
+        Tensor dgates = empty_like(act), dh = zeros_like(h0), dc = g.select(0, T).contiguous();
+        for (int64_t i = T - 1; i >= 0; --i) {
+          const int64_t t = reverse ? T - 1 - i : i;
+          const Tensor dht = add(g.select(0, t), dh), dc_prev = empty_like(dc);
+          if (dc.numel() > 0)
+            kernels::lstm_cell_backward_stub(act.device(), dgates.select(0, t), dc_prev, dht, dc, act.select(0, i),
+                                             cs.select(0, i), cs.select(0, i + 1));
+          dc = dc_prev;
+          dh = matmul(dgates.select(0, t), w);
+        }
+        const int64_t H = h0.size(1);
+        const Tensor dw = autograd::needs_input_grad(3)
+                              ? matmul(dgates.reshape({-1, 4 * H}).t(), previous_states(hs, h0, reverse).reshape({-1, H}))
+                              : Tensor();
+        return std::vector<Tensor>{dgates, dh, dc, dw};
+      });
+  return {rec.narrow(0, 0, T), rec.select(0, T)};
+}
+
+Tensor gru_sequence(const Tensor& gi_in, const Tensor& h0_in, const Tensor& w_hh, const Tensor& b_hh, bool reverse) {
+  EMBER_OP_SITE("gru_sequence");
+  const char* op = "gru_sequence";
+  check_sequence(op, 3, gi_in, h0_in, w_hh);
+  detail::check_same_device(op, {&gi_in, &h0_in, &w_hh, &b_hh});
+  const int64_t T = gi_in.size(0), B = h0_in.size(0), H = h0_in.size(1);
+  EMBER_CHECK(T > 0, op, ": needs at least one step");
+  EMBER_CHECK(!b_hh.defined() || (b_hh.dim() == 1 && b_hh.size(0) == 3 * H && b_hh.dtype() == gi_in.dtype()), op,
+              ": b_hh must be ", dtype_name(gi_in.dtype()), " [", 3 * H, "], got ", dtype_name(b_hh.dtype()), " ",
+              shape_str(b_hh.shape()));
+  const Tensor gi = gi_in.contiguous(), h0 = h0_in.contiguous();
+  const TensorOptions opts{gi.dtype(), gi.device()};
+  const Tensor hs = empty({T, B, H}, opts), saved = empty({T, B, 4 * H}, opts);
+  {
+    NoGradGuard no_grad;
+    Tensor h = h0.detach();
+    const Tensor w = w_hh.detach(), b = b_hh.defined() ? b_hh.detach() : Tensor();
+    for (int64_t i = 0; i < T; ++i) {
+      const int64_t t = reverse ? T - 1 - i : i;
+      const Tensor gh = linear(h, w, b);
+      if (B * H > 0) kernels::gru_cell_stub(gi.device(), hs.select(0, t), saved.select(0, i), gi.detach().select(0, t), gh, h);
+      h = hs.select(0, t);
+    }
+  }
+  return autograd::record_once_differentiable(
+      "gru_sequence", {gi, h0, w_hh, b_hh}, hs,
+      [saved, hs = hs.detach(), h0 = h0.detach(), w = w_hh.detach(), has_b = b_hh.defined(),
+       reverse](const Tensor& g_in) {
+        const int64_t T = saved.size(0), H = h0.size(1);
+        const Tensor g = g_in.contiguous();
+        const Tensor dgi = empty({T, h0.size(0), 3 * H}, {saved.dtype(), saved.device()}), dgh = empty_like(dgi);
+        Tensor dh = zeros_like(h0);
+        for (int64_t i = T - 1; i >= 0; --i) {
+          const int64_t t = reverse ? T - 1 - i : i;
+          const Tensor h_prev = i == 0 ? h0 : hs.select(0, reverse ? t + 1 : t - 1);
+          const Tensor dht = add(g.select(0, t), dh), dh_prev = empty_like(h0);
+          if (h0.numel() > 0)
+            kernels::gru_cell_backward_stub(saved.device(), dgi.select(0, t), dgh.select(0, t), dh_prev, dht,
+                                            saved.select(0, i), h_prev);
+          dh = add(dh_prev, matmul(dgh.select(0, t), w));
+        }
+        const Tensor rows = dgh.reshape({-1, 3 * H});
+        const Tensor dw = autograd::needs_input_grad(2)
+                              ? matmul(rows.t(), previous_states(hs, h0, reverse).reshape({-1, H}))
+                              : Tensor();
+        return std::vector<Tensor>{dgi, dh, dw, has_b ? sum(rows, {0}) : Tensor()};
+      });
 }
 
 }  // namespace ember

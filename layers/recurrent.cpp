@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "base/error.h"
+#include "core/rnn_sequence.h"
 #include "layers/init.h"
 
 namespace ember::nn {
@@ -26,20 +27,31 @@ Tensor init_param(Shape shape, int64_t hidden_size) {
   return t;
 }
 
-// One step of layer `kind` from the projected input gi [B, G H] (b_ih, and for LSTM and
-// RNN b_hh too, already added) and the state; c is LSTM's cell state, updated in place.
-Tensor step(Kind kind, const Tensor& gi, const Tensor& h, Tensor& c, const Tensor& w_hh, const Tensor& b_hh) {
-  switch (kind) {
-    case Kind::kLSTM: {
-      auto [h1, c1] = lstm_cell_pointwise(add(gi, linear(h, w_hh)), c);
-      c = c1;
-      return h1;
-    }
-    case Kind::kGRU: return gru_cell_pointwise(gi, linear(h, w_hh, b_hh), h);
-    case Kind::kRNNTanh: return tanh(add(gi, linear(h, w_hh)));
-    case Kind::kRNNReLU: return relu(add(gi, linear(h, w_hh)));
+// One direction of one layer: the projected inputs gi [T, B, G H] (b_ih, and for LSTM and
+// RNN b_hh too, already added) and the initial state h (and c for LSTM) give hs [T, B, H];
+// h and c become the final states. LSTM and GRU run core's whole-sequence recurrences
+// (core/rnn_sequence.h); RNN composes each step from linear and tanh / relu.
+Tensor run_direction(Kind kind, const Tensor& gi, Tensor& h, Tensor& c, const Tensor& w_hh, const Tensor& b_hh,
+                     bool reverse) {
+  const int64_t T = gi.size(0);
+  if (kind == Kind::kLSTM) {
+    auto [hs, c_last] = lstm_sequence(gi, h, c, w_hh, reverse);
+    h = hs.select(0, reverse ? 0 : T - 1), c = c_last;
+    return hs;
   }
-  EMBER_FAIL("recurrent step: bad kind");
+  if (kind == Kind::kGRU) {
+    Tensor hs = gru_sequence(gi, h, w_hh, b_hh, reverse);
+    h = hs.select(0, reverse ? 0 : T - 1);
+    return hs;
+  }
+  std::vector<Tensor> hs(static_cast<size_t>(T));
+  for (int64_t i = 0; i < T; ++i) {
+    const int64_t t = reverse ? T - 1 - i : i;
+    const Tensor a = add(gi.select(0, t), linear(h, w_hh));
+    h = kind == Kind::kRNNTanh ? tanh(a) : relu(a);
+    hs[static_cast<size_t>(t)] = h;
+  }
+  return stack(hs, 0);
 }
 
 // A state argument: [L D, B, H] (unbatched [L D, H]), of the input's dtype and device, or
@@ -140,13 +152,8 @@ std::tuple<Tensor, Tensor, Tensor> RecurrentStack::forward(const Module& owner, 
       const Tensor b_in = options_.bias && kind_ != Kind::kGRU ? add(b_ih, b_hh) : b_ih;
       const Tensor gi = linear(x.reshape({T * B, x.size(2)}), *w[0], b_in).reshape({T, B, G * H});
       Tensor h = h_init.select(0, l * D + d), c = c_init.defined() ? c_init.select(0, l * D + d) : Tensor();
-      std::vector<Tensor> hs(static_cast<size_t>(T));
-      for (int64_t i = 0; i < T; ++i) {
-        const int64_t t = d == 0 ? i : T - 1 - i;
-        h = step(kind_, gi.select(0, t), h, c, *w[1], b_hh);
-        hs[static_cast<size_t>(t)] = h;
-      }
-      dir_out.push_back(T > 0 ? stack(hs, 0) : empty({0, B, H}, {x.dtype(), x.device()}));
+      dir_out.push_back(T > 0 ? run_direction(kind_, gi, h, c, *w[1], b_hh, d == 1)
+                              : empty({0, B, H}, {x.dtype(), x.device()}));
       h_n.push_back(h);
       if (c.defined()) c_n.push_back(c);
     }

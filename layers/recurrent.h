@@ -6,8 +6,8 @@
 // one to one. They take and return several tensors, so they are nn::Callable modules.
 //
 // Per layer and direction the forward projects the whole sequence's inputs in one GEMM
-// ([T B, I] x W_ih^T), then runs one GEMM (h W_hh^T) and one fused pointwise op
-// (core's lstm_cell_pointwise / gru_cell_pointwise) per step.
+// ([T B, I] x W_ih^T), then runs one GEMM (h W_hh^T) and one fused pointwise kernel per
+// step (LSTM, GRU: core/rnn_sequence.h, whose backward gives W_hh's gradient in one GEMM).
 #pragma once
 
 #include <cstdint>
