@@ -7,6 +7,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/rnn_sequence.h"
 #include "tests/core/grad_helpers.h"
 #include "tests/core/reference.h"
 
@@ -212,6 +213,47 @@ TEST(RnnCellGrad, UnbatchedAndBiaslessCells) {
   EXPECT_EQ(h1.shape(), (Shape{5}));
   EXPECT_TRUE(all_close(h1, h2.squeeze(0), 0, 0));
   EXPECT_TRUE(all_close(c1, c2.squeeze(0), 0, 0));
+}
+
+// The whole-sequence recurrences (core/rnn_sequence.h) are their cells step by step, in
+// either direction, with the same gradients: gradcheck covers the reversed backward loop
+// and W_hh's one-GEMM gradient.
+TEST(RnnSequence, GradcheckInBothDirectionsAndTheCellsAgree) {
+  const int64_t T = 4, B = 3, H = 5;
+  for (const bool reverse : {false, true}) {
+    const Tensor gi = leaf({T, B, 4 * H}, 400), h0 = leaf({B, H}, 401), c0 = leaf({B, H}, 402);
+    const Tensor w = leaf({4 * H, H}, 403, [](double v) { return v * 0.3; });
+    EXPECT_TRUE(grad_ok(
+        [reverse](const std::vector<Tensor>& v) {
+          auto [hs, c] = lstm_sequence(v[0], v[1], v[2], v[3], reverse);
+          return cat({hs.reshape({-1}), c.reshape({-1})}, 0);
+        },
+        {gi, h0, c0, w}))
+        << "lstm reverse " << reverse;
+    auto [hs, c_last] = lstm_sequence(gi, h0, c0, w, reverse);
+    Tensor h = h0, c = c0;
+    for (int64_t i = 0; i < T; ++i) {
+      const int64_t t = reverse ? T - 1 - i : i;
+      std::tie(h, c) = lstm_cell_pointwise(add(gi.select(0, t), linear(h, w)), c);
+      EXPECT_TRUE(all_close(hs.select(0, t), values(h), h.shape(), 1e-14, 1e-14)) << "step " << t;
+    }
+    EXPECT_TRUE(all_close(c_last, values(c), c.shape(), 1e-14, 1e-14));
+
+    const Tensor gj = leaf({T, B, 3 * H}, 410), wg = leaf({3 * H, H}, 411, [](double v) { return v * 0.3; });
+    const Tensor b = leaf({3 * H}, 412);
+    EXPECT_TRUE(grad_ok([reverse](const std::vector<Tensor>& v) { return gru_sequence(v[0], v[1], v[2], v[3], reverse); },
+                        {gj, h0, wg, b}))
+        << "gru reverse " << reverse;
+  }
+}
+
+TEST(RnnSequence, BadArgumentsNameTheProblem) {
+  EXPECT_TRUE(contains(error_of([] { lstm_sequence(zeros({2, 3, 20}), zeros({3, 4}), zeros({3, 4}), zeros({20, 5}), false); }),
+                       "lstm_sequence: gi must be [T, B, 4 H]"));
+  EXPECT_TRUE(contains(error_of([] { gru_sequence(zeros({2, 3, 15}), zeros({3, 5}), zeros({15, 4}), {}, false); }),
+                       "gru_sequence: w_hh must be [15, 5]"));
+  EXPECT_TRUE(contains(error_of([] { gru_sequence(zeros({2, 3, 15}), zeros({3, 5}), zeros({15, 5}), zeros({5}), false); }),
+                       "b_hh must be float32 [15]"));
 }
 
 TEST(RnnCellErrors, BadArgumentsNameTheProblem) {
