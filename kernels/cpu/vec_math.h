@@ -22,10 +22,10 @@ inline Vec operator/(Vec a, Vec b) { return {_mm512_div_ps(a.v, b.v)}; }
 inline Vec fmadd(Vec a, Vec b, Vec c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)}; }
 inline Vec min(Vec a, Vec b) { return {_mm512_min_ps(a.v, b.v)}; }
 inline Vec abs(Vec a) { return {_mm512_abs_ps(a.v)}; }
-// a's magnitude with s's sign bit.
+// a's magnitude with s's sign bit: bitwise m ? a : s (ternary-logic table 0xca).
 inline Vec copysign(Vec a, Vec s) {
   const __m512i m = _mm512_set1_epi32(0x7fffffff);
-  return {_mm512_castsi512_ps(_mm512_ternarylogic_epi32(m, _mm512_castps_si512(a.v), _mm512_castps_si512(s.v), 0xe4))};
+  return {_mm512_castsi512_ps(_mm512_ternarylogic_epi32(m, _mm512_castps_si512(a.v), _mm512_castps_si512(s.v), 0xca))};
 }
 inline Vec round(Vec a) { return {_mm512_roundscale_ps(a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)}; }
 // 2^n for integral n in [-126, 127].
