@@ -145,9 +145,11 @@ TEST_P(RnnCells, Float32GradientsMatchFloat64) {
     const CellInputs f32 = make_inputs(G, B, I, H, kFloat32, 50);
     std::vector<std::vector<Tensor>> grads;
     for (DType dt : {kFloat32, kFloat64}) {
-      std::vector<Tensor> in{f32.x.to(dt), f32.h.to(dt), f32.c.to(dt), f32.w_ih.to(dt), f32.w_hh.to(dt),
-                             f32.b_ih.to(dt), f32.b_hh.to(dt)};
-      for (Tensor& t : in) t.set_requires_grad();
+      std::vector<Tensor> in{f32.x, f32.h, f32.c, f32.w_ih, f32.w_hh, f32.b_ih, f32.b_hh};
+      for (Tensor& t : in) {
+        t = t.to(dt).detach();
+        t.set_requires_grad();
+      }
       Tensor loss;
       if (lstm) {
         auto [h1, c1] = lstm_cell(in[0], in[1], in[2], in[3], in[4], in[5], in[6]);
