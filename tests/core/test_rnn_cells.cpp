@@ -138,8 +138,7 @@ TEST_P(RnnCells, SimpleCellsMatchAFloat64Loop) {
 // vectorized backward kernels. Each gradient element sums at most G H + B terms of
 // products of saved values, each within ~32 u: tolerance 64 u (G H + B) times the float64
 // gradient's scale.
-TEST_P(RnnCells, Float32GradientsMatchFloat64) {
-  if (GetParam() != kFloat32) GTEST_SKIP() << "compares float32 with float64";
+TEST(RnnCellGrad, Float32GradientsMatchFloat64) {
   for (const bool lstm : {true, false}) {
     const int64_t B = 3, I = 5, H = 17, G = lstm ? 4 : 3;
     const CellInputs f32 = make_inputs(G, B, I, H, kFloat32, 50);
@@ -247,6 +246,15 @@ TEST(RnnSequence, GradcheckInBothDirectionsAndTheCellsAgree) {
                         {gj, h0, wg, b}))
         << "gru reverse " << reverse;
   }
+}
+
+// The fused kernels have no derivative of their own: a second derivative is an error
+// naming the op (Note [Double backward] in core/autograd_graph.h), not a silent zero.
+TEST(RnnSequence, SecondDerivativeIsAnErrorNamingTheOp) {
+  const Tensor gi = leaf({2, 1, 8}, 420), h0 = leaf({1, 2}, 421), c0 = leaf({1, 2}, 422), w = leaf({8, 2}, 423);
+  auto [hs, c] = lstm_sequence(gi, h0, c0, w, false);
+  const std::vector<Tensor> g = autograd::grad({sum(mul(hs, hs))}, {w}, {}, std::nullopt, /*create_graph=*/true);
+  EXPECT_TRUE(contains(error_of([&] { sum(g[0]).backward(); }), "lstm_sequence"));
 }
 
 TEST(RnnSequence, BadArgumentsNameTheProblem) {
