@@ -282,4 +282,44 @@ Tensor gru_sequence(const Tensor& gi_in, const Tensor& h0_in, const Tensor& w_hh
       });
 }
 
+Tensor rnn_sequence(const Tensor& gi_in, const Tensor& h0_in, const Tensor& w_hh, bool relu_act, bool reverse) {
+  EMBER_OP_SITE("rnn_sequence");
+  const char* op = "rnn_sequence";
+  check_sequence(op, 1, gi_in, h0_in, w_hh);
+  detail::check_same_device(op, {&gi_in, &h0_in, &w_hh});
+  const int64_t T = gi_in.size(0);
+  EMBER_CHECK(T > 0, op, ": needs at least one step");
+  const Tensor gi = gi_in.contiguous(), h0 = h0_in.contiguous();
+  const Tensor hs = empty(gi.shape(), {gi.dtype(), gi.device()});
+  {
+    NoGradGuard no_grad;
+    Tensor h = h0.detach();
+    const Tensor w = w_hh.detach();
+    for (int64_t i = 0; i < T; ++i) {
+      const int64_t t = reverse ? T - 1 - i : i;
+      const Tensor a = add(gi.detach().select(0, t), linear(h, w));
+      h = hs.select(0, t);
+      h.copy_(relu_act ? relu(a) : tanh(a));
+    }
+  }
+  return autograd::record_once_differentiable(
+      "rnn_sequence", {gi, h0, w_hh}, hs,
+      [hs = hs.detach(), h0 = h0.detach(), w = w_hh.detach(), relu_act, reverse](const Tensor& g_in) {
+        const int64_t T = hs.size(0), H = h0.size(1);
+        const Tensor g = g_in.contiguous(), dpre = empty_like(hs);
+        Tensor dh = zeros_like(h0);
+        for (int64_t i = T - 1; i >= 0; --i) {
+          const int64_t t = reverse ? T - 1 - i : i;
+          const Tensor dht = add(g.select(0, t), dh), h = hs.select(0, t);
+          // Through the activation, from its output: relu's (h > 0), tanh's 1 - h^2.
+          dpre.select(0, t).copy_(relu_act ? detail::relu_backward(dht, h) : sub(dht, mul(dht, mul(h, h))));
+          dh = matmul(dpre.select(0, t), w);
+        }
+        const Tensor dw = autograd::needs_input_grad(2)
+                              ? matmul(dpre.reshape({-1, H}).t(), previous_states(hs, h0, reverse).reshape({-1, H}))
+                              : Tensor();
+        return std::vector<Tensor>{dpre, dh, dw};
+      });
+}
+
 }  // namespace ember

@@ -23,5 +23,8 @@ std::pair<Tensor, Tensor> lstm_sequence(const Tensor& gi, const Tensor& h0, cons
 // gi [T, B, 3H] (x W_ih^T + b_ih, gates r, z, n), h0 [B, H], w_hh [3H, H], b_hh [3H] or
 // undefined. Returns hs [T, B, H].
 Tensor gru_sequence(const Tensor& gi, const Tensor& h0, const Tensor& w_hh, const Tensor& b_hh, bool reverse);
+// gi [T, B, H] (x W_ih^T + b_ih + b_hh), h0 [B, H], w_hh [H, H]: h = tanh(gi_t + h W_hh^T),
+// or relu. Composed from core's ops (no kernel of its own). Returns hs [T, B, H].
+Tensor rnn_sequence(const Tensor& gi, const Tensor& h0, const Tensor& w_hh, bool relu, bool reverse);
 
 }  // namespace ember

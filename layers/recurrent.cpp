@@ -29,8 +29,7 @@ Tensor init_param(Shape shape, int64_t hidden_size) {
 
 // One direction of one layer: the projected inputs gi [T, B, G H] (b_ih, and for LSTM and
 // RNN b_hh too, already added) and the initial state h (and c for LSTM) give hs [T, B, H];
-// h and c become the final states. LSTM and GRU run core's whole-sequence recurrences
-// (core/rnn_sequence.h); RNN composes each step from linear and tanh / relu.
+// h and c become the final states: core's whole-sequence recurrences (core/rnn_sequence.h).
 Tensor run_direction(Kind kind, const Tensor& gi, Tensor& h, Tensor& c, const Tensor& w_hh, const Tensor& b_hh,
                      bool reverse) {
   const int64_t T = gi.size(0);
@@ -44,14 +43,9 @@ Tensor run_direction(Kind kind, const Tensor& gi, Tensor& h, Tensor& c, const Te
     h = hs.select(0, reverse ? 0 : T - 1);
     return hs;
   }
-  std::vector<Tensor> hs(static_cast<size_t>(T));
-  for (int64_t i = 0; i < T; ++i) {
-    const int64_t t = reverse ? T - 1 - i : i;
-    const Tensor a = add(gi.select(0, t), linear(h, w_hh));
-    h = kind == Kind::kRNNTanh ? tanh(a) : relu(a);
-    hs[static_cast<size_t>(t)] = h;
-  }
-  return stack(hs, 0);
+  Tensor hs = rnn_sequence(gi, h, w_hh, kind == Kind::kRNNReLU, reverse);
+  h = hs.select(0, reverse ? 0 : T - 1);
+  return hs;
 }
 
 // A state argument: [L D, B, H] (unbatched [L D, H]), of the input's dtype and device, or

@@ -16,6 +16,13 @@ namespace {
 
 double sig(double x) { return 1 / (1 + std::exp(-x)); }
 
+// The identity [n, n] for a square w: a cell whose w_ih is it takes its x as the projection.
+Tensor eye_like(const Tensor& w) {
+  std::vector<double> v(static_cast<size_t>(w.size(0) * w.size(0)), 0.0);
+  for (int64_t i = 0; i < w.size(0); ++i) v[static_cast<size_t>(i * w.size(0) + i)] = 1;
+  return make_tensor(v, w.shape(), w.dtype());
+}
+
 struct CellInputs {
   Tensor x, h, c, w_ih, w_hh, b_ih, b_hh;
 };
@@ -218,7 +225,8 @@ TEST(RnnCellGrad, UnbatchedAndBiaslessCells) {
 
 // The whole-sequence recurrences (core/rnn_sequence.h) are their cells step by step, in
 // either direction, with the same gradients: gradcheck covers the reversed backward loop
-// and W_hh's one-GEMM gradient.
+// and W_hh's one-GEMM gradient. rnn_sequence is checked against rnn_*_cell with an
+// identity W_ih, so that the cell's projection is its x exactly.
 TEST(RnnSequence, GradcheckInBothDirectionsAndTheCellsAgree) {
   const int64_t T = 4, B = 3, H = 5;
   for (const bool reverse : {false, true}) {
@@ -245,6 +253,21 @@ TEST(RnnSequence, GradcheckInBothDirectionsAndTheCellsAgree) {
     EXPECT_TRUE(grad_ok([reverse](const std::vector<Tensor>& v) { return gru_sequence(v[0], v[1], v[2], v[3], reverse); },
                         {gj, h0, wg, b}))
         << "gru reverse " << reverse;
+
+    const Tensor gr = leaf({T, B, H}, 430), wr = leaf({H, H}, 431, [](double v) { return v * 0.3; });
+    for (const bool relu : {false, true}) {
+      EXPECT_TRUE(grad_ok(
+          [reverse, relu](const std::vector<Tensor>& v) { return rnn_sequence(v[0], v[1], v[2], relu, reverse); },
+          {gr, h0, wr}))
+          << "rnn relu " << relu << " reverse " << reverse;
+      Tensor h = h0;
+      const Tensor hs_r = rnn_sequence(gr, h0, wr, relu, reverse);
+      for (int64_t i = 0; i < T; ++i) {
+        const int64_t t = reverse ? T - 1 - i : i;
+        h = relu ? rnn_relu_cell(gr.select(0, t), h, eye_like(wr), wr) : rnn_tanh_cell(gr.select(0, t), h, eye_like(wr), wr);
+        EXPECT_TRUE(all_close(hs_r.select(0, t), values(h), h.shape(), 1e-14, 1e-14)) << "step " << t;
+      }
+    }
   }
 }
 

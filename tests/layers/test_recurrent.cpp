@@ -133,7 +133,9 @@ void check_case(const Case& c, DType dt) {
   const Tensor out_tm = c.batch_first ? out.transpose(0, 1) : out;
   EXPECT_TRUE(all_close(out_tm, r.out, {c.T, c.B, D * c.H}, tol, tol));
   EXPECT_TRUE(all_close(hn, r.hn, {c.L * D, c.B, c.H}, tol, tol));
-  if (c.kind == K::kLstm) EXPECT_TRUE(all_close(cn, r.cn, {c.L * D, c.B, c.H}, tol, 4 * tol));
+  if (c.kind == K::kLstm) {
+    EXPECT_TRUE(all_close(cn, r.cn, {c.L * D, c.B, c.H}, tol, 4 * tol));
+  }
 }
 
 const std::vector<Case> kCases = {
@@ -168,11 +170,14 @@ TEST(RecurrentLayer, UnbatchedInputIsOneBatchRow) {
   EXPECT_TRUE(all_close(h1, h3.squeeze(1), 0, 0));
 }
 
-TEST(RecurrentLayer, GradcheckOfSmallLstmAndGru) {
-  for (bool lstm : {true, false}) {
+TEST(RecurrentLayer, GradcheckOfSmallLstmGruAndRnn) {
+  for (int kind : {0, 1, 2}) {
+    const bool lstm = kind == 0;
     const nn::RNNOptions o{.num_layers = 2, .bidirectional = true};
-    std::shared_ptr<nn::Module> m = lstm ? std::shared_ptr<nn::Module>(std::make_shared<nn::LSTM>(3, 4, o))
-                                         : std::make_shared<nn::GRU>(3, 4, o);
+    std::shared_ptr<nn::Module> m;
+    if (kind == 0) m = std::make_shared<nn::LSTM>(3, 4, o);
+    if (kind == 1) m = std::make_shared<nn::GRU>(3, 4, o);
+    if (kind == 2) m = std::make_shared<nn::RNN>(3, 4, o);
     m->to(kFloat64), m->to(default_device());
     Tensor x = random_tensor({3, 2, 3}, kFloat64, Layout::Contiguous, 11);
     Tensor h0 = random_tensor({4, 2, 4}, kFloat64, Layout::Contiguous, 12);
@@ -185,10 +190,10 @@ TEST(RecurrentLayer, GradcheckOfSmallLstmAndGru) {
         auto [out, hc] = static_cast<nn::LSTM&>(*m)(v[0], std::tuple<Tensor, Tensor>{v[1], v[2]});
         return cat({out.reshape({-1}), std::get<0>(hc).reshape({-1}), std::get<1>(hc).reshape({-1})}, 0);
       }
-      auto [out, hn] = static_cast<nn::GRU&>(*m)(v[0], v[1]);
+      auto [out, hn] = kind == 1 ? static_cast<nn::GRU&>(*m)(v[0], v[1]) : static_cast<nn::RNN&>(*m)(v[0], v[1]);
       return cat({out.reshape({-1}), hn.reshape({-1}), mul(v[2], Scalar(0)).reshape({-1})}, 0);
     };
-    EXPECT_TRUE(grad_ok(fn, inputs)) << (lstm ? "LSTM" : "GRU");
+    EXPECT_TRUE(grad_ok(fn, inputs)) << "kind " << kind;
   }
 }
 
