@@ -27,6 +27,7 @@
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/scratch.h"
 #include "kernels/cpu/vec.h"
+#include "kernels/cpu/vec_math.h"
 
 namespace ember::kernels::cpu {
 namespace {
@@ -190,14 +191,17 @@ C row_max(const C* s) {
   }
 }
 
-// s[j] = exp(s[j] - shift) for j < kBc (0 where s[j] = -inf); returns their sum.
+// s[j] = exp(s[j] - shift) for j < kBc (0 where s[j] = -inf); returns their sum. vec_math.h's
+// exp clamps its argument at -87.3 (giving 1.2e-38): below that the weight is 0 here, so
+// that masked keys take no part and a fully masked row sums to 0.
 template <class C>
 C exp_row(C* s, C shift) {
   if constexpr (kVec<C>) {
-    const simd::Vec sh = simd::set1(shift);
+    const simd::Vec sh = simd::set1(shift), lo = simd::set1(-87.3365447505531f);
     simd::Vec sum = simd::zero();
     for (int64_t j = 0; j < kBc; j += simd::kLanes) {
-      const simd::Vec e = simd::exp(simd::sub(simd::load(s + j), sh));
+      const simd::Vec x = simd::load(s + j) - sh;
+      const simd::Vec e = simd::select(simd::greater(lo, x), simd::zero(), simd::exp(x));
       simd::store(s + j, e);
       sum = simd::add(sum, e);
     }

@@ -19,5 +19,6 @@ void register_norm();
 void register_fused_nn();
 void register_sparse();
 void register_attention();
+void register_rnn();
 
 }  // namespace ember::kernels::cpu

@@ -43,19 +43,6 @@ inline void store(float* p, Vec a, Mask m) { _mm512_mask_storeu_ps(p, m.m, a.v);
 
 inline Vec add(Vec a, Vec b) { return {_mm512_add_ps(a.v, b.v)}; }
 inline Vec max(Vec a, Vec b) { return {_mm512_max_ps(a.v, b.v)}; }  // b where either is NaN
-inline Vec sub(Vec a, Vec b) { return {_mm512_sub_ps(a.v, b.v)}; }
-inline Vec mul(Vec a, Vec b) { return {_mm512_mul_ps(a.v, b.v)}; }
-inline Vec fmadd(Vec a, Vec b, Vec c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)}; }  // a b + c, one rounding
-// The zero-masked forms: GCC 12 warns falsely about the plain ones' undefined operand.
-inline Vec round_nearest(Vec a) {
-  return {_mm512_maskz_roundscale_ps(0xffff, a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)};
-}
-// 2^n for integral n in [-126, 127], by building the exponent bits.
-inline Vec exp2_int(Vec n) {
-  const __m512i biased = _mm512_add_epi32(_mm512_maskz_cvtps_epi32(0xffff, n.v), _mm512_set1_epi32(127));
-  return {_mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xffff, biased, 23))};
-}
-inline Mask less(Vec a, Vec b) { return {_mm512_cmp_ps_mask(a.v, b.v, _CMP_LT_OQ)}; }
 inline Mask greater(Vec a, Vec b) { return {_mm512_cmp_ps_mask(a.v, b.v, _CMP_GT_OQ)}; }
 inline Mask is_nan(Vec a) { return {_mm512_cmp_ps_mask(a.v, a.v, _CMP_UNORD_Q)}; }
 inline Vec select(Mask m, Vec yes, Vec no) { return {_mm512_mask_mov_ps(no.v, m.m, yes.v)}; }
@@ -142,15 +129,6 @@ inline void store(float* p, Vec a, Mask m) { _mm256_maskstore_ps(p, _mm256_castp
 
 inline Vec add(Vec a, Vec b) { return {_mm256_add_ps(a.v, b.v)}; }
 inline Vec max(Vec a, Vec b) { return {_mm256_max_ps(a.v, b.v)}; }  // b where either is NaN
-inline Vec sub(Vec a, Vec b) { return {_mm256_sub_ps(a.v, b.v)}; }
-inline Vec mul(Vec a, Vec b) { return {_mm256_mul_ps(a.v, b.v)}; }
-inline Vec fmadd(Vec a, Vec b, Vec c) { return {_mm256_fmadd_ps(a.v, b.v, c.v)}; }  // a b + c, one rounding
-inline Vec round_nearest(Vec a) { return {_mm256_round_ps(a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)}; }
-inline Vec exp2_int(Vec n) {
-  const __m256i biased = _mm256_add_epi32(_mm256_cvtps_epi32(n.v), _mm256_set1_epi32(127));
-  return {_mm256_castsi256_ps(_mm256_slli_epi32(biased, 23))};
-}
-inline Mask less(Vec a, Vec b) { return {_mm256_cmp_ps(a.v, b.v, _CMP_LT_OQ)}; }
 inline Mask greater(Vec a, Vec b) { return {_mm256_cmp_ps(a.v, b.v, _CMP_GT_OQ)}; }
 inline Mask is_nan(Vec a) { return {_mm256_cmp_ps(a.v, a.v, _CMP_UNORD_Q)}; }
 inline Vec select(Mask m, Vec yes, Vec no) { return {_mm256_blendv_ps(no.v, yes.v, m.m)}; }
@@ -228,27 +206,6 @@ inline void store_n(float* p, Vec a, int64_t n) {
 // overlapping the one before it (which the caller recomputes to the same values), so
 // that every chunk is whole; a shorter row has one partial chunk at 0.
 inline int64_t chunk_start(int64_t c, int64_t n) { return n >= kLanes && c + kLanes > n ? n - kLanes : c; }
-
-// exp(x) within about 2 ulp (Cephes' expf): x = n ln2 + r with |r| <= ln2 / 2, exp(r) by
-// its degree-7 polynomial, times 2^n. Below -87.3 (where exp leaves the normal floats),
-// -inf included, it gives 0; NaN stays NaN. The fused attention kernel's exponentials.
-inline Vec exp(Vec x) {
-  const Vec lo = set1(-87.33654f), hi = set1(88.0f);
-  const Mask under = less(x, lo);
-  // Clamped by compares and selects, which keep a NaN x.
-  x = select(greater(x, hi), hi, select(under, lo, x));
-  const Vec n = round_nearest(mul(x, set1(1.44269504088896341f)));
-  Vec r = fmadd(n, set1(-0.693359375f), x);
-  r = fmadd(n, set1(2.12194440e-4f), r);
-  Vec p = set1(1.9875691500e-4f);
-  p = fmadd(p, r, set1(1.3981999507e-3f));
-  p = fmadd(p, r, set1(8.3334519073e-3f));
-  p = fmadd(p, r, set1(4.1665795894e-2f));
-  p = fmadd(p, r, set1(1.6666665459e-1f));
-  p = fmadd(p, r, set1(5.0000001201e-1f));
-  p = fmadd(mul(p, r), r, add(r, set1(1.0f)));
-  return select(under, zero(), mul(p, exp2_int(n)));
-}
 #endif
 
 }  // namespace ember::kernels::cpu::simd

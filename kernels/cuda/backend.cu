@@ -65,6 +65,7 @@ void register_cuda_kernels() {
   cuda::register_fused();
   cuda::register_sparse();
   cuda::register_attention();
+  cuda::register_rnn();
 }
 
 }  // namespace ember::kernels

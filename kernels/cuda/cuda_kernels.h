@@ -19,5 +19,6 @@ void register_optim();
 void register_fused();
 void register_sparse();
 void register_attention();
+void register_rnn();
 
 }  // namespace ember::kernels::cuda
