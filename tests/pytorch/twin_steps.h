@@ -61,13 +61,16 @@ struct Twin {
   int64_t steps() const { return st.at("losses").numel(); }
 
   // Converts `m` to float64 on the test device and gives every parameter the twin's value
-  // (twin_steps.hash_init); buffers keep their initial values, as PyTorch's.
+  // (twin_steps.hash_init); buffers keep their initial values, as PyTorch's, but for those
+  // the twin wrote as "buffer.<name>" (computed in float32 by the original, where an ulp
+  // between ember's and PyTorch's functions would show).
   void init_module(nn::Module& m) const {
     m.to(kFloat64);
     m.to(default_device());
     NamedTensors state = m.state_dict();
     size_t set = 0;
     for (auto& [key, t] : state) {
+      if (st.contains("buffer." + key)) t = at("buffer." + key);
       if (!init.contains(key)) continue;
       const json& s = init.at(key);
       const auto k = s.at(0).get<uint64_t>();
