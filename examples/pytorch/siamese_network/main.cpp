@@ -26,11 +26,19 @@ class AppMatcher : public ember::data::Dataset<PairSample> {
   AppMatcher(const ember::data::TensorDataset& d, uint64_t seed) : data_(d.data() * 255.0), rng_(seed) {
     const std::vector<int64_t> targets = d.targets().to_vector<int64_t>();
     for (size_t i = 0; i < targets.size(); ++i) grouped_examples_[targets[i]].push_back(static_cast<int64_t>(i));
+    // The original draws among all 10 classes; a set cut by --limit-train may lack some, so
+    // the first image's class is one with two images at least, the other one with any.
+    for (int64_t c = 0; c < 10; ++c) {
+      if (grouped_examples_[c].size() >= 2) pair_classes_.push_back(c);
+      if (!grouped_examples_[c].empty()) classes_.push_back(c);
+    }
+    EMBER_CHECK(!pair_classes_.empty() && classes_.size() >= 2,
+                "siamese_network: the images must hold two classes, one of them twice (use a larger --limit-train/--limit-test)");
   }
   int64_t size() const override { return data_.size(0); }
   PairSample get(int64_t index) const override {
     const std::lock_guard<std::mutex> lock(mu_);
-    const int64_t selected_class = randint(0, 9);
+    const int64_t selected_class = pair_classes_[randint(0, static_cast<int64_t>(pair_classes_.size()) - 1)];
     const auto& group = grouped_examples_[selected_class];
     const int64_t random_index_1 = randint(0, static_cast<int64_t>(group.size()) - 1);
     const Tensor image_1 = data_.select(0, group[random_index_1]);
@@ -39,8 +47,9 @@ class AppMatcher : public ember::data::Dataset<PairSample> {
       while (random_index_2 == random_index_1) random_index_2 = randint(0, static_cast<int64_t>(group.size()) - 1);
       return {image_1, data_.select(0, group[random_index_2]), ember::tensor({1.0})};
     }
-    int64_t other_selected_class = randint(0, 9);
-    while (other_selected_class == selected_class) other_selected_class = randint(0, 9);
+    const auto draw_class = [&] { return classes_[randint(0, static_cast<int64_t>(classes_.size()) - 1)]; };
+    int64_t other_selected_class = draw_class();
+    while (other_selected_class == selected_class) other_selected_class = draw_class();
     const auto& other = grouped_examples_[other_selected_class];
     return {image_1, data_.select(0, other[randint(0, static_cast<int64_t>(other.size()) - 1)]), ember::tensor({0.0})};
   }
@@ -49,6 +58,7 @@ class AppMatcher : public ember::data::Dataset<PairSample> {
   int64_t randint(int64_t lo, int64_t hi) const { return std::uniform_int_distribution<int64_t>(lo, hi)(rng_); }
   Tensor data_;
   std::vector<int64_t> grouped_examples_[10];
+  std::vector<int64_t> pair_classes_, classes_;
   mutable std::mt19937_64 rng_;
   mutable std::mutex mu_;
 };
