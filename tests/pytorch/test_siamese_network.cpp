@@ -1,5 +1,5 @@
-// examples/pytorch/siamese_network against its PyTorch twin (siamese_network_twin.py): 2
-// steps of Adadelta with StepLR stepped after each, BCE, batch norm in training mode (its
+// examples/pytorch/siamese_network against its PyTorch twin (siamese_network_twin.py): 1
+// step of Adadelta with StepLR stepped after it, BCE, batch norm in training mode (its
 // running statistics updated twice a step, once per image of the pairs).
 #include "examples/pytorch/siamese_network/model.h"
 #include "tests/pytorch/twin_steps.h"
