@@ -11,6 +11,13 @@
 //   fc1       [N, 3136] @ [3136, 128]                  2*N*3136*128     = 103 MFLOP fwd
 // The counters give FLOP/s or bytes/s of that minimum work, to set beside the machine's
 // peak (README) and the same ops in libtorch (bench/peers).
+//
+// Recurrent layers at the PyTorch examples' shapes, BM_layer/<case>/fwd (no autograd) and
+// /fwdbwd (forward with autograd, then backward of the output): the FLOPs are the GEMMs'
+// (2 T B G H (I + H) per layer and direction forward, twice that backward):
+//   lstm_wlm   LSTM(200, 200, num_layers=2, dropout=0.2), [35, 20, 200]  (word_language_model)
+//   gru_wlm    GRU(200, 200, num_layers=2, dropout=0.2), [35, 20, 200]
+//   lstm_mnist LSTM(28, 64, batch_first), [64, 28, 28]                   (mnist_rnn)
 #include <benchmark/benchmark.h>
 
 #include <functional>
@@ -94,6 +101,55 @@ void bm_backward(benchmark::State& state, const LayerCase& c) {
   }
   set_rates(state, c.bwd_flops, c.bwd_bytes);
 }
+
+struct RecurrentCase {
+  std::string name;
+  bool lstm;
+  int64_t T, B, I, H, layers;
+  double dropout;
+  bool batch_first;
+  double flops() const {  // forward GEMMs
+    const double G = lstm ? 4 : 3;
+    return 2.0 * T * B * G * H * (I + H) + (layers - 1) * 2.0 * T * B * G * H * (2 * H);
+  }
+};
+
+void bm_recurrent(benchmark::State& state, const RecurrentCase& c, bool backward) {
+  const ember::nn::RNNOptions o{.num_layers = c.layers, .batch_first = c.batch_first, .dropout = c.dropout};
+  ember::Generator gen(7);
+  std::shared_ptr<ember::nn::LSTM> lstm = c.lstm ? std::make_shared<ember::nn::LSTM>(c.I, c.H, o) : nullptr;
+  std::shared_ptr<ember::nn::GRU> gru = c.lstm ? nullptr : std::make_shared<ember::nn::GRU>(c.I, c.H, o);
+  const Tensor x = ember::randn(c.batch_first ? ember::Shape{c.B, c.T, c.I} : ember::Shape{c.T, c.B, c.I},
+                                ember::kFloat32, &gen);
+  auto run = [&] { return c.lstm ? std::get<0>((*lstm)(x)) : std::get<0>((*gru)(x)); };
+  const Tensor g = ember::randn(run().shape(), ember::kFloat32, &gen);
+  for (auto _ : state) {
+    if (backward) {
+      run().backward(g);
+    } else {
+      ember::NoGradGuard no_grad;
+      Tensor y = run();
+      benchmark::DoNotOptimize(y.data_ptr());
+    }
+  }
+  set_rates(state, backward ? 3 * c.flops() : c.flops(), 0);
+}
+
+[[maybe_unused]] const bool registered_recurrent = [] {
+  static const std::vector<RecurrentCase> all = {
+      {"lstm_wlm", true, 35, 20, 200, 200, 2, 0.2, false},
+      {"gru_wlm", false, 35, 20, 200, 200, 2, 0.2, false},
+      {"lstm_mnist", true, 28, 64, 28, 64, 1, 0, true},
+  };
+  for (const RecurrentCase& c : all)
+    for (const bool bwd : {false, true})
+      benchmark::RegisterBenchmark(("BM_layer/" + c.name + (bwd ? "/fwdbwd" : "/fwd")).c_str(),
+                                   [&c, bwd](benchmark::State& s) { bm_recurrent(s, c, bwd); })
+          ->UseRealTime()
+          ->MinTime(0.3)
+          ->Unit(benchmark::kMillisecond);
+  return true;
+}();
 
 [[maybe_unused]] const bool registered = [] {
   static const std::vector<LayerCase> all = cases();

@@ -12,4 +12,5 @@
 #include "layers/loss.h"
 #include "layers/module.h"
 #include "layers/normalization.h"
+#include "layers/recurrent.h"
 #include "layers/transformer.h"

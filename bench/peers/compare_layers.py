@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""ember against libtorch on the Fashion-MNIST CNN's ops, one by one, on one machine.
+"""ember against libtorch on the Fashion-MNIST CNN's ops, one by one, and the recurrent layers at the
+PyTorch examples' shapes (bench/bench_layers.cpp), on one machine.
 
 Usage: bench/peers/compare_layers.py BUILD_DIR [--threads 1,2] [--isa avx2|avx512]
 

@@ -59,5 +59,31 @@ int main(int argc, char** argv) {
                     if (t.requires_grad()) t.mutable_grad() = torch::Tensor();
                 }));
   }
+  // Recurrent layers at the examples' shapes (bench/bench_layers.cpp's recurrent cases):
+  // fwd without autograd, fwdbwd the forward with autograd and the backward of its output.
+  struct Rnn {
+    const char* name;
+    bool lstm;
+    int64_t T, B, I, H, layers;
+    double dropout;
+    bool batch_first;
+  };
+  for (const Rnn& r : {Rnn{"lstm_wlm", true, 35, 20, 200, 200, 2, 0.2, false},
+                       Rnn{"gru_wlm", false, 35, 20, 200, 200, 2, 0.2, false},
+                       Rnn{"lstm_mnist", true, 28, 64, 28, 64, 1, 0, true}}) {
+    torch::nn::LSTM lstm(torch::nn::LSTMOptions(r.I, r.H).num_layers(r.layers).dropout(r.dropout).batch_first(
+        r.batch_first));
+    torch::nn::GRU gru(torch::nn::GRUOptions(r.I, r.H).num_layers(r.layers).dropout(r.dropout).batch_first(
+        r.batch_first));
+    const torch::Tensor x = torch::randn(r.batch_first ? std::vector<int64_t>{r.B, r.T, r.I}
+                                                       : std::vector<int64_t>{r.T, r.B, r.I});
+    auto run = [&] { return r.lstm ? std::get<0>(lstm->forward(x)) : std::get<0>(gru->forward(x)); };
+    const torch::Tensor g = torch::randn_like(run());
+    {
+      torch::NoGradGuard no_grad;
+      std::printf("%s fwd %.3f\n", r.name, median_ms([&] { run(); }));
+    }
+    std::printf("%s fwdbwd %.3f\n", r.name, median_ms([&] { run().backward(g); }));
+  }
   return 0;
 }

@@ -40,7 +40,7 @@ void index_select_kernel(const Tensor& out, const Tensor& in, int64_t dim, const
 // `a` (position itself) and `b` (position with dim replaced by the index value).
 template <class F>
 void for_each_indexed(const Tensor& index, const Shape& a_strides, const Shape& b_strides, int64_t dim,
-                      int64_t b_size, const char* op, bool parallel, const F& f) {
+                      int64_t b_size, const char* op, const F& f) {
   const int64_t nd = index.dim();
   const Shape& shape = index.shape();
   const int64_t* idx = static_cast<const int64_t*>(index.data_ptr());
@@ -58,10 +58,7 @@ void for_each_indexed(const Tensor& index, const Shape& a_strides, const Shape& 
       f(oa, ob + v * b_strides[dim]);
     }
   };
-  if (parallel)
-    parallel_for(0, index.numel(), kGrainSize, body);
-  else
-    body(0, index.numel());
+  parallel_for(0, index.numel(), kGrainSize, body);
 }
 
 void gather_kernel(const Tensor& out, const Tensor& in, int64_t dim, const Tensor& index) {
@@ -69,23 +66,61 @@ void gather_kernel(const Tensor& out, const Tensor& in, int64_t dim, const Tenso
     using T = typename decltype(tag)::type;
     T* o = static_cast<T*>(out.data_ptr());
     const T* x = static_cast<const T*>(in.data_ptr());
-    for_each_indexed(index, out.strides(), in.strides(), dim, in.shape()[dim], "gather", true,
+    for_each_indexed(index, out.strides(), in.strides(), dim, in.shape()[dim], "gather",
                      [&](int64_t oa, int64_t ob) { o[oa] = x[ob]; });
   });
 }
 
-// Serial: two positions may add into the same element.
+// Note [Parallel scatter_add]. Two positions of `index` write the same element of self only
+// when they differ in `dim` alone (self's other coordinates are the position's), so the
+// positions split into fibers along dim that no two threads share. Each task takes a chunk
+// of fibers and walks dim in order, the chunk's fibers side by side (consecutive fibers are
+// consecutive in memory when dim is not last): an element gets its terms in the order of
+// their position along dim, as a serial loop adds them, whatever the thread count.
 void scatter_add_kernel(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+  // A 0-d index is one position along a dim of size 1.
+  const int64_t nd = std::max<int64_t>(index.dim(), 1);
+  const auto dims = [nd](const Shape& v, int64_t fill) { return v.empty() ? Shape(nd, fill) : v; };
+  const Shape shape = dims(index.shape(), 1), as = dims(src.strides(), 0), bs = dims(self.strides(), 0),
+              is = dims(index.strides(), 0);
+  const int64_t len = shape[dim], fibers = index.numel() / len, bsize = self.dim() == 0 ? 1 : self.shape()[dim];
+  const int64_t* idx = static_cast<const int64_t*>(index.data_ptr());
+  constexpr int64_t kChunk = 256;
   visit_dtype(self.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_same_v<T, bool>) {
       EMBER_FAIL("scatter_add kernel: dtype bool is not supported");
     } else {
+      using C = compute_t<T>;
       T* y = static_cast<T*>(self.data_ptr());
       const T* s = static_cast<const T*>(src.data_ptr());
-      using C = compute_t<T>;
-      for_each_indexed(index, src.strides(), self.strides(), dim, self.shape()[dim], "scatter_add", false,
-                       [&](int64_t oa, int64_t ob) { y[ob] = static_cast<T>(static_cast<C>(y[ob]) + static_cast<C>(s[oa])); });
+      const int64_t chunks = (fibers + kChunk - 1) / kChunk;
+      parallel_for(0, chunks, std::max<int64_t>(1, kGrainSize / (kChunk * len)), [&](int64_t cb, int64_t ce) {
+        int64_t oa[kChunk], ob[kChunk], oi[kChunk];
+        for (int64_t chunk = cb; chunk < ce; ++chunk) {
+          const int64_t f0 = chunk * kChunk, nf = std::min(kChunk, fibers - f0);
+          for (int64_t j = 0; j < nf; ++j) {  // fiber f0 + j's offsets at position 0 along dim
+            int64_t rem = f0 + j, a = 0, b = 0, i = 0;
+            for (int64_t d = nd - 1; d >= 0; --d) {
+              if (d == dim) continue;
+              const int64_t c = rem % shape[d];
+              rem /= shape[d];
+              a += c * as[d];
+              b += c * bs[d];
+              i += c * is[d];
+            }
+            oa[j] = a, ob[j] = b, oi[j] = i;
+          }
+          for (int64_t c = 0; c < len; ++c) {
+            for (int64_t j = 0; j < nf; ++j) {
+              const int64_t v = idx[oi[j] + c * is[dim]];
+              check_index("scatter_add", v, dim, bsize);
+              T& dst = y[ob[j] + v * bs[dim]];
+              dst = static_cast<T>(static_cast<C>(dst) + static_cast<C>(s[oa[j] + c * as[dim]]));
+            }
+          }
+        }
+      });
     }
   });
 }

@@ -240,6 +240,40 @@ TEST(TensorErgonomics, IndexAddAddsInOrderAndIsIndexSelectsBackward) {
   EXPECT_TRUE(gradgrad_ok([ix](const Ins& v) { return mul(index_select(v[0], 0, ix), v[1]); }, {a, b}));
 }
 
+// scatter_add runs in parallel over the fibers along dim (Note [Parallel scatter_add]): each
+// element still gets its terms in order of position along dim, so float32 results equal a
+// serial float32 loop bit for bit, at any thread count, for every dim, with many
+// collisions (the index draws from 3 values) and a strided source.
+TEST(TensorErgonomics, ScatterAddAddsInPositionOrderAtAnyThreadCount) {
+  const int saved = get_num_threads();
+  const Shape shape{5, 37, 300};
+  for (int64_t dim = 0; dim < 3; ++dim) {
+    Shape self_shape = shape;
+    self_shape[static_cast<size_t>(dim)] = 3;
+    const Tensor self = random_tensor(self_shape, kFloat32, Layout::Contiguous, 20);
+    const Tensor src = random_tensor(shape, kFloat32, Layout::Transposed, 21);
+    std::vector<int64_t> iv(static_cast<size_t>(5 * 37 * 300));
+    for (size_t i = 0; i < iv.size(); ++i) iv[i] = static_cast<int64_t>((i * 7 + i / 11) % 3);
+    const Tensor index = tensor(std::vector<double>(iv.begin(), iv.end()), shape, kInt64);
+    std::vector<float> want = self.to(Device::cpu()).contiguous().to_vector<float>();
+    const std::vector<float> sv = src.to(Device::cpu()).contiguous().to_vector<float>();
+    for (int64_t a = 0; a < shape[0]; ++a)
+      for (int64_t b = 0; b < shape[1]; ++b)
+        for (int64_t c = 0; c < shape[2]; ++c) {
+          const size_t p = static_cast<size_t>((a * shape[1] + b) * shape[2] + c);
+          int64_t t[3] = {a, b, c};
+          t[dim] = iv[p];
+          want[static_cast<size_t>((t[0] * self_shape[1] + t[1]) * self_shape[2] + t[2])] += sv[p];
+        }
+    for (int threads : {1, 2, 3}) {
+      set_num_threads(threads);
+      EXPECT_EQ(scatter_add(self, dim, index.to(self.device()), src).to(Device::cpu()).to_vector<float>(), want)
+          << "dim " << dim << ", " << threads << " threads";
+    }
+  }
+  set_num_threads(saved);
+}
+
 TEST(TensorErgonomics, RandLikeTakesShapeDtypeAndDevice) {
   const Tensor t = zeros({3, 5}, kFloat64);
   Generator g1(7), g2(7);
