@@ -1,5 +1,5 @@
-// pytorch/examples' word_language_model/main.py with --model Transformer: a word-level
-// language model trained by truncated backpropagation through time (--bptt), plain SGD by
+// pytorch/examples' word_language_model/main.py: a word-level language model (--model
+// LSTM, GRU, RNN_TANH, RNN_RELU or Transformer) trained by truncated backpropagation through time (--bptt), plain SGD by
 // hand with gradient clipping, the learning rate divided by 4 whenever the validation loss
 // does not improve. WikiText-2 is not on this machine: the corpus is a text file (--data,
 // by default Debian's /usr/share/common-licenses/GPL-3), its lines split 80/10/10 into
@@ -61,7 +61,7 @@ std::pair<Tensor, Tensor> get_batch(const Tensor& source, int64_t i, int64_t bpt
 
 int main(int argc, char** argv) {
   return ember::run_program("ember_pt_word_language_model", [&] {
-    CLI::App app{"pytorch/examples' word_language_model (Transformer) in ember: a word-level language model"};
+    CLI::App app{"pytorch/examples' word_language_model in ember: a word-level language model"};
     app.failure_message(ember::cli_failure_message);
     ember::pt::Flags flags;
     flags.epochs = 40;
@@ -70,8 +70,13 @@ int main(int argc, char** argv) {
     std::string data = "/usr/share/common-licenses/GPL-3";
     int64_t emsize = 200, nhid = 200, nlayers = 2, nhead = 2, bptt = 35;
     double clip = 0.25, dropout = 0.2;
+    std::string model_type = "LSTM";
+    bool tied = false;
     ember::pt::add_flags(app, flags, /*with_data=*/false);
     app.add_option("--data", data, "text file of the corpus")->capture_default_str();
+    app.add_option("--model", model_type, "type of network (RNN_TANH, RNN_RELU, LSTM, GRU, Transformer)")
+        ->check(CLI::IsMember({"RNN_TANH", "RNN_RELU", "LSTM", "GRU", "Transformer"}))->capture_default_str();
+    app.add_flag("--tied", tied, "tie the word embedding and softmax weights");
     app.add_option("--emsize", emsize, "size of word embeddings")->check(CLI::Range(int64_t{2}, int64_t{65536}).description(""))->type_name("INT in [2, 65536]")->capture_default_str();
     app.add_option("--nhid", nhid, "number of hidden units per layer")->check(CLI::Range(int64_t{1}, int64_t{65536}).description(""))->type_name("INT in [1, 65536]")->capture_default_str();
     app.add_option("--nlayers", nlayers, "number of layers")->check(CLI::Range(int64_t{1}, int64_t{1024}).description(""))->type_name("INT in [1, 1024]")->capture_default_str();
@@ -89,17 +94,38 @@ int main(int argc, char** argv) {
     const Tensor test_data = batchify(corpus.test, eval_batch_size, device);
     const auto ntokens = static_cast<int64_t>(corpus.idx2word.size());
     std::printf("corpus %s: %lld words, %lld distinct\n", data.c_str(), static_cast<long long>(corpus.train.size() + corpus.valid.size() + corpus.test.size()), static_cast<long long>(ntokens));
-    auto model = std::make_shared<pt_word_language_model::TransformerModel>(ntokens, emsize, nhead, nhid, nlayers, dropout);
+    using namespace pt_word_language_model;
+    const bool transformer = model_type == "Transformer";
+    std::shared_ptr<ember::nn::Module> model;
+    if (transformer) {
+      model = std::make_shared<TransformerModel>(ntokens, emsize, nhead, nhid, nlayers, dropout);
+    } else {
+      model = std::make_shared<RNNModel>(model_type, ntokens, emsize, nhid, nlayers, dropout, tied);
+    }
     model->to(device);
     ember::nn::NLLLoss criterion;
+    // One batch through the model: the Transformer's forward(src), or the RNN's with the
+    // state carried over (repackaged: cut from the previous batch's graph).
+    Hidden hidden;
+    auto run = [&](const Tensor& input) {
+      if (transformer) return std::static_pointer_cast<TransformerModel>(model)->forward(input).view({-1, ntokens});
+      hidden = {hidden.h.detach(), hidden.c.defined() ? hidden.c.detach() : Tensor()};
+      Tensor output;
+      std::tie(output, hidden) = (*std::static_pointer_cast<RNNModel>(model))(input, hidden);
+      return output;
+    };
+    auto init_hidden = [&](int64_t bsz) {
+      if (!transformer) hidden = std::static_pointer_cast<RNNModel>(model)->init_hidden(bsz);
+    };
 
     auto evaluate = [&](const Tensor& source) {
       model->eval();
       ember::NoGradGuard no_grad;
       double total_loss = 0;
+      init_hidden(eval_batch_size);
       for (int64_t i = 0; i < source.size(0) - 1; i += bptt) {
         auto [input, targets] = get_batch(source, i, bptt);
-        const Tensor output = model->forward(input).view({-1, ntokens});
+        const Tensor output = run(input);
         total_loss += static_cast<double>(input.size(0)) * criterion(output, targets).item<double>();
         if (flags.dry_run) break;
       }
@@ -111,10 +137,11 @@ int main(int argc, char** argv) {
       model->train();
       double total_loss = 0;
       int64_t batches = 0;
+      init_hidden(flags.batch_size);
       for (int64_t i = 0; i < train_data.size(0) - 1; i += bptt) {
         auto [input, targets] = get_batch(train_data, i, bptt);
         model->zero_grad();
-        Tensor loss = criterion(model->forward(input).view({-1, ntokens}), targets);
+        Tensor loss = criterion(run(input), targets);
         loss.backward();
         // clip_grad_norm helps prevent the exploding gradient problem in RNNs / LSTMs.
         ember::optim::clip_grad_norm_(model->parameters(), clip);

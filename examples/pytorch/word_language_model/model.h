@@ -1,10 +1,13 @@
-// pytorch/examples' word_language_model/model.py: TransformerModel, an nn::Transformer
-// whose decoder is replaced by a Linear to the vocabulary, with a sinusoidal
-// PositionalEncoding and a causal mask. (Its RNNModel needs ember's recurrent layers.)
+// pytorch/examples' word_language_model/model.py: RNNModel (an embedding, an LSTM, GRU or
+// RNN, a Linear to the vocabulary, optionally tied to the embedding) and TransformerModel
+// (an nn::Transformer whose decoder is replaced by a Linear to the vocabulary, with a
+// sinusoidal PositionalEncoding and a causal mask).
 #pragma once
 
 #include <cmath>
 #include <memory>
+#include <string>
+#include <utility>
 
 #include "ember.h"
 
@@ -12,6 +15,90 @@ namespace pt_word_language_model {
 
 using ember::Tensor;
 namespace nn = ember::nn;
+
+// The recurrent state: h [nlayers, N, nhid], and c for an LSTM.
+struct Hidden {
+  Tensor h, c;
+};
+
+// Container module with an encoder, a recurrent module, and a decoder.
+class RNNModel : public nn::Callable<RNNModel> {
+ public:
+  RNNModel(const std::string& rnn_type, int64_t ntoken, int64_t ninp, int64_t nhid, int64_t nlayers, double dropout = 0.5,
+           bool tie_weights = false)
+      : drop(register_module("drop", std::make_shared<nn::Dropout>(dropout))),
+        encoder(register_module("encoder", std::make_shared<nn::Embedding>(ntoken, ninp))),
+        rnn(register_module("rnn", make_rnn(rnn_type, ninp, nhid, nlayers, dropout))),
+        decoder(register_module("decoder", std::make_shared<nn::Linear>(nhid, ntoken))),
+        rnn_type_(rnn_type),
+        ntoken_(ntoken),
+        nhid_(nhid),
+        nlayers_(nlayers) {
+    // Optionally tie weights as in "Using the Output Embedding to Improve Language Models"
+    // (Press & Wolf 2016) and "Tying Word Vectors and Word Classifiers" (Inan et al. 2016).
+    if (tie_weights) {
+      EMBER_CHECK(nhid == ninp, "When using the tied flag, nhid must be equal to emsize");
+      decoder->weight = encoder->weight;
+    }
+    init_weights();
+  }
+
+  void init_weights() {
+    const double initrange = 0.1;
+    nn::init::uniform_(encoder->weight, -initrange, initrange);
+    nn::init::zeros_(decoder->bias);
+    nn::init::uniform_(decoder->weight, -initrange, initrange);
+  }
+
+  // input: int64 token ids [S, N]; (log-probabilities [S * N, ntoken], the next state).
+  std::pair<Tensor, Hidden> forward(const Tensor& input, const Hidden& hidden) {
+    const Tensor emb = (*drop)((*encoder)(input));
+    Tensor output;
+    Hidden next;
+    if (auto lstm = std::dynamic_pointer_cast<nn::LSTM>(rnn)) {
+      std::tuple<Tensor, Tensor> hc;
+      std::tie(output, hc) = (*lstm)(emb, std::make_tuple(hidden.h, hidden.c));
+      std::tie(next.h, next.c) = hc;
+    } else if (auto gru = std::dynamic_pointer_cast<nn::GRU>(rnn)) {
+      std::tie(output, next.h) = (*gru)(emb, hidden.h);
+    } else {
+      std::tie(output, next.h) = (*std::dynamic_pointer_cast<nn::RNN>(rnn))(emb, hidden.h);
+    }
+    output = (*drop)(output);
+    Tensor decoded = (*decoder)(output);
+    decoded = decoded.view({-1, ntoken_});
+    return {ember::log_softmax(decoded, 1), next};
+  }
+
+  Hidden init_hidden(int64_t bsz) const {
+    const Tensor& weight = encoder->weight;
+    const ember::TensorOptions options(weight.dtype(), weight.device());
+    Hidden h{ember::zeros({nlayers_, bsz, nhid_}, options), {}};
+    if (rnn_type_ == "LSTM") h.c = ember::zeros({nlayers_, bsz, nhid_}, options);
+    return h;
+  }
+  std::string name() const override { return "RNNModel"; }
+
+  std::shared_ptr<nn::Dropout> drop;
+  std::shared_ptr<nn::Embedding> encoder;
+  std::shared_ptr<nn::Module> rnn;  // nn::LSTM, nn::GRU or nn::RNN
+  std::shared_ptr<nn::Linear> decoder;
+
+ private:
+  static std::shared_ptr<nn::Module> make_rnn(const std::string& rnn_type, int64_t ninp, int64_t nhid, int64_t nlayers,
+                                              double dropout) {
+    const nn::RNNOptions options{.num_layers = nlayers, .dropout = dropout};
+    if (rnn_type == "LSTM") return std::make_shared<nn::LSTM>(ninp, nhid, options);
+    if (rnn_type == "GRU") return std::make_shared<nn::GRU>(ninp, nhid, options);
+    EMBER_CHECK(rnn_type == "RNN_TANH" || rnn_type == "RNN_RELU",
+                "An invalid option for `--model` was supplied, options are ['LSTM', 'GRU', 'RNN_TANH' or 'RNN_RELU']");
+    nn::RNNOptions rnn_options = options;
+    rnn_options.nonlinearity = rnn_type == "RNN_TANH" ? nn::RNNNonlinearity::kTanh : nn::RNNNonlinearity::kReLU;
+    return std::make_shared<nn::RNN>(ninp, nhid, rnn_options);
+  }
+  std::string rnn_type_;
+  int64_t ntoken_, nhid_, nlayers_;
+};
 
 class PositionalEncoding : public nn::Module {
  public:
