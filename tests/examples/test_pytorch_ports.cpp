@@ -31,7 +31,7 @@ const Port kPorts[] = {
     {"word_language_model", "--dry-run --epochs 1 --emsize 16 --nhid 16 --nlayers 1", "End of training"},
     {"word_language_model", "--dry-run --epochs 1 --emsize 16 --nhid 16 --nlayers 1 --model Transformer", "End of training"},
     {"word_language_model", "--dry-run --epochs 1 --emsize 16 --nhid 16 --nlayers 2 --model GRU --tied", "End of training"},
-    {"time_sequence_prediction", "--dry-run", "test loss:"},
+    {"time_sequence_prediction", "--dry-run --waves 6 --length 50", "test loss:"},
     {"imagenet", "--dry-run --epochs 1 --image-size 32 --batch-size 4 --limit-train 8 --limit-test 8", "Acc@1"},
     {"siamese_network", "--dry-run --epochs 1 --batch-size 4 --limit-train 8 --limit-test 8", "Test set: Average loss"},
 };

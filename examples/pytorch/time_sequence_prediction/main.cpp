@@ -1,5 +1,5 @@
 // pytorch/examples' time_sequence_prediction: generate_sine_wave.py's 100 sine waves of
-// 1000 points (each shifted by a random whole number in [-80, 80), period 2 pi T, T = 20),
+// 1000 points (--waves, --length) (each shifted by a random whole number in [-80, 80), period 2 pi T, T = 20),
 // then train.py: LBFGS (lr 0.8) on waves 3..99 with the MSE of the next point, and after
 // each step the test loss on waves 0..2 with 1000 points predicted beyond them. The
 // original also plots the predictions (matplotlib); this port prints the losses only.
@@ -20,13 +20,15 @@ int main(int argc, char** argv) {
     ember::pt::Flags flags;
     flags.lr = 0.8;
     flags.seed = 0;
-    int64_t steps = 15;
+    int64_t steps = 15, N = 100, L = 1000;
     ember::pt::add_flags(app, flags, /*with_data=*/false);
     app.add_option("--steps", steps, "steps to run")->check(CLI::Range(int64_t{1}, int64_t{1000000}).description(""))->type_name("INT in [1, 1000000]")->capture_default_str();
+    app.add_option("--waves", N, "sine waves generated (generate_sine_wave.py's N; the first 3 are the test set)")->check(CLI::Range(int64_t{4}, int64_t{100000}).description(""))->type_name("INT in [4, 100000]")->capture_default_str();
+    app.add_option("--length", L, "points per wave (generate_sine_wave.py's L)")->check(CLI::Range(int64_t{2}, int64_t{1000000}).description(""))->type_name("INT in [2, 1000000]")->capture_default_str();
     CLI11_PARSE(app, argc, argv);
     const ember::Device device = ember::pt::setup(flags);
 
-    const int64_t T = 20, L = 1000, N = 100;
+    const int64_t T = 20;
     std::mt19937_64 rng(flags.seed);
     std::uniform_int_distribution<int64_t> shift(-4 * T, 4 * T - 1);
     std::vector<double> wave(static_cast<size_t>(N * L));
