@@ -43,6 +43,18 @@ using nlohmann::json;
 inline constexpr double kRtol = 1e-8, kAtol = 1e-10;  // Note [Twin tolerance]
 inline constexpr int64_t kFull = 4096, kSamples = 8;  // as twin_steps.py
 
+// The float64 ResNet-18 steps take 15-40 s on the emulated CUDA device (seconds on the CPU
+// or a GPU): those tests skip it; conv2d's and batch_norm's device paths have their own
+// tests in tests/core and tests/layers.
+inline bool emulated_device() {
+#ifdef EMBER_TEST_EMULATED_CUDA
+  return default_device().is_cuda();
+#else
+  return false;
+#endif
+}
+inline constexpr const char* kResnetOnEmulator = "float64 ResNet-18 steps are too slow on the emulated device";
+
 // twin_steps.hash_uniform: splitmix64(k * 2^32 + i) >> 11, times 2^-53.
 inline double hash_uniform(uint64_t k, uint64_t i) {
   uint64_t z = (k << 32) + i + 0x9E3779B97F4A7C15ULL;
