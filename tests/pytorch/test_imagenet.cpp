@@ -8,7 +8,7 @@ namespace ember::test {
 namespace {
 
 TEST(PyTorchTwin, ImagenetResnet18) {
-  if (emulated_device()) GTEST_SKIP() << kResnetOnEmulator;
+  if (twin::emulated_device()) GTEST_SKIP() << twin::kResnetOnEmulator;
   const twin::Twin t = twin::load("imagenet");
   const auto& c = t.config;
   auto model = pt_imagenet::resnet18(c.at("num_classes"));

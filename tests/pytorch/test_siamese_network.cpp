@@ -8,7 +8,7 @@ namespace ember::test {
 namespace {
 
 TEST(PyTorchTwin, SiameseNetwork) {
-  if (emulated_device()) GTEST_SKIP() << kResnetOnEmulator;
+  if (twin::emulated_device()) GTEST_SKIP() << twin::kResnetOnEmulator;
   const twin::Twin t = twin::load("siamese_network");
   auto model = std::make_shared<pt_siamese_network::SiameseNetwork>();
   t.init_module(*model);
