@@ -1,0 +1,93 @@
+// pytorch/examples' word_language_model/model.py: TransformerModel, an nn::Transformer
+// whose decoder is replaced by a Linear to the vocabulary, with a sinusoidal
+// PositionalEncoding and a causal mask. (Its RNNModel needs ember's recurrent layers.)
+#pragma once
+
+#include <cmath>
+#include <memory>
+
+#include "ember.h"
+
+namespace pt_word_language_model {
+
+using ember::Tensor;
+namespace nn = ember::nn;
+
+class PositionalEncoding : public nn::Module {
+ public:
+  explicit PositionalEncoding(int64_t d_model, double dropout = 0.1, int64_t max_len = 5000)
+      : dropout_(register_module("dropout", std::make_shared<nn::Dropout>(dropout))),
+        pe(register_buffer("pe", make_pe(d_model, max_len))) {}
+  // x [S, N, E]
+  Tensor forward(const Tensor& x) override { return (*dropout_)(x + pe.slice(0, 0, x.size(0))); }
+  std::string name() const override { return "PositionalEncoding"; }
+
+ private:
+  // pe[pos, 2i] = sin(pos / 10000^(2i / d_model)), pe[pos, 2i + 1] the cosine; [max_len, 1,
+  // d_model], computed in float32 as the original.
+  static Tensor make_pe(int64_t d_model, int64_t max_len) {
+    const Tensor position = ember::arange(0, static_cast<double>(max_len), 1, ember::kFloat32).unsqueeze(1);
+    const Tensor div_term =
+        ember::exp(ember::arange(0, static_cast<double>(d_model), 2, ember::kFloat32) * (-std::log(10000.0) / d_model));
+    const Tensor angle = position * div_term;
+    // Interleaving the sines and cosines is the original's pe[:, 0::2] = sin, pe[:, 1::2] = cos.
+    return ember::stack({ember::sin(angle), ember::cos(angle)}, 2).view({max_len, d_model}).unsqueeze(0).transpose(0, 1).contiguous();
+  }
+  std::shared_ptr<nn::Dropout> dropout_;
+
+ public:
+  Tensor& pe;
+};
+
+// Container module with an encoder, a transformer module, and a decoder. As in the
+// original, nn::Transformer's decoder stack is replaced by the Linear named "decoder"; the
+// base's `decoder` member still points at the stack replaced, so this class's own
+// `decoder` hides it. Call it as model->forward(src): an nn::Callable's operator() runs
+// nn::Transformer's forward (its CRTP type), not this one.
+class TransformerModel : public nn::Transformer {
+ public:
+  TransformerModel(int64_t ntoken, int64_t ninp, int64_t nhead, int64_t nhid, int64_t nlayers, double dropout = 0.5)
+      : nn::Transformer({.d_model = ninp, .nhead = nhead, .num_encoder_layers = nlayers, .layer = {.dim_feedforward = nhid}}),
+        pos_encoder(register_module("pos_encoder", std::make_shared<PositionalEncoding>(ninp, dropout))),
+        input_emb(register_module("input_emb", std::make_shared<nn::Embedding>(ntoken, ninp))),
+        decoder(replace_module("decoder", std::make_shared<nn::Linear>(ninp, ntoken))),
+        ninp_(ninp) {
+    init_weights();
+  }
+
+  static Tensor generate_square_subsequent_mask(int64_t sz) { return ember::log(ember::tril(ember::ones({sz, sz}))); }
+
+  void init_weights() {
+    const double initrange = 0.1;
+    nn::init::uniform_(input_emb->weight, -initrange, initrange);
+    nn::init::zeros_(decoder->bias);
+    nn::init::uniform_(decoder->weight, -initrange, initrange);
+  }
+
+  // src: int64 token ids [S, N]; log-probabilities [S, N, ntoken].
+  Tensor forward(const Tensor& src, bool has_mask = true) {
+    if (has_mask) {
+      if (!src_mask.defined() || src_mask.size(0) != src.size(0))
+        src_mask = generate_square_subsequent_mask(src.size(0)).to(src.device()).to(model_dtype());
+    } else {
+      src_mask = Tensor();
+    }
+    Tensor x = (*input_emb)(src) * std::sqrt(static_cast<double>(ninp_));
+    x = (*pos_encoder)(x);
+    Tensor output = (*encoder)(x, src_mask);
+    output = (*decoder)(output);
+    return ember::log_softmax(output, -1);
+  }
+  std::string name() const override { return "TransformerModel"; }
+
+  std::shared_ptr<PositionalEncoding> pos_encoder;
+  std::shared_ptr<nn::Embedding> input_emb;
+  std::shared_ptr<nn::Linear> decoder;
+  Tensor src_mask;
+
+ private:
+  ember::DType model_dtype() const { return input_emb->weight.dtype(); }  // the model's dtype
+  int64_t ninp_;
+};
+
+}  // namespace pt_word_language_model
