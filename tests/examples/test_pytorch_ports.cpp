@@ -28,8 +28,12 @@ const Port kPorts[] = {
     {"vision_transformer",
      "--dry-run --epochs 1 --img-size 28 --patch-size 7 --latent-size 16 --num-heads 2 --num-encoders 1 --limit-train 8 --limit-test 8",
      "EPOCH[VALID]1/1"},
-    {"word_language_model", "--dry-run --epochs 1 --emsize 16 --nhid 16 --nlayers 1", "End of training"},
+    {"word_language_model", "--dry-run --epochs 1 --model Transformer --emsize 16 --nhid 16 --nlayers 1", "End of training"},
+    {"word_language_model", "--dry-run --epochs 1 --model LSTM --tied --emsize 16 --nhid 16 --nlayers 2", "End of training"},
+    {"word_language_model", "--dry-run --epochs 1 --model GRU --emsize 16 --nhid 8 --nlayers 1", "End of training"},
+    {"word_language_model", "--dry-run --epochs 1 --model RNN_RELU --emsize 16 --nhid 8 --nlayers 1", "End of training"},
     {"imagenet", "--dry-run --epochs 1 --image-size 32 --batch-size 4 --limit-train 8 --limit-test 8", "Acc@1"},
+    {"time_sequence_prediction", "--dry-run", "test loss:"},
     {"siamese_network", "--dry-run --epochs 1 --batch-size 4 --limit-train 8 --limit-test 8", "Test set: Average loss"},
 };
 

@@ -1,6 +1,7 @@
-// pytorch/examples' word_language_model/main.py with --model Transformer: a word-level
-// language model trained by truncated backpropagation through time (--bptt), plain SGD by
-// hand with gradient clipping, the learning rate divided by 4 whenever the validation loss
+// pytorch/examples' word_language_model/main.py: a word-level language model, RNNModel
+// (--model LSTM, GRU, RNN_TANH or RNN_RELU; --tied) or TransformerModel (--model
+// Transformer), trained by truncated backpropagation through time (--bptt), the recurrent
+// models' hidden state carried from batch to batch, plain SGD by hand with gradient clipping, the learning rate divided by 4 whenever the validation loss
 // does not improve. WikiText-2 is not on this machine: the corpus is a text file (--data,
 // by default Debian's /usr/share/common-licenses/GPL-3), its lines split 80/10/10 into
 // training, validation and test text, words separated by white space, <eos> at each line's end.
@@ -10,6 +11,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "examples/pytorch/common.h"
@@ -61,7 +63,7 @@ std::pair<Tensor, Tensor> get_batch(const Tensor& source, int64_t i, int64_t bpt
 
 int main(int argc, char** argv) {
   return ember::run_program("ember_pt_word_language_model", [&] {
-    CLI::App app{"pytorch/examples' word_language_model (Transformer) in ember: a word-level language model"};
+    CLI::App app{"pytorch/examples' word_language_model in ember: an RNN/LSTM/GRU/Transformer language model"};
     app.failure_message(ember::cli_failure_message);
     ember::pt::Flags flags;
     flags.epochs = 40;
@@ -70,8 +72,12 @@ int main(int argc, char** argv) {
     std::string data = "/usr/share/common-licenses/GPL-3";
     int64_t emsize = 200, nhid = 200, nlayers = 2, nhead = 2, bptt = 35;
     double clip = 0.25, dropout = 0.2;
+    std::string model_type = "LSTM";
+    bool tied = false;
     ember::pt::add_flags(app, flags, /*with_data=*/false);
     app.add_option("--data", data, "text file of the corpus")->capture_default_str();
+    app.add_option("--model", model_type, "type of network (RNN_TANH, RNN_RELU, LSTM, GRU, Transformer)")
+        ->check(CLI::IsMember({"RNN_TANH", "RNN_RELU", "LSTM", "GRU", "Transformer"}))->capture_default_str();
     app.add_option("--emsize", emsize, "size of word embeddings")->check(CLI::Range(int64_t{2}, int64_t{65536}).description(""))->type_name("INT in [2, 65536]")->capture_default_str();
     app.add_option("--nhid", nhid, "number of hidden units per layer")->check(CLI::Range(int64_t{1}, int64_t{65536}).description(""))->type_name("INT in [1, 65536]")->capture_default_str();
     app.add_option("--nlayers", nlayers, "number of layers")->check(CLI::Range(int64_t{1}, int64_t{1024}).description(""))->type_name("INT in [1, 1024]")->capture_default_str();
@@ -79,6 +85,7 @@ int main(int argc, char** argv) {
     app.add_option("--bptt", bptt, "sequence length")->check(CLI::Range(int64_t{1}, int64_t{5000}).description(""))->type_name("INT in [1, 5000]")->capture_default_str();
     app.add_option("--clip", clip, "gradient clipping")->check(CLI::Range(0.0, 1e6).description(""))->type_name("FLOAT in [0, 1e6]")->capture_default_str();
     app.add_option("--dropout", dropout, "dropout applied to layers (0 = no dropout)")->check(CLI::Range(0.0, 1.0).description(""))->type_name("FLOAT in [0, 1]")->capture_default_str();
+    app.add_flag("--tied", tied, "tie the word embedding and softmax weights");
     CLI11_PARSE(app, argc, argv);
     const ember::Device device = ember::pt::setup(flags);
 
@@ -89,7 +96,15 @@ int main(int argc, char** argv) {
     const Tensor test_data = batchify(corpus.test, eval_batch_size, device);
     const auto ntokens = static_cast<int64_t>(corpus.idx2word.size());
     std::printf("corpus %s: %lld words, %lld distinct\n", data.c_str(), static_cast<long long>(corpus.train.size() + corpus.valid.size() + corpus.test.size()), static_cast<long long>(ntokens));
-    auto model = std::make_shared<pt_word_language_model::TransformerModel>(ntokens, emsize, nhead, nhid, nlayers, dropout);
+    using pt_word_language_model::RNNModel;
+    std::shared_ptr<ember::nn::Module> model;
+    std::shared_ptr<pt_word_language_model::TransformerModel> transformer;
+    std::shared_ptr<RNNModel> rnn;
+    if (model_type == "Transformer") {
+      model = transformer = std::make_shared<pt_word_language_model::TransformerModel>(ntokens, emsize, nhead, nhid, nlayers, dropout);
+    } else {
+      model = rnn = std::make_shared<RNNModel>(model_type, ntokens, emsize, nhid, nlayers, dropout, tied);
+    }
     model->to(device);
     ember::nn::NLLLoss criterion;
 
@@ -97,9 +112,17 @@ int main(int argc, char** argv) {
       model->eval();
       ember::NoGradGuard no_grad;
       double total_loss = 0;
+      RNNModel::Hidden hidden;
+      if (rnn) hidden = rnn->init_hidden(eval_batch_size);
       for (int64_t i = 0; i < source.size(0) - 1; i += bptt) {
         auto [input, targets] = get_batch(source, i, bptt);
-        const Tensor output = model->forward(input).view({-1, ntokens});
+        Tensor output;
+        if (transformer) {
+          output = transformer->forward(input).view({-1, ntokens});
+        } else {
+          std::tie(output, hidden) = (*rnn)(input, hidden);
+          hidden = pt_word_language_model::repackage_hidden(hidden);
+        }
         total_loss += static_cast<double>(input.size(0)) * criterion(output, targets).item<double>();
         if (flags.dry_run) break;
       }
@@ -111,10 +134,21 @@ int main(int argc, char** argv) {
       model->train();
       double total_loss = 0;
       int64_t batches = 0;
+      RNNModel::Hidden hidden;
+      if (rnn) hidden = rnn->init_hidden(flags.batch_size);
       for (int64_t i = 0; i < train_data.size(0) - 1; i += bptt) {
         auto [input, targets] = get_batch(train_data, i, bptt);
+        // Starting each batch, we detach the hidden state from how it was previously produced.
+        // If we didn't, the model would try backpropagating all the way to start of the dataset.
+        if (rnn) hidden = pt_word_language_model::repackage_hidden(hidden);
         model->zero_grad();
-        Tensor loss = criterion(model->forward(input).view({-1, ntokens}), targets);
+        Tensor output;
+        if (transformer) {
+          output = transformer->forward(input).view({-1, ntokens});
+        } else {
+          std::tie(output, hidden) = (*rnn)(input, hidden);
+        }
+        Tensor loss = criterion(output, targets);
         loss.backward();
         // clip_grad_norm helps prevent the exploding gradient problem in RNNs / LSTMs.
         ember::optim::clip_grad_norm_(model->parameters(), clip);

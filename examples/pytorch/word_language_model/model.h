@@ -1,10 +1,14 @@
-// pytorch/examples' word_language_model/model.py: TransformerModel, an nn::Transformer
-// whose decoder is replaced by a Linear to the vocabulary, with a sinusoidal
-// PositionalEncoding and a causal mask. (Its RNNModel needs ember's recurrent layers.)
+// pytorch/examples' word_language_model/model.py: RNNModel, an embedding, a recurrent
+// layer (LSTM, GRU, or RNN with tanh or ReLU) and a Linear decoder to the vocabulary whose
+// weight may be tied to the embedding's; and TransformerModel, an nn::Transformer whose
+// decoder is replaced by a Linear to the vocabulary, with a sinusoidal PositionalEncoding
+// and a causal mask.
 #pragma once
 
 #include <cmath>
 #include <memory>
+#include <string>
+#include <tuple>
 
 #include "ember.h"
 
@@ -12,6 +16,98 @@ namespace pt_word_language_model {
 
 using ember::Tensor;
 namespace nn = ember::nn;
+
+// Container module with an encoder, a recurrent module, and a decoder. The hidden state is
+// (h, c) for an LSTM and (h, undefined) for the others, where the original has a tuple or
+// a tensor.
+class RNNModel : public nn::Callable<RNNModel> {
+ public:
+  using Hidden = std::tuple<Tensor, Tensor>;
+
+  RNNModel(const std::string& rnn_type, int64_t ntoken, int64_t ninp, int64_t nhid, int64_t nlayers,
+           double dropout = 0.5, bool tie_weights = false)
+      : ntoken(ntoken),
+        drop(register_module("drop", std::make_shared<nn::Dropout>(dropout))),
+        encoder(register_module("encoder", std::make_shared<nn::Embedding>(ntoken, ninp))),
+        rnn_type(rnn_type),
+        nhid(nhid),
+        nlayers(nlayers) {
+    if (rnn_type == "LSTM") {
+      lstm = register_module("rnn", std::make_shared<nn::LSTM>(ninp, nhid, nn::RNNOptions{.num_layers = nlayers, .dropout = dropout}));
+    } else if (rnn_type == "GRU") {
+      gru = register_module("rnn", std::make_shared<nn::GRU>(ninp, nhid, nn::RNNOptions{.num_layers = nlayers, .dropout = dropout}));
+    } else {
+      EMBER_CHECK(rnn_type == "RNN_TANH" || rnn_type == "RNN_RELU",
+                  "An invalid option for `--model` was supplied, options are ['LSTM', 'GRU', 'RNN_TANH' or 'RNN_RELU'], got ",
+                  rnn_type);
+      const auto nonlinearity = rnn_type == "RNN_TANH" ? nn::RNNNonlinearity::kTanh : nn::RNNNonlinearity::kReLU;
+      rnn = register_module(
+          "rnn", std::make_shared<nn::RNN>(ninp, nhid, nn::RNNOptions{.num_layers = nlayers, .nonlinearity = nonlinearity, .dropout = dropout}));
+    }
+    decoder = register_module("decoder", std::make_shared<nn::Linear>(nhid, ntoken));
+
+    // Optionally tie weights as in:
+    // "Using the Output Embedding to Improve Language Models" (Press & Wolf 2016)
+    // https://arxiv.org/abs/1608.05859
+    // and
+    // "Tying Word Vectors and Word Classifiers: A Loss Framework for Language Modeling" (Inan et al. 2016)
+    // https://arxiv.org/abs/1611.01462
+    if (tie_weights) {
+      EMBER_CHECK(nhid == ninp, "When using the tied flag, nhid must be equal to emsize");
+      decoder->weight = encoder->weight;
+    }
+    init_weights();
+  }
+
+  void init_weights() {
+    const double initrange = 0.1;
+    nn::init::uniform_(encoder->weight, -initrange, initrange);
+    nn::init::zeros_(decoder->bias);
+    nn::init::uniform_(decoder->weight, -initrange, initrange);
+  }
+
+  // input: int64 token ids [S, N]; returns log-probabilities [S N, ntoken] and the hidden state.
+  std::tuple<Tensor, Hidden> forward(const Tensor& input, const Hidden& hidden) {
+    const Tensor emb = (*drop)((*encoder)(input));
+    Tensor output;
+    Hidden next;
+    if (lstm) {
+      auto [out, hc] = (*lstm)(emb, hidden);
+      output = out, next = hc;
+    } else {
+      auto [out, h] = gru ? (*gru)(emb, std::get<0>(hidden)) : (*rnn)(emb, std::get<0>(hidden));
+      output = out, next = {h, Tensor()};
+    }
+    output = (*drop)(output);
+    Tensor decoded = (*decoder)(output);
+    decoded = decoded.view({-1, ntoken});
+    return {ember::log_softmax(decoded, 1), next};
+  }
+
+  Hidden init_hidden(int64_t bsz) const {
+    const Tensor& weight = encoder->weight;  // the first parameter, as next(self.parameters())
+    const ember::TensorOptions options(weight.dtype(), weight.device());
+    if (rnn_type == "LSTM") return {ember::zeros({nlayers, bsz, nhid}, options), ember::zeros({nlayers, bsz, nhid}, options)};
+    return {ember::zeros({nlayers, bsz, nhid}, options), Tensor()};
+  }
+  std::string name() const override { return "RNNModel"; }
+
+  int64_t ntoken;
+  std::shared_ptr<nn::Dropout> drop;
+  std::shared_ptr<nn::Embedding> encoder;
+  std::shared_ptr<nn::LSTM> lstm;  // the "rnn" module: one of lstm, gru and rnn, as rnn_type says
+  std::shared_ptr<nn::GRU> gru;
+  std::shared_ptr<nn::RNN> rnn;
+  std::shared_ptr<nn::Linear> decoder;
+  std::string rnn_type;
+  int64_t nhid, nlayers;
+};
+
+// Starting each batch, the hidden state is detached from how it was previously produced.
+inline RNNModel::Hidden repackage_hidden(const RNNModel::Hidden& h) {
+  const auto& [a, b] = h;
+  return {a.detach(), b.defined() ? b.detach() : Tensor()};
+}
 
 class PositionalEncoding : public nn::Module {
  public:
