@@ -24,6 +24,7 @@ const Port kPorts[] = {
     {"regression", "--dry-run", "==> Actual function:"},
     {"cpp_autograd", "", "Using custom autograd function"},
     {"mnist", "--dry-run --epochs 1 --limit-train 64 --limit-test 100", "Test set: Average loss"},
+    {"mnist_rnn", "--dry-run --epochs 1 --limit-train 64 --limit-test 100", "Test set: Average loss"},
     {"vae", "--dry-run --epochs 1 --limit-train 64 --limit-test 64", "Test set loss"},
     {"vision_transformer",
      "--dry-run --epochs 1 --img-size 28 --patch-size 7 --latent-size 16 --num-heads 2 --num-encoders 1 --limit-train 8 --limit-test 8",

@@ -1,8 +1,8 @@
 """Twin of pytorch/examples' word_language_model RNNModel (model.py) with main.py's training
-step, for the port in examples/pytorch/word_language_model once ember has nn::LSTM: LSTM,
-ntoken 20, ninp = nhid = 8, 2 layers, tied weights (decoder.weight is encoder.weight),
-dropout 0 (its masks cannot match); sequences of 5 tokens, batch 3, the hidden state carried
-(repackaged) from step to step; 3 steps of clip_grad_norm_ 0.25 and p -= lr * grad, lr 20.
+step, for the port in examples/pytorch/word_language_model (test_word_language_model.cpp):
+LSTM, ntoken 20, ninp = nhid = 8, 2 layers, tied weights (decoder.weight is
+encoder.weight), dropout 0 (its masks cannot match); sequences of 5 tokens, batch 3, the
+hidden state carried (repackaged) from step to step; 3 steps of clip_grad_norm_ 0.25 and p -= lr * grad, lr 20.
 Writes word_language_model_rnn.safetensors."""
 import torch
 import torch.nn as nn

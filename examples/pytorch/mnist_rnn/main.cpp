@@ -1,0 +1,75 @@
+// pytorch/examples' mnist_rnn/main.py on Fashion-MNIST: an LSTM over the image rows,
+// Adadelta (lr 0.1), StepLR(1, gamma 0.7) per epoch, the test set's average loss and
+// accuracy after each epoch.
+#include <cstdio>
+
+#include "examples/pytorch/common.h"
+#include "examples/pytorch/mnist_rnn/model.h"
+
+using ember::Tensor;
+
+int main(int argc, char** argv) {
+  return ember::run_program("ember_pt_mnist_rnn", [&] {
+    CLI::App app{"pytorch/examples' mnist_rnn in ember: an LSTM over Fashion-MNIST's rows with Adadelta and StepLR"};
+    app.failure_message(ember::cli_failure_message);
+    ember::pt::Flags flags;
+    flags.epochs = 14;
+    flags.lr = 0.1;
+    double gamma = 0.7;
+    int64_t test_batch_size = 1000, log_interval = 10;
+    ember::pt::add_flags(app, flags);
+    app.add_option("--gamma", gamma, "learning rate step gamma")->check(CLI::Range(0.0, 1.0).description(""))
+        ->type_name("FLOAT in [0, 1]")->capture_default_str();
+    app.add_option("--test-batch-size", test_batch_size, "input batch size for testing")
+        ->check(CLI::Range(int64_t{1}, int64_t{1} << 20).description(""))->type_name("INT in [1, 1048576]")->capture_default_str();
+    app.add_option("--log-interval", log_interval, "how many batches to wait before logging training status")
+        ->check(CLI::Range(int64_t{1}, int64_t{1} << 40).description(""))->type_name("INT in [1, 2^40]")->capture_default_str();
+    CLI11_PARSE(app, argc, argv);
+    const ember::Device device = ember::pt::setup(flags);
+
+    const auto normalize = ember::data::normalize({ember::pt::kFashionMean}, {ember::pt::kFashionStd});
+    ember::data::DataLoader train_loader(ember::pt::fashion_mnist(flags, true),
+                                         {.batch_size = flags.batch_size, .shuffle = true, .seed = flags.seed, .transforms = {normalize}});
+    ember::data::DataLoader test_loader(ember::pt::fashion_mnist(flags, false),
+                                        {.batch_size = test_batch_size, .shuffle = true, .seed = flags.seed, .transforms = {normalize}});
+    auto model = std::make_shared<pt_mnist_rnn::Net>();
+    model->to(device);
+    ember::optim::Adadelta optimizer(model->parameters(), {.lr = flags.lr});
+    ember::optim::StepLR scheduler(optimizer, 1, gamma);
+    for (int64_t epoch = 1; epoch <= flags.epochs; ++epoch) {
+      model->train();
+      int64_t batch_idx = 0;
+      for (const auto& batch : train_loader) {
+        optimizer.zero_grad();
+        Tensor output = (*model)(batch.data.to(device));
+        Tensor loss = ember::nn::functional::nll_loss(output, batch.target.to(device));
+        loss.backward();
+        optimizer.step();
+        if (batch_idx % log_interval == 0) {
+          std::printf("Train Epoch: %lld [batch %lld]\tLoss: %.6f\n", static_cast<long long>(epoch),
+                      static_cast<long long>(batch_idx), loss.item<double>());
+          if (flags.dry_run) break;
+        }
+        ++batch_idx;
+      }
+      model->eval();
+      double test_loss = 0;
+      int64_t correct = 0, seen = 0;
+      {
+        ember::NoGradGuard no_grad;
+        for (const auto& batch : test_loader) {
+          const Tensor target = batch.target.to(device);
+          const Tensor output = (*model)(batch.data.to(device));
+          test_loss += ember::nn::functional::nll_loss(output, target, {.reduction = ember::Reduction::Sum}).item<double>();
+          correct += output.argmax(1).eq(target).sum().item<int64_t>();
+          seen += target.numel();
+          if (flags.dry_run) break;
+        }
+      }
+      std::printf("Test set: Average loss: %.4f, Accuracy: %lld/%lld (%.0f%%)\n", test_loss / seen,
+                  static_cast<long long>(correct), static_cast<long long>(seen), 100.0 * correct / seen);
+      scheduler.step();
+    }
+    return 0;
+  });
+}
