@@ -13,3 +13,4 @@
 #include "layers/module.h"
 #include "layers/normalization.h"
 #include "layers/transformer.h"
+#include "layers/vision.h"

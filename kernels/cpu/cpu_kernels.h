@@ -18,5 +18,6 @@ void register_optim();
 void register_norm();
 void register_fused_nn();
 void register_sparse();
+void register_upsample();
 
 }  // namespace ember::kernels::cpu

@@ -18,6 +18,7 @@ void register_cpu_kernels() {
   cpu::register_norm();
   cpu::register_fused_nn();
   cpu::register_sparse();
+  cpu::register_upsample();
 }
 
 const char* cpu_vector_isa() {

@@ -64,6 +64,7 @@ void register_cuda_kernels() {
   cuda::register_optim();
   cuda::register_fused();
   cuda::register_sparse();
+  cuda::register_vision();
 }
 
 }  // namespace ember::kernels

@@ -18,5 +18,6 @@ void register_pool();
 void register_optim();
 void register_fused();
 void register_sparse();
+void register_vision();
 
 }  // namespace ember::kernels::cuda
