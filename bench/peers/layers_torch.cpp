@@ -1,7 +1,7 @@
 // libtorch's twin of bench/bench_layers.cpp: the Fashion-MNIST CNN's ops at batch 128 and
-// DCGAN's generator layers at batch 16,
-// forward (no autograd) and backward (of the op alone), median milliseconds of 7 runs of
-// 20 calls each, printed as "op pass ms" lines for bench/peers/compare_layers.py.
+// DCGAN's generator layers at batch 16, forward (no autograd) and backward (of the op
+// alone), median milliseconds of 7 runs of 20 calls each, printed as "op pass ms" lines
+// for bench/peers/compare_layers.py.
 // Usage: ember_peer_layers_torch THREADS
 #include <torch/torch.h>
 
