@@ -43,15 +43,23 @@ Tensor upsample2d_backward(const Tensor& grad, const Shape& in_shape, const kern
   });
 }
 
-// PyTorch's per-dim scale (area_pixel_compute_scale, and nearest_idx's shortcuts): the
-// identity where the size is kept (whatever the scale factor said), halving where the
-// size doubles in nearest mode.
-double upsample_scale(int64_t in, int64_t out, std::optional<double> factor, const InterpolateOptions& o) {
+// PyTorch's per-dim scale (area_pixel_compute_scale) as torch 1.13's contiguous kernels
+// use it: 1 / scale_factor when one is given, else in / out; bilinear keeps a dim whose
+// size is unchanged as it is (whatever the factor said), nearest does not (a factor of
+// 1.05 on 10 rows reads rows 0, 0, 1, 2, ...: floor(d / 1.05)).
+// The scale is computed in float where PyTorch's is (nearest always, bilinear but for
+// float64), so the kernels' float coordinates are PyTorch's to the bit.
+double upsample_scale(int64_t in, int64_t out, std::optional<double> factor, const InterpolateOptions& o,
+                      DType dtype) {
   const bool bilinear = o.mode == InterpolateMode::kBilinear;
-  if (bilinear && o.align_corners) return out > 1 ? double(in - 1) / double(out - 1) : 0.0;
-  if (in == out) return 1.0;
-  if (!bilinear && out == 2 * in) return 0.5;
-  return factor ? 1.0 / *factor : double(in) / double(out);
+  if (bilinear && dtype == kFloat64) {
+    if (o.align_corners) return out > 1 ? double(in - 1) / double(out - 1) : 0.0;
+    if (in == out) return 1.0;
+    return factor ? 1.0 / *factor : double(in) / double(out);
+  }
+  if (bilinear && o.align_corners) return out > 1 ? float(in - 1) / float(out - 1) : 0.0f;
+  if (bilinear && in == out) return 1.0;
+  return factor ? float(1.0 / *factor) : float(in) / float(out);
 }
 
 }  // namespace
@@ -120,7 +128,8 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
   const std::optional<double> fh = o.scale_factor ? std::optional(o.scale_factor->first) : std::nullopt;
   const std::optional<double> fw = o.scale_factor ? std::optional(o.scale_factor->second) : std::nullopt;
   const kernels::Upsample2dParams p{o.mode == InterpolateMode::kBilinear, o.align_corners,
-                                    upsample_scale(H, OH, fh, o), upsample_scale(W, OW, fw, o)};
+                                    upsample_scale(H, OH, fh, o, x.dtype()),
+                                    upsample_scale(W, OW, fw, o, x.dtype())};
   return upsample2d(x, OH, OW, p);
 }
 

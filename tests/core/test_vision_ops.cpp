@@ -137,10 +137,11 @@ TEST(VisionOps, ConvTranspose2dErrors) {
 
 // ----- interpolate -----
 // PyTorch's per-dim scale and source index (aten/src/ATen/native/UpSample.h); nearest in float.
+// Bilinear keeps an unchanged dim as it is, nearest applies the factor (torch 1.13's
+// contiguous kernels; its channels-last nearest kernel differs).
 double ref_scale(int64_t in, int64_t out, std::optional<double> factor, bool bilinear, bool align) {
   if (bilinear && align) return out > 1 ? double(in - 1) / double(out - 1) : 0.0;
-  if (in == out) return 1.0;
-  if (!bilinear && out == 2 * in) return 0.5;
+  if (bilinear && in == out) return 1.0;
   return factor ? 1.0 / *factor : double(in) / double(out);
 }
 
@@ -170,6 +171,7 @@ TEST(VisionOps, InterpolateMatchesLoops) {
   const UCase cases[] = {
       {{2, 3, 5, 4}, Pair{7, 9}, {}, false, false},     {{2, 3, 5, 4}, {}, std::pair{2.0, 3.0}, false, false},
       {{1, 2, 7, 5}, {}, std::pair{1.5, 0.7}, false, false}, {{1, 2, 5, 6}, Pair{5, 12}, {}, false, false},
+      {{1, 2, 10, 3}, {}, std::pair{1.05, 2.5}, false, false},
       {{2, 3, 5, 4}, Pair{7, 9}, {}, true, false},      {{2, 3, 5, 4}, Pair{7, 9}, {}, true, true},
       {{1, 2, 4, 7}, {}, std::pair{2.5, 1.3}, true, false}, {{1, 2, 6, 5}, Pair{3, 2}, {}, true, false},
       {{1, 2, 6, 5}, Pair{1, 3}, {}, true, true},       {{1, 2, 10, 3}, {}, std::pair{1.05, 2.0}, true, false},

@@ -44,7 +44,8 @@ def case(meta, fn, inputs, grad_inputs=None, extra=None):
     ins = {k: (v.clone().requires_grad_() if k in grad_inputs else v.clone()) for k, v in inputs.items()}
     out = fn(**ins)
     g = torch.randn_like(out)
-    (out * g).sum().backward()
+    if grad_inputs:
+        (out * g).sum().backward()
     for k, v in ins.items():
         put(c, "in." + k, v)
         if k in grad_inputs:
@@ -84,8 +85,13 @@ for shape, size, scale, mode, align in [
         ((1, 2, 6, 5), (1, 3), None, "bilinear", True),
         ((1, 2, 10, 3), None, (1.05, 2.0), "bilinear", False)]:
     meta = {"op": "interpolate", "size": size, "scale_factor": scale, "mode": mode, "align_corners": bool(align)}
+    # torch 1.13's nearest backward maps a kept size as the identity while its forward
+    # rescales it (gradcheck fails there): that case checks the output only.
+    kept = mode == "nearest" and scale is not None and int(shape[2] * scale[0]) == shape[2]
+    if kept:
+        meta["note"] = "gradient not compared: torch 1.13's nearest backward is not its forward's adjoint here"
     case(meta, lambda x, size=size, scale=scale, mode=mode, align=align: F.interpolate(
-        x, size=size, scale_factor=scale, mode=mode, align_corners=align), {"x": r(*shape)})
+        x, size=size, scale_factor=scale, mode=mode, align_corners=align), {"x": r(*shape)}, [] if kept else None)
 
 case({"op": "pixel_shuffle", "factor": 2}, lambda x: F.pixel_shuffle(x, 2), {"x": r(2, 12, 3, 5)})
 case({"op": "pixel_unshuffle", "factor": 3}, lambda x: F.pixel_unshuffle(x, 3), {"x": r(2, 2, 6, 9)})
