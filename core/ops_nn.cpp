@@ -245,6 +245,24 @@ Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor&
               shape_str(weight.shape()), ", stride [", stride.first, ", ", stride.second, "] and padding [",
               padding.first, ", ", padding.second, "] gives an empty output ", OH, " x ", OW);
 
+  if (output_padding.first >= stride.first || output_padding.second >= stride.second) {
+    // An output_padding of at least the stride (allowed below the dilation) makes the
+    // output larger than any convolution maps back to the input's size, which the
+    // backends' kernels (and cuDNN) require. The unpadded output, cut and extended with
+    // zeros to the asked size, is the same: rows past it are reached by no input.
+    Tensor y = conv_transpose2d(x, weight, {}, stride, {0, 0}, {0, 0}, groups, dilation);
+    const auto rows = [](const Tensor& t, int64_t dim, int64_t start, int64_t len) {
+      const int64_t from = std::min(start, t.size(dim));
+      const Tensor kept = t.narrow(dim, from, std::min(len, t.size(dim) - from));
+      if (kept.size(dim) == len) return kept;
+      Shape zs = t.shape();
+      zs[dim] = len - kept.size(dim);
+      return cat({kept, zeros(zs, {t.dtype(), t.device()})}, dim);
+    };
+    y = rows(rows(y, 2, padding.first, OH), 3, padding.second, OW);
+    if (bias.defined()) y = add(y, bias.view({1, O, 1, 1}));
+    return batched ? y : y.squeeze(0);
+  }
   DType dtype = promote_types(x.dtype(), weight.dtype());
   if (bias.defined()) dtype = promote_types(dtype, bias.dtype());
   EMBER_CHECK(is_floating(dtype), "conv_transpose2d: expects floating tensors, got ", dtype_name(dtype));
