@@ -102,13 +102,15 @@ void im2col(const T* x, int64_t C, int64_t H, int64_t W, int64_t kh, int64_t kw,
 
 // x [C, H, W] += col [C * kh * kw, OH * OW]: the adjoint of im2col, with the same
 // in-bounds column ranges (no test per element; contiguous adds at stride 1).
+// ld: the distance between col's rows (OH * OW, or more when samples share col's rows).
 template <class T>
 void col2im(const T* col, int64_t C, int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t OH, int64_t OW,
-            const Conv2dParams& p, T* x) {
+            const Conv2dParams& p, T* x, int64_t ld = 0) {
+  if (ld == 0) ld = OH * OW;
   for (int64_t c = 0; c < C; ++c)
     for (int64_t ki = 0; ki < kh; ++ki)
       for (int64_t kj = 0; kj < kw; ++kj) {
-        const T* row = col + ((c * kh + ki) * kw + kj) * OH * OW;
+        const T* row = col + ((c * kh + ki) * kw + kj) * ld;
         const int64_t dh = ki * p.dilation[0] - p.padding[0], dw = kj * p.dilation[1] - p.padding[1];
         int64_t ow_lo, ow_hi;
         inside_columns(OW, W, p.stride[1], dw, ow_lo, ow_hi);
@@ -222,6 +224,43 @@ void conv2d_kernel(const Tensor& out, const Tensor& in, const Tensor& weight, co
   by_float_dtype(in.dtype(), "conv2d", [&](auto v) { conv2d_typed<decltype(v)>(out, in, weight, bias, p); });
 }
 
+// Note [Small planes]: with few output positions per sample (P = OH * OW), a GEMM per
+// sample is a matrix-vector product that reads the whole weight for P columns of work
+// (conv_transpose2d's first DCGAN layer, [16, 100, 1, 1] -> [16, 512, 4, 4], is P = 1:
+// 16 passes over a 3.3 MB weight). There the samples of a chunk share one GEMM,
+// W_g^T [KK, Og] @ grad_y[chunk, g] [Og, chunk * P], whose columns col2im then adds
+// sample by sample (threads over samples). Float32 and float64; 16-bit data keeps the
+// per-sample path. The chunk holds about kChunkColumns columns.
+constexpr int64_t kSmallPlane = 64, kChunkColumns = 256;
+
+template <class C>
+void conv2d_backward_input_batched(const Tensor& gin, const Tensor& gout, const C* w, int64_t kh, int64_t kw,
+                                   const Conv2dParams& p) {
+  const int64_t N = gin.shape()[0], Ch = gin.shape()[1], H = gin.shape()[2], W = gin.shape()[3];
+  const int64_t O = gout.shape()[1], OH = gout.shape()[2], OW = gout.shape()[3], G = p.groups;
+  const int64_t Cg = Ch / G, Og = O / G, KK = Cg * kh * kw, P = OH * OW;
+  const int64_t nb = std::max<int64_t>(1, std::min(N, kChunkColumns / std::max<int64_t>(P, 1)));
+  const C* gy = static_cast<const C*>(gout.data_ptr());
+  C* gx = static_cast<C*>(gin.data_ptr());
+  std::fill(gx, gx + N * Ch * H * W, C(0));
+  std::vector<C> ys(static_cast<size_t>(Og * nb * P)), col(static_cast<size_t>(KK * nb * P));
+  for (int64_t n0 = 0; n0 < N; n0 += nb) {
+    const int64_t b = std::min(nb, N - n0), cols = b * P;
+    for (int64_t g = 0; g < G; ++g) {
+      for (int64_t o = 0; o < Og; ++o)
+        for (int64_t j = 0; j < b; ++j) {
+          const C* src = gy + ((n0 + j) * O + g * Og + o) * P;
+          std::copy(src, src + P, ys.data() + o * cols + j * P);
+        }
+      gemm<C>(true, false, KK, cols, Og, w + g * Og * KK, KK, ys.data(), cols, col.data(), cols, false, true);
+      parallel_for(0, b, 1, [&](int64_t lo, int64_t hi) {
+        for (int64_t j = lo; j < hi; ++j)
+          col2im(col.data() + j * P, Cg, H, W, kh, kw, OH, OW, p, gx + ((n0 + j) * Ch + g * Cg) * H * W, cols);
+      });
+    }
+  }
+}
+
 // grad_x[n, g] = col2im(W_g^T [KK, Og] @ grad_y[n, g] [Og, P]); samples go to threads.
 template <class T, class C = compute_t<T>>
 void conv2d_backward_input_typed(const Tensor& gin, const Tensor& gout, const Tensor& weight, const Conv2dParams& p) {
@@ -231,6 +270,9 @@ void conv2d_backward_input_typed(const Tensor& gin, const Tensor& gout, const Te
   const int64_t Cg = Ch / G, Og = O / G, KK = Cg * kh * kw, P = OH * OW;
   std::vector<C> wbuf;
   const C* w = as_compute<C>(static_cast<const T*>(weight.data_ptr()), weight.numel(), wbuf);
+  if constexpr (std::is_same_v<T, C>) {
+    if (P < kSmallPlane && N > 1) return conv2d_backward_input_batched<C>(gin, gout, w, kh, kw, p);
+  }
   const T* gy = static_cast<const T*>(gout.data_ptr());
   T* gx = static_cast<T*>(gin.data_ptr());
   auto sample = [&](int64_t n, bool parallel, SampleScratch<C>& s) {
