@@ -336,7 +336,8 @@ TEST(VisionOps, GroupNormMatchesLoops) {
     bool affine;
   };
   const GCase cases[] = {{{2, 6, 5, 3}, 3, true},   {{3, 4, 7}, 1, true},   {{2, 5, 3, 3}, 5, false},
-                         {{1, 8, 1, 1, 3}, 2, true}, {{4, 6, 33}, 6, true}, {{2, 32, 9, 9}, 8, true}};
+                         {{1, 8, 1, 1, 3}, 2, true}, {{4, 6, 33}, 6, true}, {{2, 32, 9, 9}, 8, true},
+                         {{1, 4, 20, 17}, 2, true}};  // planes longer than a CUDA block
   uint64_t seed = 70;
   for (const GCase& c : cases)
     for (DType d : {kFloat64, kFloat32}) {
