@@ -13,7 +13,7 @@
 namespace ember {
 namespace {
 
-void check_4d_or_more(const char* op, const Tensor& x, const char* what) {
+void check_image_dims(const char* op, const Tensor& x, const char* what) {
   EMBER_CHECK(x.dim() >= 3, op, ": expects ", what, ", got ", shape_str(x.shape()));
 }
 
@@ -67,7 +67,7 @@ double upsample_scale(int64_t in, int64_t out, std::optional<double> factor, con
 Tensor pixel_shuffle(const Tensor& x, int64_t r) {
   EMBER_OP_SITE("pixel_shuffle");
   detail::check_defined("pixel_shuffle", x);
-  check_4d_or_more("pixel_shuffle", x, "an input of at least 3 dims [*, C r^2, H, W]");
+  check_image_dims("pixel_shuffle", x, "an input of at least 3 dims [*, C r^2, H, W]");
   EMBER_CHECK(r > 0, "pixel_shuffle: upscale_factor must be positive, got ", r);
   const int64_t d = x.dim(), C = x.size(d - 3), H = x.size(d - 2), W = x.size(d - 1);
   EMBER_CHECK(C % (r * r) == 0, "pixel_shuffle: the ", C, " channels of ", shape_str(x.shape()),
@@ -86,7 +86,7 @@ Tensor pixel_shuffle(const Tensor& x, int64_t r) {
 Tensor pixel_unshuffle(const Tensor& x, int64_t r) {
   EMBER_OP_SITE("pixel_unshuffle");
   detail::check_defined("pixel_unshuffle", x);
-  check_4d_or_more("pixel_unshuffle", x, "an input of at least 3 dims [*, C, H r, W r]");
+  check_image_dims("pixel_unshuffle", x, "an input of at least 3 dims [*, C, H r, W r]");
   EMBER_CHECK(r > 0, "pixel_unshuffle: downscale_factor must be positive, got ", r);
   const int64_t d = x.dim(), C = x.size(d - 3), H = x.size(d - 2), W = x.size(d - 1);
   EMBER_CHECK(H % r == 0 && W % r == 0, "pixel_unshuffle: height ", H, " and width ", W, " of ",
