@@ -5,7 +5,7 @@
 #  3. the CUDA backend on the emulated device (-DEMBER_CUDA=EMULATED): the core, layer
 #     and training tests on cuda (NAME.cuda), the tests that use a CUDA device when there
 #     is one, and both examples trained on --device cuda against the CPU's losses;
-#  4. where this CPU has AVX-512: the CPU kernels, training and layer tests once more,
+#  4. where this CPU has AVX-512: the CPU kernels, training, layer and PyTorch-port tests once more,
 #     compiled for AVX2 (-march=x86-64-v3), as they run on an AVX2-only machine;
 #  5. every libFuzzer target of tests/fuzz for a few seconds (scripts/fuzz.sh, clang).
 # Tests that need a GPU skip themselves here; scripts/gpu-check.sh runs them on one.
@@ -45,9 +45,9 @@ build_emu=$root/build-emu
 [ -f "$build_emu/CMakeCache.txt" ] || cmake -S "$root" -B "$build_emu" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DEMBER_CUDA=EMULATED -DEMBER_BUILD_BENCH=OFF
 cmake --build "$build_emu" --parallel "$jobs" --target ember_tests_core ember_tests_layers ember_tests_optim \
-  ember_tests_data ember_tests_comm ember_tests_tools ember_tests_gpu ember_tests_emu ember_tests_examples
+  ember_tests_pytorch ember_tests_data ember_tests_comm ember_tests_tools ember_tests_gpu ember_tests_emu ember_tests_examples
 ctest --test-dir "$build_emu" --output-on-failure -j "$jobs" \
-  -L '^(core|core_cuda|layers_cuda|optim_cuda|data|comm|tools|gpu|emu|examples|examples_cuda)$'
+  -L '^(core|core_cuda|layers_cuda|optim_cuda|pytorch_cuda|data|comm|tools|gpu|emu|examples|examples_cuda)$'
 
 # The CPU kernels choose their vector paths at compile time, and machines of this kind come
 # with AVX-512 or with AVX2 only: an AVX-512 machine also runs the AVX2 build's tests.
@@ -59,9 +59,9 @@ if grep -qw avx512f /proc/cpuinfo; then
   [ -f "$build_avx2/CMakeCache.txt" ] || cmake -S "$root" -B "$build_avx2" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DEMBER_CPU_ARCH=x86-64-v3 -DEMBER_CUDA=OFF -DEMBER_BUILD_BENCH=OFF -DEMBER_BUILD_EXAMPLES=OFF
   cmake --build "$build_avx2" --parallel "$jobs" \
-    --target ember_tests_core ember_tests_kernels ember_tests_layers ember_tests_optim
+    --target ember_tests_core ember_tests_kernels ember_tests_layers ember_tests_optim ember_tests_pytorch
   OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-Haswell} \
-    ctest --test-dir "$build_avx2" --output-on-failure -j "$jobs" -L '^(core|kernels|layers|optim)$'
+    ctest --test-dir "$build_avx2" --output-on-failure -j "$jobs" -L '^(core|kernels|layers|optim|pytorch)$'
 fi
 
 # Fuzz smoke test: every libFuzzer target of tests/fuzz for a few seconds on its seed
