@@ -318,13 +318,13 @@ Tensor kl_div(const Tensor& input, const Tensor& target, Reduction reduction = R
 // ----- attention (core/ops_attention.cpp) -----
 // What scaled_dot_product_attention takes besides q, k and v: PyTorch's keyword arguments.
 // Note [Attention entry point]: this one declaration is what every implementation of
-// attention serves. Today it is the math path, composed from matmul, softmax and dropout
-// (its memory grows with L * S); the fused kernels of the next issue (a tiled online
-// softmax on the CPU, flash and cuDNN kernels on a GPU, whose memory is linear in the
-// sequence length) come behind this same function and these same options, chosen per call,
-// with the math path kept as their reference. So nothing here presumes a materialized
-// score matrix: the mask is an input, not a callback, and dropout draws from a Generator,
-// which a fused kernel can replay from its Philox counters in backward.
+// attention serves: the fused kernels (the `attention` stubs: a tiled online softmax on
+// the CPU, a flash-style kernel on CUDA; memory linear in the sequence length) and the
+// math path composed from matmul, softmax and dropout (memory growing with L * S), kept
+// as their reference. The path is chosen per call (Note [Attention path] in
+// core/ops_attention.cpp; EMBER_ATTENTION=math|flash|auto forces one). Nothing here presumes
+// a materialized score matrix: the mask is an input, not a callback, and dropout draws from
+// a Generator, which the fused kernels replay from its Philox counters in backward.
 struct AttentionOptions {
   // Broadcastable to the scores [batch..., L, S]: bool (true: the key takes part, as in
   // PyTorch 2) or an additive float mask of the query's dtype. Undefined: none.
