@@ -9,6 +9,15 @@
 //   relu1     [N, 32, 28, 28]: fwd reads and writes 12.8 MB; bwd reads two, writes one (38.5 MB)
 //   pool1     2x2 max pool of [N, 32, 28, 28]: reads 12.8 MB, writes 3.2 MB (+ indices)
 //   fc1       [N, 3136] @ [3136, 128]                  2*N*3136*128     = 103 MFLOP fwd
+// And DCGAN's generator (issue 30) at batch B = 16: its transposed convolutions, each
+// 2*B*Cin*H*W*Cout*16 FLOPs forward (every input pixel meets the 4x4 kernel of every
+// output channel), twice that backward (input and weight gradients; ct1's input is the
+// noise, no gradient):
+//   ct1       [B, 100, 1, 1] -> 512, k4 s1 p0          2*B*100*512*16   = 26 MFLOP fwd
+//   ct2..ct4  [B, 512, 4, 4] -> 256, [B, 256, 8, 8] -> 128, [B, 128, 16, 16] -> 64, k4 s2 p1:
+//             1.07 GFLOP fwd each
+//   gn        GroupNorm(32, 256) of [B, 256, 16, 16]: fwd reads x twice and writes y
+//             (12.6 MB), bwd reads dy and x twice and writes dx (21 MB)
 // The counters give FLOP/s or bytes/s of that minimum work, to set beside the machine's
 // peak (README) and the same ops in libtorch (bench/peers).
 //
@@ -29,6 +38,7 @@ namespace {
 
 using ember::Tensor;
 constexpr int64_t N = 128;
+constexpr int64_t B = 16;
 
 struct LayerCase {
   std::string name;
@@ -56,6 +66,21 @@ std::vector<LayerCase> cases() {
        {{N, 32, 28, 28}}, {true}, 0, 0, f * N * 32 * (784 + 196), f * N * 32 * (784 + 196)},
       {"fc1", [](const std::vector<Tensor>& t) { return ember::linear(t[0], t[1], t[2]); },
        {{N, 3136}, {128, 3136}, {128}}, {true, true, true}, 2.0 * N * 3136 * 128, 4.0 * N * 3136 * 128, 0, 0},
+      {"ct1",
+       [](const std::vector<Tensor>& t) { return ember::conv_transpose2d(t[0], t[1], t[2]); },
+       {{B, 100, 1, 1}, {100, 512, 4, 4}, {512}}, {false, true, true}, 2.0 * B * 100 * 512 * 16,
+       2.0 * B * 100 * 512 * 16, 0, 0},
+      {"ct2", [](const std::vector<Tensor>& t) { return ember::conv_transpose2d(t[0], t[1], t[2], {2, 2}, {1, 1}); },
+       {{B, 512, 4, 4}, {512, 256, 4, 4}, {256}}, {true, true, true}, 2.0 * B * 512 * 16 * 256 * 16,
+       4.0 * B * 512 * 16 * 256 * 16, 0, 0},
+      {"ct3", [](const std::vector<Tensor>& t) { return ember::conv_transpose2d(t[0], t[1], t[2], {2, 2}, {1, 1}); },
+       {{B, 256, 8, 8}, {256, 128, 4, 4}, {128}}, {true, true, true}, 2.0 * B * 256 * 64 * 128 * 16,
+       4.0 * B * 256 * 64 * 128 * 16, 0, 0},
+      {"ct4", [](const std::vector<Tensor>& t) { return ember::conv_transpose2d(t[0], t[1], t[2], {2, 2}, {1, 1}); },
+       {{B, 128, 16, 16}, {128, 64, 4, 4}, {64}}, {true, true, true}, 2.0 * B * 128 * 256 * 64 * 16,
+       4.0 * B * 128 * 256 * 64 * 16, 0, 0},
+      {"gn", [](const std::vector<Tensor>& t) { return ember::group_norm(t[0], 32, t[1], t[2]); },
+       {{B, 256, 16, 16}, {256}, {256}}, {true, true, true}, 0, 0, 3 * f * B * 256 * 256, 5 * f * B * 256 * 256},
   };
 }
 

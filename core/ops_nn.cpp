@@ -1,4 +1,4 @@
-// Neural-network ops: softmax / log_softmax, conv2d and 2-D pooling (NCHW). Shapes and
+// Neural-network ops: softmax / log_softmax, conv2d, conv_transpose2d and 2-D pooling (NCHW). Shapes and
 // hyper-parameters are checked here with PyTorch's rules; 16-bit floats compute in f32.
 #include "core/autograd_graph.h"
 #include "core/dispatch.h"
@@ -191,6 +191,107 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, std
       kernels::conv2d_backward_weight_stub(xc.device(), gw, gb, gy, xc, p);
       if (!autograd::needs_input_grad(1)) gw = Tensor();
     }
+    return std::vector<Tensor>{gx, gw, gb};
+  });
+}
+
+// conv_transpose2d is conv2d's adjoint in its input (Note in core/ops.h): the forward is
+// conv2d's backward-input kernel with this op's input as conv's grad_output and its output
+// as conv's grad_input; backward is conv2d forward (dx) and conv2d's weight gradient with
+// the roles swapped (conv's input = dy, conv's grad_output = x).
+Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                        std::pair<int64_t, int64_t> stride, std::pair<int64_t, int64_t> padding,
+                        std::pair<int64_t, int64_t> output_padding, int64_t groups,
+                        std::pair<int64_t, int64_t> dilation) {
+  EMBER_OP_SITE("conv_transpose2d");
+  detail::check_defined("conv_transpose2d", input);
+  detail::check_defined("conv_transpose2d", weight, "weight");
+  detail::check_same_device("conv_transpose2d", {&input, &weight, &bias});
+  if (detail::autocast_changes({&input, &weight, &bias}))
+    return conv_transpose2d(detail::autocast(input), detail::autocast(weight), detail::autocast(bias), stride, padding,
+                            output_padding, groups, dilation);
+  EMBER_CHECK(input.dim() == 3 || input.dim() == 4,
+              "conv_transpose2d: expects a 3-D [C, H, W] or 4-D [N, C, H, W] input, got ", shape_str(input.shape()));
+  EMBER_CHECK(weight.dim() == 4, "conv_transpose2d: weight must be 4-D [in, out / groups, kh, kw], got ",
+              shape_str(weight.shape()));
+  EMBER_CHECK(groups >= 1, "conv_transpose2d: groups must be >= 1, got ", groups);
+  EMBER_CHECK(stride.first > 0 && stride.second > 0, "conv_transpose2d: stride must be positive, got [", stride.first,
+              ", ", stride.second, "]");
+  EMBER_CHECK(padding.first >= 0 && padding.second >= 0, "conv_transpose2d: padding must be >= 0, got [",
+              padding.first, ", ", padding.second, "]");
+  EMBER_CHECK(dilation.first > 0 && dilation.second > 0, "conv_transpose2d: dilation must be positive, got [",
+              dilation.first, ", ", dilation.second, "]");
+  const auto op_ok = [](int64_t op, int64_t s, int64_t d) { return op >= 0 && (op < s || op < d); };
+  EMBER_CHECK(op_ok(output_padding.first, stride.first, dilation.first) &&
+                  op_ok(output_padding.second, stride.second, dilation.second),
+              "conv_transpose2d: output_padding [", output_padding.first, ", ", output_padding.second,
+              "] must be >= 0 and smaller than either stride [", stride.first, ", ", stride.second,
+              "] or dilation [", dilation.first, ", ", dilation.second, "]");
+  const bool batched = input.dim() == 4;
+  Tensor x = batched ? input : input.unsqueeze(0);
+  const int64_t N = x.shape()[0], C = x.shape()[1], H = x.shape()[2], W = x.shape()[3];
+  const int64_t Og = weight.shape()[1], kh = weight.shape()[2], kw = weight.shape()[3], O = Og * groups;
+  EMBER_CHECK(weight.shape()[0] % groups == 0, "conv_transpose2d: weight ", shape_str(weight.shape()), " has ",
+              weight.shape()[0], " input channels, not divisible by groups ", groups);
+  EMBER_CHECK(C == weight.shape()[0], "conv_transpose2d: input ", shape_str(input.shape()), " has ", C,
+              " channels but weight ", shape_str(weight.shape()), " expects ", weight.shape()[0]);
+  if (bias.defined())
+    EMBER_CHECK(bias.dim() == 1 && bias.shape()[0] == O, "conv_transpose2d: bias must have shape [", O, "], got ",
+                shape_str(bias.shape()));
+  const int64_t OH = (H - 1) * stride.first - 2 * padding.first + dilation.first * (kh - 1) + output_padding.first + 1;
+  const int64_t OW =
+      (W - 1) * stride.second - 2 * padding.second + dilation.second * (kw - 1) + output_padding.second + 1;
+  EMBER_CHECK(OH > 0 && OW > 0, "conv_transpose2d: input ", shape_str(input.shape()), " with weight ",
+              shape_str(weight.shape()), ", stride [", stride.first, ", ", stride.second, "] and padding [",
+              padding.first, ", ", padding.second, "] gives an empty output ", OH, " x ", OW);
+
+  if (output_padding.first >= stride.first || output_padding.second >= stride.second) {
+    // An output_padding of at least the stride (allowed below the dilation) makes the
+    // output larger than any convolution maps back to the input's size, which the
+    // backends' kernels (and cuDNN) require. The unpadded output, cut and extended with
+    // zeros to the asked size, is the same: rows past it are reached by no input.
+    Tensor y = conv_transpose2d(x, weight, {}, stride, {0, 0}, {0, 0}, groups, dilation);
+    const auto rows = [](const Tensor& t, int64_t dim, int64_t start, int64_t len) {
+      const int64_t from = std::min(start, t.size(dim));
+      const Tensor kept = t.narrow(dim, from, std::min(len, t.size(dim) - from));
+      if (kept.size(dim) == len) return kept;
+      Shape zs = t.shape();
+      zs[dim] = len - kept.size(dim);
+      return cat({kept, zeros(zs, {t.dtype(), t.device()})}, dim);
+    };
+    y = rows(rows(y, 2, padding.first, OH), 3, padding.second, OW);
+    if (bias.defined()) y = add(y, bias.view({1, O, 1, 1}));
+    return batched ? y : y.squeeze(0);
+  }
+  DType dtype = promote_types(x.dtype(), weight.dtype());
+  if (bias.defined()) dtype = promote_types(dtype, bias.dtype());
+  EMBER_CHECK(is_floating(dtype), "conv_transpose2d: expects floating tensors, got ", dtype_name(dtype));
+  Tensor xc = x.to(dtype).contiguous(), wc = weight.to(dtype).contiguous();
+  Tensor out = empty({N, O, OH, OW}, {dtype, input.device()});
+  kernels::Conv2dParams p{{stride.first, stride.second}, {padding.first, padding.second},
+                          {dilation.first, dilation.second}, groups, false};
+  if (out.numel() > 0) {
+    meta_conv2d_scratch(kernels::ConvPass::kBackwardInput, out, wc, xc, false, p);
+    kernels::conv2d_backward_input_stub(input.device(), out, xc, wc, p);
+  }
+  if (bias.defined()) out = add(out, bias.detach().to(dtype).view({1, O, 1, 1}));
+  out = batched ? out : out.squeeze(0);
+  return autograd::record_once_differentiable("conv_transpose2d", {input, weight, bias}, out,
+                                              [xc = xc.detach(), wc = wc.detach(), p, batched](const Tensor& g_out) {
+    const Tensor gy = (batched ? g_out : g_out.unsqueeze(0)).to(xc.dtype()).contiguous();
+    Tensor gx, gw, gb;
+    if (autograd::needs_input_grad(0)) {
+      gx = empty_like(xc);
+      meta_conv2d_scratch(kernels::ConvPass::kForward, gy, wc, gx, false, p);
+      kernels::conv2d_stub(xc.device(), gx, gy, wc, Tensor(), p);
+      if (!batched) gx = gx.squeeze(0);
+    }
+    if (autograd::needs_input_grad(1)) {
+      gw = empty_like(wc);
+      meta_conv2d_scratch(kernels::ConvPass::kBackwardWeight, gy, gw, xc, false, p);
+      kernels::conv2d_backward_weight_stub(xc.device(), gw, Tensor(), xc, gy, p);
+    }
+    if (autograd::needs_input_grad(2)) gb = sum(gy, {0, 2, 3});
     return std::vector<Tensor>{gx, gw, gb};
   });
 }

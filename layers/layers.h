@@ -14,3 +14,4 @@
 #include "layers/normalization.h"
 #include "layers/recurrent.h"
 #include "layers/transformer.h"
+#include "layers/vision.h"

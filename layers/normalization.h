@@ -1,5 +1,6 @@
-// Normalization layers: BatchNorm1d/2d and LayerNorm, with PyTorch's parameter and buffer
-// names (weight, bias, running_mean, running_var, num_batches_tracked) and defaults.
+// Normalization layers: BatchNorm1d/2d, LayerNorm, GroupNorm and InstanceNorm2d, with
+// PyTorch's parameter and buffer names (weight, bias, running_mean, running_var,
+// num_batches_tracked) and defaults (InstanceNorm2d: affine and track_running_stats off).
 #pragma once
 
 #include <string>
@@ -50,6 +51,45 @@ class LayerNorm : public Module {
  private:
   Shape shape_;
   double eps_;
+};
+
+// GroupNorm over [N, C, *]: weight ones and bias zeros [C] when affine.
+class GroupNorm : public Module {
+ public:
+  GroupNorm(int64_t num_groups, int64_t num_channels, double eps = 1e-5, bool affine = true);
+  Tensor forward(const Tensor& x) override { return group_norm(x, groups_, weight, bias, eps_); }
+  std::string name() const override;
+  Tensor& weight;  // [C], or undefined when not affine
+  Tensor& bias;
+
+ private:
+  int64_t groups_, channels_;
+  double eps_;
+};
+
+struct InstanceNormOptions {
+  double eps = 1e-5;
+  double momentum = 0.1;
+  bool affine = false;
+  bool track_running_stats = false;
+};
+
+// InstanceNorm2d over [N, C, H, W] or unbatched [C, H, W]: each plane by its own
+// statistics, or (eval with track_running_stats) by the running ones.
+class InstanceNorm2d : public Module {
+ public:
+  explicit InstanceNorm2d(int64_t num_features, InstanceNormOptions options = {});
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override;
+  Tensor& weight;  // [C] when affine
+  Tensor& bias;
+  Tensor& running_mean;  // [C] when track_running_stats
+  Tensor& running_var;
+  Tensor& num_batches_tracked;
+
+ private:
+  int64_t features_;
+  InstanceNormOptions options_;
 };
 
 }  // namespace ember::nn

@@ -1,6 +1,7 @@
-// libtorch's twin of bench/bench_layers.cpp: the Fashion-MNIST CNN's ops at batch 128,
-// forward (no autograd) and backward (of the op alone), median milliseconds of 7 runs of
-// 20 calls each, printed as "op pass ms" lines for bench/peers/compare_layers.py.
+// libtorch's twin of bench/bench_layers.cpp: the Fashion-MNIST CNN's ops at batch 128 and
+// DCGAN's generator layers at batch 16, forward (no autograd) and backward (of the op
+// alone), median milliseconds of 7 runs of 20 calls each, printed as "op pass ms" lines
+// for bench/peers/compare_layers.py.
 // Usage: ember_peer_layers_torch THREADS
 #include <torch/torch.h>
 
@@ -45,6 +46,17 @@ int main(int argc, char** argv) {
       {"pool1", {rg({128, 32, 28, 28}, true)}, [](const auto& t) { return torch::max_pool2d(t[0], 2); }},
       {"fc1", {rg({128, 3136}, true), rg({128, 3136}, true), rg({128}, true)},
        [](const auto& t) { return torch::linear(t[0], t[1], t[2]); }},
+      // DCGAN's generator at batch 16 (bench_layers.cpp).
+      {"ct1", {rg({16, 100, 1, 1}, false), rg({100, 512, 4, 4}, true), rg({512}, true)},
+       [](const auto& t) { return torch::conv_transpose2d(t[0], t[1], t[2]); }},
+      {"ct2", {rg({16, 512, 4, 4}, true), rg({512, 256, 4, 4}, true), rg({256}, true)},
+       [](const auto& t) { return torch::conv_transpose2d(t[0], t[1], t[2], 2, 1); }},
+      {"ct3", {rg({16, 256, 8, 8}, true), rg({256, 128, 4, 4}, true), rg({128}, true)},
+       [](const auto& t) { return torch::conv_transpose2d(t[0], t[1], t[2], 2, 1); }},
+      {"ct4", {rg({16, 128, 16, 16}, true), rg({128, 64, 4, 4}, true), rg({64}, true)},
+       [](const auto& t) { return torch::conv_transpose2d(t[0], t[1], t[2], 2, 1); }},
+      {"gn", {rg({16, 256, 16, 16}, true), rg({256}, true), rg({256}, true)},
+       [](const auto& t) { return torch::group_norm(t[0], 32, t[1], t[2]); }},
   };
   for (const Case& c : cases) {
     {

@@ -48,14 +48,16 @@ inline void inside_columns(int64_t OW, int64_t W, int64_t stride, int64_t shift,
 }
 
 // col [C * kh * kw, OH * OW] from one sample's x [C, H, W]; padding reads as zero.
+// ld: the distance between col's rows (OH * OW, or more when samples share col's rows).
 template <class T>
 void im2col(const T* x, int64_t C, int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t OH, int64_t OW,
-            const Conv2dParams& p, T* col) {
+            const Conv2dParams& p, T* col, int64_t ld = 0) {
+  if (ld == 0) ld = OH * OW;
   const bool flat = p.stride[0] == 1 && p.stride[1] == 1 && OW == W;
   for (int64_t c = 0; c < C; ++c)
     for (int64_t ki = 0; ki < kh; ++ki)
       for (int64_t kj = 0; kj < kw; ++kj) {
-        T* row = col + ((c * kh + ki) * kw + kj) * OH * OW;
+        T* row = col + ((c * kh + ki) * kw + kj) * ld;
         const int64_t dh = ki * p.dilation[0] - p.padding[0], dw = kj * p.dilation[1] - p.padding[1];
         int64_t ow_lo, ow_hi;
         inside_columns(OW, W, p.stride[1], dw, ow_lo, ow_hi);
@@ -102,13 +104,15 @@ void im2col(const T* x, int64_t C, int64_t H, int64_t W, int64_t kh, int64_t kw,
 
 // x [C, H, W] += col [C * kh * kw, OH * OW]: the adjoint of im2col, with the same
 // in-bounds column ranges (no test per element; contiguous adds at stride 1).
+// ld: the distance between col's rows (OH * OW, or more when samples share col's rows).
 template <class T>
 void col2im(const T* col, int64_t C, int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t OH, int64_t OW,
-            const Conv2dParams& p, T* x) {
+            const Conv2dParams& p, T* x, int64_t ld = 0) {
+  if (ld == 0) ld = OH * OW;
   for (int64_t c = 0; c < C; ++c)
     for (int64_t ki = 0; ki < kh; ++ki)
       for (int64_t kj = 0; kj < kw; ++kj) {
-        const T* row = col + ((c * kh + ki) * kw + kj) * OH * OW;
+        const T* row = col + ((c * kh + ki) * kw + kj) * ld;
         const int64_t dh = ki * p.dilation[0] - p.padding[0], dw = kj * p.dilation[1] - p.padding[1];
         int64_t ow_lo, ow_hi;
         inside_columns(OW, W, p.stride[1], dw, ow_lo, ow_hi);
@@ -161,6 +165,50 @@ void for_each_sample(int64_t N, const F& sample) {
   }
 }
 
+// Note [Small planes]: with few output positions per sample (P = OH * OW), a GEMM per
+// sample has P columns and reads the whole weight for them (conv_transpose2d's first DCGAN
+// layer, [16, 100, 1, 1] -> [16, 512, 4, 4], runs conv2d's passes with P = 1: 16 passes
+// over a 3.3 MB weight). There the samples of a chunk share one threaded GEMM of about
+// kChunkColumns columns: each sample's im2col (or col2im) fills (or reads) its P columns
+// of a shared col [KK, chunk * P] (threads over samples). Float32 and float64; 16-bit data
+// keeps the per-sample path.
+constexpr int64_t kSmallPlane = 64, kChunkColumns = 256;
+
+// Samples per chunk of the small-plane kernels.
+int64_t small_plane_chunk(int64_t N, int64_t P) {
+  return std::max<int64_t>(1, std::min(N, kChunkColumns / std::max<int64_t>(P, 1)));
+}
+
+// y[chunk, g] = W_g [Og, KK] @ col [KK, chunk * P] (+ bias, relu), written sample by sample.
+template <class C>
+void conv2d_batched(const Tensor& out, const Tensor& in, const C* w, const C* bias, int64_t kh, int64_t kw,
+                    const Conv2dParams& p) {
+  const int64_t N = in.shape()[0], Ch = in.shape()[1], H = in.shape()[2], W = in.shape()[3];
+  const int64_t O = out.shape()[1], OH = out.shape()[2], OW = out.shape()[3], G = p.groups;
+  const int64_t Cg = Ch / G, Og = O / G, KK = Cg * kh * kw, P = OH * OW, nb = small_plane_chunk(N, P);
+  const C* x = static_cast<const C*>(in.data_ptr());
+  C* y = static_cast<C*>(out.data_ptr());
+  std::vector<C> z(static_cast<size_t>(Og * nb * P)), col(static_cast<size_t>(KK * nb * P));
+  for (int64_t n0 = 0; n0 < N; n0 += nb) {
+    const int64_t b = std::min(nb, N - n0), cols = b * P;
+    for (int64_t g = 0; g < G; ++g) {
+      parallel_for(0, b, 1, [&](int64_t lo, int64_t hi) {
+        for (int64_t j = lo; j < hi; ++j)
+          im2col(x + ((n0 + j) * Ch + g * Cg) * H * W, Cg, H, W, kh, kw, OH, OW, p, col.data() + j * P, cols);
+      });
+      gemm<C>(false, false, Og, cols, KK, w + g * Og * KK, KK, col.data(), cols, z.data(), cols, false, true);
+      for (int64_t o = 0; o < Og; ++o) {
+        const C bo = bias ? bias[g * Og + o] : C(0);
+        for (int64_t j = 0; j < b; ++j) {
+          const C* src = z.data() + o * cols + j * P;
+          C* dst = y + ((n0 + j) * O + g * Og + o) * P;
+          for (int64_t i = 0; i < P; ++i) dst[i] = p.relu ? ops::Relu{}(src[i] + bo) : src[i] + bo;
+        }
+      }
+    }
+  }
+}
+
 // T: the tensors' type; C: the type of the arithmetic (float for the 16-bit floats).
 template <class T, class C = compute_t<T>>
 void conv2d_typed(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias, const Conv2dParams& p) {
@@ -175,6 +223,9 @@ void conv2d_typed(const Tensor& out, const Tensor& in, const Tensor& weight, con
   T* y = static_cast<T*>(out.data_ptr());
   const bool direct = kh == 1 && kw == 1 && p.stride[0] == 1 && p.stride[1] == 1 && p.padding[0] == 0 &&
                       p.padding[1] == 0;
+  if constexpr (std::is_same_v<T, C>) {
+    if (P < kSmallPlane && N > 1) return conv2d_batched<C>(out, in, w, bptr, kh, kw, p);
+  }
 
   auto sample = [&](int64_t n, bool parallel, SampleScratch<C>& s) {
     for (int64_t g = 0; g < G; ++g) {
@@ -222,6 +273,35 @@ void conv2d_kernel(const Tensor& out, const Tensor& in, const Tensor& weight, co
   by_float_dtype(in.dtype(), "conv2d", [&](auto v) { conv2d_typed<decltype(v)>(out, in, weight, bias, p); });
 }
 
+// The backward-input form of Note [Small planes]: col [KK, chunk * P] = W_g^T [KK, Og] @
+// grad_y[chunk, g] [Og, chunk * P], then col2im sample by sample.
+template <class C>
+void conv2d_backward_input_batched(const Tensor& gin, const Tensor& gout, const C* w, int64_t kh, int64_t kw,
+                                   const Conv2dParams& p) {
+  const int64_t N = gin.shape()[0], Ch = gin.shape()[1], H = gin.shape()[2], W = gin.shape()[3];
+  const int64_t O = gout.shape()[1], OH = gout.shape()[2], OW = gout.shape()[3], G = p.groups;
+  const int64_t Cg = Ch / G, Og = O / G, KK = Cg * kh * kw, P = OH * OW, nb = small_plane_chunk(N, P);
+  const C* gy = static_cast<const C*>(gout.data_ptr());
+  C* gx = static_cast<C*>(gin.data_ptr());
+  std::fill(gx, gx + N * Ch * H * W, C(0));
+  std::vector<C> ys(static_cast<size_t>(Og * nb * P)), col(static_cast<size_t>(KK * nb * P));
+  for (int64_t n0 = 0; n0 < N; n0 += nb) {
+    const int64_t b = std::min(nb, N - n0), cols = b * P;
+    for (int64_t g = 0; g < G; ++g) {
+      for (int64_t o = 0; o < Og; ++o)
+        for (int64_t j = 0; j < b; ++j) {
+          const C* src = gy + ((n0 + j) * O + g * Og + o) * P;
+          std::copy(src, src + P, ys.data() + o * cols + j * P);
+        }
+      gemm<C>(true, false, KK, cols, Og, w + g * Og * KK, KK, ys.data(), cols, col.data(), cols, false, true);
+      parallel_for(0, b, 1, [&](int64_t lo, int64_t hi) {
+        for (int64_t j = lo; j < hi; ++j)
+          col2im(col.data() + j * P, Cg, H, W, kh, kw, OH, OW, p, gx + ((n0 + j) * Ch + g * Cg) * H * W, cols);
+      });
+    }
+  }
+}
+
 // grad_x[n, g] = col2im(W_g^T [KK, Og] @ grad_y[n, g] [Og, P]); samples go to threads.
 template <class T, class C = compute_t<T>>
 void conv2d_backward_input_typed(const Tensor& gin, const Tensor& gout, const Tensor& weight, const Conv2dParams& p) {
@@ -231,6 +311,9 @@ void conv2d_backward_input_typed(const Tensor& gin, const Tensor& gout, const Te
   const int64_t Cg = Ch / G, Og = O / G, KK = Cg * kh * kw, P = OH * OW;
   std::vector<C> wbuf;
   const C* w = as_compute<C>(static_cast<const T*>(weight.data_ptr()), weight.numel(), wbuf);
+  if constexpr (std::is_same_v<T, C>) {
+    if (P < kSmallPlane && N > 1) return conv2d_backward_input_batched<C>(gin, gout, w, kh, kw, p);
+  }
   const T* gy = static_cast<const T*>(gout.data_ptr());
   T* gx = static_cast<T*>(gin.data_ptr());
   auto sample = [&](int64_t n, bool parallel, SampleScratch<C>& s) {
@@ -254,6 +337,45 @@ void conv2d_backward_input_typed(const Tensor& gin, const Tensor& gout, const Te
   for_each_sample<C>(N, sample);
 }
 
+// The weight-gradient form of Note [Small planes]: grad_W_g [Og, KK] = the sum over chunks
+// of grad_y[chunk, g] [Og, chunk * P] @ im2col(x[chunk, g])^T [chunk * P, KK], one GEMM a
+// chunk instead of a rank-P update of the whole gradient a sample.
+template <class C>
+void conv2d_backward_weight_batched(const Tensor& gw, const Tensor& gb, const Tensor& gout, const Tensor& in,
+                                    const Conv2dParams& p) {
+  const int64_t N = in.shape()[0], Ch = in.shape()[1], H = in.shape()[2], W = in.shape()[3];
+  const int64_t O = gw.shape()[0], kh = gw.shape()[2], kw = gw.shape()[3];
+  const int64_t OH = gout.shape()[2], OW = gout.shape()[3], G = p.groups;
+  const int64_t Cg = Ch / G, Og = O / G, KK = Cg * kh * kw, P = OH * OW, nb = small_plane_chunk(N, P);
+  const C* x = static_cast<const C*>(in.data_ptr());
+  const C* gy = static_cast<const C*>(gout.data_ptr());
+  C* out = static_cast<C*>(gw.data_ptr());
+  std::vector<C> ys(static_cast<size_t>(Og * nb * P)), col(static_cast<size_t>(KK * nb * P));
+  for (int64_t n0 = 0; n0 < N; n0 += nb) {
+    const int64_t b = std::min(nb, N - n0), cols = b * P;
+    for (int64_t g = 0; g < G; ++g) {
+      for (int64_t o = 0; o < Og; ++o)
+        for (int64_t j = 0; j < b; ++j) {
+          const C* src = gy + ((n0 + j) * O + g * Og + o) * P;
+          std::copy(src, src + P, ys.data() + o * cols + j * P);
+        }
+      parallel_for(0, b, 1, [&](int64_t lo, int64_t hi) {
+        for (int64_t j = lo; j < hi; ++j)
+          im2col(x + ((n0 + j) * Ch + g * Cg) * H * W, Cg, H, W, kh, kw, OH, OW, p, col.data() + j * P, cols);
+      });
+      gemm<C>(false, true, Og, KK, cols, ys.data(), cols, col.data(), cols, out + g * Og * KK, KK, n0 > 0, true);
+    }
+  }
+  if (gb.defined()) {
+    C* bias = static_cast<C*>(gb.data_ptr());
+    for (int64_t o = 0; o < O; ++o) {
+      double acc = 0;
+      for (int64_t n = 0; n < N; ++n) acc = sum_run<double>(gy + (n * O + o) * P, P, acc);
+      bias[o] = C(acc);
+    }
+  }
+}
+
 // grad_W_g [Og, KK] = sum over samples of grad_y[n, g] [Og, P] @ im2col(x[n, g])^T [P, KK],
 // and grad_b[o] = sum of grad_y[n, o] over samples and positions. Each thread sums its
 // share of the samples into its own buffer (weight, then bias); the buffers are added.
@@ -264,6 +386,9 @@ void conv2d_backward_weight_typed(const Tensor& gw, const Tensor& gb, const Tens
   const int64_t O = gw.shape()[0], kh = gw.shape()[2], kw = gw.shape()[3];
   const int64_t OH = gout.shape()[2], OW = gout.shape()[3], G = p.groups;
   const int64_t Cg = Ch / G, Og = O / G, KK = Cg * kh * kw, P = OH * OW;
+  if constexpr (std::is_same_v<T, C>) {
+    if (P < kSmallPlane && N > 1) return conv2d_backward_weight_batched<C>(gw, gb, gout, in, p);
+  }
   const T* x = static_cast<const T*>(in.data_ptr());
   const T* gy = static_cast<const T*>(gout.data_ptr());
   const bool direct = kh == 1 && kw == 1 && p.stride[0] == 1 && p.stride[1] == 1 && p.padding[0] == 0 &&

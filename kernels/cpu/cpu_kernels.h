@@ -20,5 +20,6 @@ void register_fused_nn();
 void register_sparse();
 void register_attention();
 void register_rnn();
+void register_upsample();
 
 }  // namespace ember::kernels::cpu

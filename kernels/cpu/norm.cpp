@@ -1,6 +1,6 @@
 // CPU normalization kernels: layer norm over the rows of a [rows, cols] tensor (forward
-// saving mean and rstd, backward for the input, weight and bias) and batch-norm
-// statistics per channel of [N, C, HW]. Statistics are Welford's with Chan's merge
+// saving mean and rstd, backward for the input, weight and bias), group norm of [N, C, S]
+// and batch-norm statistics per channel of [N, C, HW]. Statistics are Welford's with Chan's merge
 // (kernels/common/norm_ops.h, as the CUDA kernels compute them); 16-bit data computes in
 // float. Sums over rows (the weight and bias gradients) and merges over a channel go in a
 // fixed order, so the results do not depend on the thread count.
@@ -196,12 +196,111 @@ void batch_norm_stats_kernel(const Tensor& mean, const Tensor& var, const Tensor
   });
 }
 
+// Group norm of x [N, C, S]: (n, g) groups to threads, each group's Cg * S values
+// contiguous; statistics as layer norm's, then y = x a + b per channel with
+// a = rstd weight[c], b = bias[c] - mean a (one multiply-add per element).
+void group_norm_kernel(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x, const Tensor& weight,
+                       const Tensor& bias, int64_t groups, double eps) {
+  for_floating(x.dtype(), "group_norm", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = compute_t<T>;
+    const int64_t N = x.size(0), Ch = x.size(1), S = x.size(2), Cg = Ch / groups;
+    const T* in = static_cast<const T*>(x.data_ptr());
+    const T *w = ptr_or_null<T>(weight), *b = ptr_or_null<T>(bias);
+    T* out = static_cast<T*>(y.data_ptr());
+    C *mu = static_cast<C*>(mean.data_ptr()), *rs = static_cast<C*>(rstd.data_ptr());
+    parallel_for(0, N * groups, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(Cg * S, 1)),
+                 [&](int64_t lo, int64_t hi) {
+      for (int64_t ng = lo; ng < hi; ++ng) {
+        const int64_t off = ng * Cg * S, c0 = (ng % groups) * Cg;
+        const ops::Welford<C> st = welford(in + off, Cg * S);
+        const C m = st.mean, s = C(1) / std::sqrt(st.variance(0) + C(eps));
+        mu[ng] = m;
+        rs[ng] = s;
+        for (int64_t c = 0; c < Cg; ++c) {
+          const C a = w ? s * cast<C>(w[c0 + c]) : s;
+          const C sh = (b ? cast<C>(b[c0 + c]) : C(0)) - m * a;
+          const T* xc = in + off + c * S;
+          T* yc = out + off + c * S;
+          for (int64_t j = 0; j < S; ++j) yc[j] = cast<T>(cast<C>(xc[j]) * a + sh);
+        }
+      }
+    });
+  });
+}
+
+// Group norm backward. Per (n, c): ds = sum dy x, db = sum dy over S. Per group, with
+// g = dy weight, M = Cg S and xhat = (x - mean) rstd, dx = rstd (g - mean(g) - xhat
+// mean(g xhat)), which is dx = a dy + bx x + c0 per channel (the sums over the group from
+// ds, db); dweight[c] = sum over n of rstd (ds - mean db), dbias[c] = sum over n of db, in
+// order of n.
+void group_norm_backward_kernel(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dy,
+                                const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight,
+                                int64_t groups) {
+  for_floating(x.dtype(), "group_norm_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = compute_t<T>;
+    const int64_t N = x.size(0), Ch = x.size(1), S = x.size(2), Cg = Ch / groups;
+    const T *g = static_cast<const T*>(dy.data_ptr()), *in = static_cast<const T*>(x.data_ptr());
+    const T* w = ptr_or_null<T>(weight);
+    const C *mu = static_cast<const C*>(mean.data_ptr()), *rs = static_cast<const C*>(rstd.data_ptr());
+    std::vector<C> ds(static_cast<size_t>(N * Ch)), db(static_cast<size_t>(N * Ch));
+    parallel_for(0, N * Ch, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(S, 1)), [&](int64_t lo, int64_t hi) {
+      for (int64_t nc = lo; nc < hi; ++nc) {
+        const T *gp = g + nc * S, *xp = in + nc * S;
+        ds[nc] = lane_sum<C>(S, [&](int64_t j) { return cast<C>(gp[j]) * cast<C>(xp[j]); });
+        db[nc] = lane_sum<C>(S, [&](int64_t j) { return cast<C>(gp[j]); });
+      }
+    });
+    if (dx.defined()) {
+      T* out = static_cast<T*>(dx.data_ptr());
+      parallel_for(0, N * groups, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(Cg * S, 1)),
+                   [&](int64_t lo, int64_t hi) {
+        for (int64_t ng = lo; ng < hi; ++ng) {
+          const int64_t n = ng / groups, c0 = (ng % groups) * Cg;
+          C sdb = 0, sds = 0;
+          for (int64_t c = c0; c < c0 + Cg; ++c) {
+            const C wc = w ? cast<C>(w[c]) : C(1);
+            sdb += wc * db[n * Ch + c];
+            sds += wc * ds[n * Ch + c];
+          }
+          const C m = mu[ng], s = rs[ng], inv = C(1) / C(Cg * S);
+          const C mg = sdb * inv, mgx = s * (sds - m * sdb) * inv;
+          const C bx = -s * s * mgx, c0v = -s * mg + s * s * m * mgx;
+          for (int64_t c = c0; c < c0 + Cg; ++c) {
+            const C a = w ? s * cast<C>(w[c]) : s;
+            const T *gp = g + (n * Ch + c) * S, *xp = in + (n * Ch + c) * S;
+            T* op = out + (n * Ch + c) * S;
+            for (int64_t j = 0; j < S; ++j) op[j] = cast<T>(a * cast<C>(gp[j]) + bx * cast<C>(xp[j]) + c0v);
+          }
+        }
+      });
+    }
+    if (dweight.defined() || dbias.defined()) {
+      T* dw = dweight.defined() ? static_cast<T*>(dweight.data_ptr()) : nullptr;
+      T* dbi = dbias.defined() ? static_cast<T*>(dbias.data_ptr()) : nullptr;
+      for (int64_t c = 0; c < Ch; ++c) {
+        C aw = 0, ab = 0;
+        for (int64_t n = 0; n < N; ++n) {
+          const int64_t ng = n * groups + c / Cg;
+          aw += rs[ng] * (ds[n * Ch + c] - mu[ng] * db[n * Ch + c]);
+          ab += db[n * Ch + c];
+        }
+        if (dw) dw[c] = cast<T>(aw);
+        if (dbi) dbi[c] = cast<T>(ab);
+      }
+    }
+  });
+}
+
 }  // namespace
 
 void register_norm() {
   layer_norm_stub.set(DeviceType::CPU, layer_norm_kernel);
   layer_norm_backward_stub.set(DeviceType::CPU, layer_norm_backward_kernel);
   batch_norm_stats_stub.set(DeviceType::CPU, batch_norm_stats_kernel);
+  group_norm_stub.set(DeviceType::CPU, group_norm_kernel);
+  group_norm_backward_stub.set(DeviceType::CPU, group_norm_backward_kernel);
 }
 
 }  // namespace ember::kernels::cpu

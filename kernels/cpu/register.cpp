@@ -20,6 +20,7 @@ void register_cpu_kernels() {
   cpu::register_sparse();
   cpu::register_attention();
   cpu::register_rnn();
+  cpu::register_upsample();
 }
 
 const char* cpu_vector_isa() {

@@ -66,6 +66,7 @@ void register_cuda_kernels() {
   cuda::register_sparse();
   cuda::register_attention();
   cuda::register_rnn();
+  cuda::register_vision();
 }
 
 }  // namespace ember::kernels

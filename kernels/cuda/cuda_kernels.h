@@ -20,5 +20,6 @@ void register_fused();
 void register_sparse();
 void register_attention();
 void register_rnn();
+void register_vision();
 
 }  // namespace ember::kernels::cuda
