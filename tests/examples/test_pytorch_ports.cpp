@@ -35,6 +35,10 @@ const Port kPorts[] = {
     {"time_sequence_prediction", "--dry-run --waves 6 --length 50", "test loss:"},
     {"imagenet", "--dry-run --epochs 1 --image-size 32 --batch-size 4 --limit-train 8 --limit-test 8", "Acc@1"},
     {"siamese_network", "--dry-run --epochs 1 --batch-size 4 --limit-train 8 --limit-test 8", "Test set: Average loss"},
+    {"cpp_mnist", "--dry-run --epochs 1 --limit-train 64 --limit-test 100", "Test set: Average loss"},
+    {"dcgan", "--dry-run --epochs 1 --batch-size 4 --nz 16 --ngf 8 --ndf 8 --limit-train 8", "Loss_D:"},
+    {"cpp_dcgan", "--dry-run --epochs 1 --batch-size 4 --limit-train 8", "Training complete!"},
+    {"super_resolution", "--dry-run --epochs 1 --batch-size 4 --limit-train 8 --limit-test 10", "===> Avg. PSNR:"},
 };
 
 TEST(PyTorchPorts, EachTrainsABatch) {

@@ -1,5 +1,5 @@
 """Twin of libtorch's cpp/dcgan (pytorch/examples cpp/dcgan/dcgan.cpp), for the port in
-examples/pytorch/cpp_dcgan once ember has nn::ConvTranspose2d: DCGANGenerator (noise 100)
+examples/pytorch/cpp_dcgan: DCGANGenerator (noise 100)
 and the Sequential discriminator, both Adam lr 2e-4 betas (0.5, 0.5), binary cross
 entropy, batch norm in training mode; 2 steps of 2 images of 1x28x28. The twin draws the
 real labels (uniform in [0.8, 1)) and the noise. Losses: d_loss, g_loss per step. The

@@ -1,5 +1,5 @@
 """Twin of libtorch's cpp/mnist (pytorch/examples cpp/mnist/mnist.cpp), for the port in
-examples/pytorch/cpp_mnist once ember has nn::Dropout2d: Net (conv 5x5 x2, Dropout2d,
+examples/pytorch/cpp_mnist: Net (conv 5x5 x2, Dropout2d,
 dropout 0.5 by is_training()), SGD lr 0.01 momentum 0.5, nll_loss; 3 steps of 4 images. The
 whole model runs in eval mode (its only mode-dependent parts are the two dropouts, whose
 masks cannot match). Writes cpp_mnist.safetensors."""

@@ -1,5 +1,5 @@
-"""Twin of pytorch/examples' dcgan/main.py, for the port in examples/pytorch/dcgan once
-ember has nn::ConvTranspose2d: Generator and Discriminator at nz 16, ngf = ndf = 8, nc 1
+"""Twin of pytorch/examples' dcgan/main.py, for the port in examples/pytorch/dcgan:
+Generator and Discriminator at nz 16, ngf = ndf = 8, nc 1
 (64x64 images), Adam lr 2e-4 betas (0.5, 0.999), BCELoss, batch norm in training mode;
 2 steps of 2 images. Losses: errD, errG per step. The state dict is that of a holder with
 "netG" and "netD". Writes dcgan.safetensors."""

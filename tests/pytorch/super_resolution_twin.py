@@ -1,5 +1,5 @@
 """Twin of pytorch/examples' super_resolution (model.py's Net, main.py's step), for the port
-in examples/pytorch/super_resolution once ember has nn::PixelShuffle: upscale factor 3,
+in examples/pytorch/super_resolution: upscale factor 3,
 Adam lr 0.01, MSELoss; 3 steps of 2 images of 1x8x8 -> 1x24x24. Writes super_resolution.safetensors."""
 import torch
 import torch.nn as nn

@@ -2,9 +2,8 @@
 // rows as a sequence of 28 steps, its last output through BatchNorm1d, dropout and two
 // fully connected layers, log-softmax out; trained with Adadelta and StepLR(1, 0.7).
 //
-// The original's dropouts are nn.Dropout2d applied to [N, 64]: on a 2-D input torch 1.13's
-// dropout2d drops single elements, as dropout does (its deprecation warning says "to retain
-// the behavior ... use dropout instead"), so they are nn::Dropout here, under the same names.
+// The original's dropouts are nn.Dropout2d applied to [N, 64]: on a 2-D input, torch 1.13's
+// dropout2d and ember's draw one mask entry per (n, c), that is per element.
 #pragma once
 
 #include <memory>
@@ -22,8 +21,8 @@ class Net : public nn::Module {
   Net()
       : rnn(register_module("rnn", std::make_shared<nn::LSTM>(28, 64, nn::RNNOptions{.batch_first = true}))),
         batchnorm(register_module("batchnorm", std::make_shared<nn::BatchNorm1d>(64))),
-        dropout1(register_module("dropout1", std::make_shared<nn::Dropout>(0.25))),
-        dropout2(register_module("dropout2", std::make_shared<nn::Dropout>(0.5))),
+        dropout1(register_module("dropout1", std::make_shared<nn::Dropout2d>(0.25))),
+        dropout2(register_module("dropout2", std::make_shared<nn::Dropout2d>(0.5))),
         fc1(register_module("fc1", std::make_shared<nn::Linear>(64, 32))),
         fc2(register_module("fc2", std::make_shared<nn::Linear>(32, 10))) {}
 
@@ -50,7 +49,7 @@ class Net : public nn::Module {
 
   std::shared_ptr<nn::LSTM> rnn;
   std::shared_ptr<nn::BatchNorm1d> batchnorm;
-  std::shared_ptr<nn::Dropout> dropout1, dropout2;
+  std::shared_ptr<nn::Dropout2d> dropout1, dropout2;
   std::shared_ptr<nn::Linear> fc1, fc2;
 };
 
