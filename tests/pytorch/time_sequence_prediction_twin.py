@@ -1,6 +1,6 @@
 """Twin of pytorch/examples' time_sequence_prediction (train.py's Sequence of two LSTMCells
 and a Linear, float64 as the original), for the port in examples/pytorch/
-time_sequence_prediction once ember has nn::LSTMCell: LBFGS lr 0.8 (its default 20
+time_sequence_prediction (test_time_sequence_prediction.cpp): LBFGS lr 0.8 (its default 20
 iterations per step), MSELoss, 1 step on 3 sine waves of 8 points (generate_sine_wave.py's
 formula with T = 20, shifts drawn here); then a prediction 5 points into the future.
 Losses: every closure evaluation, in order. Writes time_sequence_prediction.safetensors."""
