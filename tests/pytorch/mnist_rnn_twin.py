@@ -1,5 +1,5 @@
 """Twin of pytorch/examples' mnist_rnn/main.py, for the port in examples/pytorch/mnist_rnn
-(test_mnist_rnn.cpp): Net (LSTM 28 -> 64 batch_first, BatchNorm1d in training mode,
+(test_mnist.cpp): Net (LSTM 28 -> 64 batch_first, BatchNorm1d in training mode,
 Dropout2d, two Linear), Adadelta lr 0.1 with StepLR(1, 0.7) stepped after each step (the
 original: per epoch), nll_loss; 3 steps of 4 images. Dropout2d runs in eval mode (its
 masks cannot match). Writes mnist_rnn.safetensors."""

@@ -1,14 +1,18 @@
-// examples/pytorch/mnist against its PyTorch twin (mnist_twin.py): 3 steps of Adadelta with
-// StepLR stepped after each; dropout in eval mode on both sides (its masks cannot match).
+// examples/pytorch/mnist and mnist_rnn against their PyTorch twins (mnist_twin.py,
+// mnist_rnn_twin.py): the two originals train alike, 3 steps of Adadelta with StepLR stepped
+// after each and an NLL loss; dropout (mnist_rnn: Dropout2d) in eval mode on both sides (its
+// masks cannot match), mnist_rnn's BatchNorm1d in training mode.
 #include "examples/pytorch/mnist/model.h"
+#include "examples/pytorch/mnist_rnn/model.h"
 #include "tests/pytorch/twin_steps.h"
 
 namespace ember::test {
 namespace {
 
-TEST(PyTorchTwin, Mnist) {
-  const twin::Twin t = twin::load("mnist");
-  auto model = std::make_shared<pt_mnist::Net>();
+template <class Net>
+void train_as_the_twin(const std::string& name) {
+  const twin::Twin t = twin::load(name);
+  auto model = std::make_shared<Net>();
   t.init_module(*model);
   model->train();
   model->dropout1->eval();
@@ -27,6 +31,10 @@ TEST(PyTorchTwin, Mnist) {
   }
   t.check_final(*model);
 }
+
+TEST(PyTorchTwin, Mnist) { train_as_the_twin<pt_mnist::Net>("mnist"); }
+
+TEST(PyTorchTwin, MnistRnn) { train_as_the_twin<pt_mnist_rnn::Net>("mnist_rnn"); }
 
 }  // namespace
 }  // namespace ember::test
