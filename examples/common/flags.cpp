@@ -78,14 +78,6 @@ std::string check(const FlagRange& r, const std::string& text) {
   return v >= r.lo && v <= r.hi ? "" : outside;
 }
 
-// The flag's value is checked as text, before CLI11 converts it; --help shows the range.
-CLI::Option* ranged(CLI::Option* o, const std::string& type) {
-  const FlagRange& r = range_of(o->get_name());
-  o->check(CLI::Validator([r](std::string& text) { return check(r, text); }, ""));
-  o->type_name(type + " in " + r.range());
-  return o;
-}
-
 std::string text_of(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.17g", v);
@@ -93,6 +85,14 @@ std::string text_of(double v) {
 }
 
 }  // namespace
+
+// The flag's value is checked as text, before CLI11 converts it; --help shows the range.
+CLI::Option* with_train_range(CLI::Option* o, const std::string& type) {
+  const FlagRange& r = range_of(o->get_name());
+  o->check(CLI::Validator([r](std::string& text) { return check(r, text); }, ""));
+  o->type_name(type + " in " + r.range());
+  return o;
+}
 
 std::string train_flag_error(const std::string& flag, const std::string& text) {
   return check(range_of(flag), text);
@@ -125,25 +125,25 @@ void add_train_flags(CLI::App& app, TrainConfig& c) {
                "capture the whole training step (forward, loss, backward, optimizer step) once in a CUDA graph and "
                "replay it for every batch; needs --device cuda and --data-on-device (the last partial batch runs "
                "eagerly)");
-  ranged(app.add_option("--epochs", c.epochs, "epochs in all (a resumed run trains the remaining ones)"), "INT")
+  with_train_range(app.add_option("--epochs", c.epochs, "epochs in all (a resumed run trains the remaining ones)"), "INT")
       ->capture_default_str();
-  ranged(app.add_option("--batch-size", c.batch_size, "samples per step"), "INT")->capture_default_str();
-  ranged(app.add_option("--lr", c.lr,
+  with_train_range(app.add_option("--batch-size", c.batch_size, "samples per step"), "INT")->capture_default_str();
+  with_train_range(app.add_option("--lr", c.lr,
                         "learning rate (a run whose loss becomes NaN or infinite stops with an error)"),
          "FLOAT")
       ->capture_default_str();
   app.add_option("--optimizer", c.optimizer, "sgd, adam or adamw")
       ->check(CLI::IsMember({"sgd", "adam", "adamw"}))
       ->capture_default_str();
-  ranged(app.add_option("--seed", c.seed, "seed of the initialisation and the shuffle"), "UINT")
+  with_train_range(app.add_option("--seed", c.seed, "seed of the initialisation and the shuffle"), "UINT")
       ->capture_default_str();
-  ranged(app.add_option("--threads", c.threads,
+  with_train_range(app.add_option("--threads", c.threads,
                         "CPU threads, at most the cores (default: EMBER_NUM_THREADS or all cores)"),
          "INT");
-  ranged(app.add_option("--limit-train", c.limit_train,
+  with_train_range(app.add_option("--limit-train", c.limit_train,
                         "use only the first N training images (all of them when N is more)"),
          "INT");
-  ranged(app.add_option("--limit-test", c.limit_test, "evaluate on the first N test images only"), "INT");
+  with_train_range(app.add_option("--limit-test", c.limit_test, "evaluate on the first N test images only"), "INT");
   app.add_option("--save", c.save, "write a checkpoint here after every epoch (the file a symlink names)");
   app.add_option("--resume", c.resume,
                  "continue from this checkpoint; a missing one is an error, except under ember-run or torchrun "
@@ -156,7 +156,7 @@ void add_train_flags(CLI::App& app, TrainConfig& c) {
   app.add_option("--max-memory", c.max_memory,
                  "memory training may allocate on the device beyond what it starts with (the dataset, on the "
                  "cpu): bytes, a size such as 64MiB or 2GiB, or a share of the device such as 50%");
-  ranged(app.add_option("--zero", c.zero,
+  with_train_range(app.add_option("--zero", c.zero,
                         "with several processes: 1 shards the optimizer state across them, 2 the gradients too "
                         "(ZeRO)"),
          "INT")
@@ -176,7 +176,7 @@ void add_train_flags(CLI::App& app, TrainConfig& c) {
   app.add_option("--device-memory", c.device_memory,
                  "with --estimate-memory: the memory to fit the batch to (a size such as 16GiB, or 50%; default: "
                  "the device's)");
-  ranged(app.add_option("--prune", c.prune,
+  with_train_range(app.add_option("--prune", c.prune,
                         "after training, prune this share of the Linear weights (smallest magnitudes, one global "
                         "threshold), fine-tune one epoch with the pruned weights held at zero, then run and "
                         "evaluate the layers in sparse CSR form; reports accuracy and weight memory before and "
@@ -185,14 +185,14 @@ void add_train_flags(CLI::App& app, TrainConfig& c) {
   app.add_option("--memory-snapshot", c.memory_snapshot,
                  "write the memory of the first training steps here (JSON for ember-memviz; *.trace.json: a "
                  "Chrome/Perfetto trace)");
-  ranged(app.add_option("--memory-snapshot-steps", c.memory_snapshot_steps,
+  with_train_range(app.add_option("--memory-snapshot-steps", c.memory_snapshot_steps,
                         "the steps --memory-snapshot covers (0: the whole run, written at the end)"),
          "INT")
       ->capture_default_str();
 }
 
 void add_image_size_flag(CLI::App& app, TrainConfig& c) {
-  ranged(app.add_option("--image-size", c.image_size,
+  with_train_range(app.add_option("--image-size", c.image_size,
                         "resize the images to N x N pixels (bilinear) when they are loaded: smaller activations, "
                         "less memory"),
          "INT")

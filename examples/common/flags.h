@@ -60,6 +60,11 @@ void check_train_config(const TrainConfig& config);
 // The largest --epochs (and epoch a checkpoint may record).
 constexpr int64_t kMaxEpochs = 1000000;
 
+// Note [Flag ranges] for an option of another program that bears a flag of the table
+// (the PyTorch ports' --epochs, --lr...): the table's range checked on the text, and shown
+// in --help as "TYPE in [lo, hi]". Returns the option.
+CLI::Option* with_train_range(CLI::Option* option, const std::string& type);
+
 // "" when `text` is a value of flag `flag`'s range, else what is wrong with it (the
 // message its validator gives). For the fuzz target and the tests.
 std::string train_flag_error(const std::string& flag, const std::string& text);

@@ -7,13 +7,12 @@
 
 #include <CLI/CLI.hpp>
 
-#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <string>
-#include <thread>
 
 #include "base/program.h"
+#include "examples/common/flags.h"
 #include "data/dataset.h"
 #include "ember.h"
 
@@ -34,26 +33,24 @@ struct Flags {
 
 // Adds the flags, their defaults being `f`'s (the original's).
 inline void add_flags(CLI::App& app, Flags& f, bool with_data = true) {
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (with_data) app.add_option("--data", f.data, "folder of the Fashion-MNIST IDX files")->capture_default_str();
   app.add_option("--device", f.device, "auto, cpu, cuda or cuda:N")->capture_default_str();
-  app.add_option("--epochs", f.epochs, "training epochs")
-      ->check(CLI::Range(int64_t{1}, int64_t{1000000}).description(""))->type_name("INT in [1, 1000000]")
+  // The ranges are the training examples' (Note [Flag ranges] in examples/common/flags.h).
+  using examples::with_train_range;
+  with_train_range(app.add_option("--epochs", f.epochs, "training epochs"), "INT")->capture_default_str();
+  with_train_range(app.add_option("--batch-size", f.batch_size, "samples per training step"), "INT")
       ->capture_default_str();
-  app.add_option("--batch-size", f.batch_size, "samples per training step")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20).description(""))->type_name("INT in [1, 1048576]")
+  with_train_range(app.add_option("--lr", f.lr, "learning rate"), "FLOAT")->capture_default_str();
+  with_train_range(app.add_option("--seed", f.seed, "seed of the initial weights and the shuffling"), "INT")
       ->capture_default_str();
-  app.add_option("--lr", f.lr, "learning rate")
-      ->check(CLI::Range(0.0, 1000.0).description(""))->type_name("FLOAT in [0, 1000]")->capture_default_str();
-  app.add_option("--seed", f.seed, "seed of the initial weights and the shuffling")->capture_default_str();
-  app.add_option("--threads", f.threads, "CPU threads, at most the cores (default: EMBER_NUM_THREADS or all cores)")
-      ->check(CLI::Range(1, cores).description(""))
-      ->type_name("INT in [1, " + std::to_string(cores) + "]");
+  with_train_range(
+      app.add_option("--threads", f.threads, "CPU threads, at most the cores (default: EMBER_NUM_THREADS or all cores)"),
+      "INT");
   if (with_data) {
-    app.add_option("--limit-train", f.limit_train, "train on the first N samples only (default: all)")
-        ->check(CLI::Range(int64_t{1}, int64_t{1} << 40).description(""))->type_name("INT in [1, 2^40]");
-    app.add_option("--limit-test", f.limit_test, "test on the first N samples only (default: all)")
-        ->check(CLI::Range(int64_t{1}, int64_t{1} << 40).description(""))->type_name("INT in [1, 2^40]");
+    with_train_range(app.add_option("--limit-train", f.limit_train, "train on the first N samples only (default: all)"),
+                     "INT");
+    with_train_range(app.add_option("--limit-test", f.limit_test, "test on the first N samples only (default: all)"),
+                     "INT");
   }
   app.add_flag("--dry-run", f.dry_run, "one batch of training (and of testing), as the original's --dry-run");
 }
