@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -192,6 +193,21 @@ inline Tensor pool2d_forward(const json& m, const Operands& a, Tensor* indices =
   }
   if (op == "avg_pool2d") return avg_pool2d(a.input, pool_options(m));
   return {};
+}
+
+// Backpropagates sum(out * the case's grad_out) and compares the gradient of each input
+// the case's metadata lists under "grads" with the file's grad.<name>; returns how many.
+inline int64_t expect_listed_grads(const RefFile& f, int64_t i, const json& m, const Tensor& out,
+                                   std::map<std::string, Tensor>& in, Tol tol) {
+  mul(out, f.field(i, "grad_out")).sum().backward();
+  int64_t checked = 0;
+  for (const auto& g : m.at("grads")) {
+    const std::string name = g.get<std::string>();
+    SCOPED_TRACE("grad." + name);
+    EXPECT_TRUE(matches(in[name].grad(), f.field(i, "grad." + name), tol));
+    ++checked;
+  }
+  return checked;
 }
 
 }  // namespace ember::test::refcase
