@@ -40,7 +40,7 @@ void bm_attention(benchmark::State& state, const char* path, bool backward, bool
   Tensor v = ember::randn({kB, kH, T, kD}, {ember::kFloat32}, &gen);
   const Tensor dout = ember::randn({kB, kH, T, kD}, {ember::kFloat32}, &gen);
   if (backward)
-    for (Tensor* t : {&q, &k, &v}) t->set_requires_grad();
+    for (Tensor* t : {&q, &k, &v}) t->requires_grad_();
   for (auto _ : state) {
     Tensor out = ember::scaled_dot_product_attention(q, k, v, {.is_causal = causal});
     if (backward) {

@@ -29,7 +29,7 @@ void forward_backward(benchmark::State& state, const std::vector<Tensor>& leaves
 }
 
 void CrossEntropy(benchmark::State& state, bool fused) {
-  const Tensor x = randn_f({128, 10}, 1).set_requires_grad();
+  const Tensor x = randn_f({128, 10}, 1).requires_grad_();
   Generator g(2);
   const Tensor t = randint(0, 10, {128}, kInt64, &g);
   forward_backward(state, {x}, [&] {
@@ -40,8 +40,8 @@ void CrossEntropy(benchmark::State& state, bool fused) {
 }
 
 void LayerNorm(benchmark::State& state, bool fused) {
-  const Tensor x = randn_f({128, 512}, 1).set_requires_grad();
-  const Tensor w = ones({512}).set_requires_grad(), b = zeros({512}).set_requires_grad();
+  const Tensor x = randn_f({128, 512}, 1).requires_grad_();
+  const Tensor w = ones({512}).requires_grad_(), b = zeros({512}).requires_grad_();
   forward_backward(state, {x, w, b}, [&] {
     if (fused) return layer_norm(x, 1, w, b);
     return add(mul(mul(sub(x, mean(x, {1}, true)), rsqrt(add(var(x, {1}, 0, true), Scalar(1e-5)))), w), b);
@@ -49,8 +49,8 @@ void LayerNorm(benchmark::State& state, bool fused) {
 }
 
 void BatchNorm(benchmark::State& state, bool fused) {
-  const Tensor x = randn_f({128, 32, 28, 28}, 1).set_requires_grad();
-  const Tensor w = ones({32}).set_requires_grad(), b = zeros({32}).set_requires_grad();
+  const Tensor x = randn_f({128, 32, 28, 28}, 1).requires_grad_();
+  const Tensor w = ones({32}).requires_grad_(), b = zeros({32}).requires_grad_();
   const Tensor rm = zeros({32}), rv = ones({32});
   forward_backward(state, {x, w, b}, [&] {
     if (fused) return batch_norm_training(x, w, b, rm, rv, 0.1, 1e-5);
@@ -66,7 +66,7 @@ void BatchNorm(benchmark::State& state, bool fused) {
 }
 
 void Embedding(benchmark::State& state, bool fused) {
-  const Tensor w = randn_f({1000, 128}, 1).set_requires_grad();
+  const Tensor w = randn_f({1000, 128}, 1).requires_grad_();
   Generator g(2);
   const Tensor idx = randint(0, 1000, {128, 32}, kInt64, &g);
   forward_backward(state, {w}, [&] {
@@ -76,7 +76,7 @@ void Embedding(benchmark::State& state, bool fused) {
 }
 
 void Dropout(benchmark::State& state, bool fused) {
-  const Tensor x = randn_f({128, 512}, 1).set_requires_grad();
+  const Tensor x = randn_f({128, 512}, 1).requires_grad_();
   forward_backward(state, {x}, [&] {
     if (fused) return dropout(x, 0.5, true);
     const Tensor keep = ge(rand(x.shape(), x.dtype()), Scalar(0.5)).to(x.dtype());

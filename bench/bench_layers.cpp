@@ -89,7 +89,7 @@ std::vector<Tensor> make_inputs(const LayerCase& c, bool grad) {
   std::vector<Tensor> in;
   for (size_t i = 0; i < c.inputs.size(); ++i) {
     Tensor t = ember::randn(c.inputs[i], ember::kFloat32, &gen);
-    if (grad && c.needs_grad[i]) t.set_requires_grad();
+    if (grad && c.needs_grad[i]) t.requires_grad_();
     in.push_back(t);
   }
   return in;

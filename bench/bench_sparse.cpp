@@ -78,7 +78,7 @@ void csr_fwd(benchmark::State& state, Layer l, int sparsity) {
 
 void train(benchmark::State& state, Layer l, int sparsity, bool sparse) {
   Setup s = make(l, sparsity);
-  Tensor x = s.x.clone().set_requires_grad();
+  Tensor x = s.x.clone().requires_grad_();
   ember::nn::Module& m = sparse ? static_cast<ember::nn::Module&>(*s.sparse) : *s.dense;
   for (auto _ : state) {
     m.zero_grad();

@@ -39,7 +39,7 @@ ZeroOptimizer::ZeroOptimizer(DistributedDataParallel& ddp, int stage, const Fact
     b.shard = (numel + world - 1) / world;
     const Tensor& p0 = params_[ids[0]];
     shards_.push_back(zeros({b.shard}, TensorOptions(p0.dtype(), p0.device())));
-    shards_.back().set_requires_grad(true);
+    shards_.back().requires_grad_(true);
     grad_shards_->push_back(stage == 2 ? zeros({b.shard}, TensorOptions(p0.dtype(), p0.device())) : Tensor());
     buckets_.push_back(std::move(b));
   }

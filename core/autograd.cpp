@@ -275,8 +275,8 @@ NoGradGuard::~NoGradGuard() { autograd::tls_grad_enabled = previous_; }
 EnableGradGuard::EnableGradGuard() : previous_(autograd::tls_grad_enabled) { autograd::tls_grad_enabled = true; }
 EnableGradGuard::~EnableGradGuard() { autograd::tls_grad_enabled = previous_; }
 
-Tensor custom_function(const char* name, const std::vector<Tensor>& inputs, const Tensor& out,
-                       BackwardFunction backward) {
+Tensor autograd::custom_function(const char* name, const std::vector<Tensor>& inputs, const Tensor& out,
+                                 BackwardFunction backward) {
   return autograd::record(name, inputs, out.detach(), std::move(backward));
 }
 
@@ -285,11 +285,11 @@ bool Tensor::requires_grad() const {
   return m && m->requires_grad;
 }
 
-const Tensor& Tensor::set_requires_grad(bool on) const {
+const Tensor& Tensor::requires_grad_(bool on) const {
   AutogradMeta& m = autograd::meta_of(*this);
-  EMBER_CHECK(!m.grad_fn, "set_requires_grad: only leaf tensors can be marked; this one was made by '",
+  EMBER_CHECK(!m.grad_fn, "requires_grad_: only leaf tensors can be marked; this one was made by '",
               m.grad_fn->name(), "' (use detach() to make a leaf)");
-  EMBER_CHECK(!on || is_floating(dtype()), "set_requires_grad: only floating tensors can require grad, not ",
+  EMBER_CHECK(!on || is_floating(dtype()), "requires_grad_: only floating tensors can require grad, not ",
               dtype_name(dtype()));
   m.requires_grad = on;
   return *this;

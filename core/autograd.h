@@ -46,18 +46,6 @@ class EnableGradGuard {
   bool previous_;
 };
 
-// A differentiable function written by its caller (PyTorch's autograd.Function): `out`
-// was computed from `inputs` (with graph recording off, or on inputs cut from the
-// graph), and `backward` maps the gradient of `out` to one gradient per input
-// (undefined where there is none). Returns `out` attached to the graph as one node named
-// `name` when grad mode is on and an input requires grad; `out` itself otherwise. Under
-// autograd::grad(..., create_graph = true) `backward` runs with recording on: its result
-// differentiates again when it is written with ember's ops on tensors it captured as they
-// came, not detached (Note [Double backward] in core/autograd_graph.h).
-using BackwardFunction = std::function<std::vector<Tensor>(const Tensor& grad_output)>;
-Tensor custom_function(const char* name, const std::vector<Tensor>& inputs, const Tensor& out,
-                       BackwardFunction backward);
-
 // Compares the analytic gradients of sum(fn(inputs) * w), for a fixed random w, with
 // central finite differences in float64. The inputs must be float64 leaves that require
 // grad. Throws ember::Error naming the input, element, and both values on a mismatch
@@ -75,6 +63,18 @@ bool gradgradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& fn, 
                    double eps = 1e-6, double atol = 1e-5, double rtol = 1e-3);
 
 namespace autograd {
+
+// A differentiable function written by its caller (PyTorch's autograd.Function): `out`
+// was computed from `inputs` (with graph recording off, or on inputs cut from the
+// graph), and `backward` maps the gradient of `out` to one gradient per input
+// (undefined where there is none). Returns `out` attached to the graph as one node named
+// `name` when grad mode is on and an input requires grad; `out` itself otherwise. Under
+// autograd::grad(..., create_graph = true) `backward` runs with recording on: its result
+// differentiates again when it is written with ember's ops on tensors it captured as they
+// came, not detached (Note [Double backward] in core/autograd_graph.h).
+using BackwardFunction = std::function<std::vector<Tensor>(const Tensor& grad_output)>;
+Tensor custom_function(const char* name, const std::vector<Tensor>& inputs, const Tensor& out,
+                       BackwardFunction backward);
 
 // torch.autograd.grad: the gradients of `outputs` with respect to `inputs`, one per input
 // (each of the input's shape and dtype), returned rather than accumulated into grad(): no

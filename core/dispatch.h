@@ -221,6 +221,33 @@ using GruCellFn = void(const Tensor& h, const Tensor& saved, const Tensor& gi, c
 // dgi, dgh [B, 3H] and dh_prev [B, H] from dh [B, H], saved and h_prev.
 using GruCellBackwardFn = void(const Tensor& dgi, const Tensor& dgh, const Tensor& dh_prev, const Tensor& dh,
                                const Tensor& saved, const Tensor& h_prev);
+// One recurrent layer in one direction over a whole sequence, the unit a library such as
+// cuDNN runs in one call (Note [RNN layer stub] in core/rnn_sequence.h). x [T, B, I], h0 and
+// c0 [B, H] (c0: LSTM only, else undefined), w_ih [G H, I], w_hh [G H, H], b_ih and b_hh
+// [G H] or undefined, G = 4 (LSTM: i, f, g, o), 3 (GRU: r, z, n) or 1; all contiguous.
+// Steps run t = 0 .. T-1, or T-1 .. 0 when reverse.
+enum class RnnCell : int { kLstm, kGru, kRnnTanh, kRnnRelu };
+struct RnnLayerParams {
+  RnnCell cell;
+  bool reverse;
+  bool training;  // keep what backward needs in `reserve`
+};
+// The bytes of `reserve` the forward fills and the backward reads for this layer (what the
+// backend keeps: activated gates and states per step on the CPU, cuDNN's reserve space).
+using RnnLayerReserveFn = int64_t(const Tensor& x, int64_t hidden, const RnnLayerParams& p);
+// y [T, B, H] (h after the step at t, at t), h_n and c_n [B, H] (c_n undefined but for an
+// LSTM), reserve [bytes] uint8 (undefined when not training).
+using RnnLayerFn = void(const Tensor& y, const Tensor& h_n, const Tensor& c_n, const Tensor& reserve,
+                        const Tensor& x, const Tensor& h0, const Tensor& c0, const Tensor& w_ih,
+                        const Tensor& w_hh, const Tensor& b_ih, const Tensor& b_hh, const RnnLayerParams& p);
+// Gradients (each overwritten; undefined when not wanted) from dy [T, B, H], dh_n and dc_n
+// [B, H] (undefined: zero) and the forward's inputs, y and reserve.
+using RnnLayerBackwardFn = void(const Tensor& dx, const Tensor& dh0, const Tensor& dc0, const Tensor& dw_ih,
+                                const Tensor& dw_hh, const Tensor& db_ih, const Tensor& db_hh,
+                                const Tensor& dy, const Tensor& dh_n, const Tensor& dc_n, const Tensor& x,
+                                const Tensor& h0, const Tensor& c0, const Tensor& w_ih, const Tensor& w_hh,
+                                const Tensor& b_ih, const Tensor& b_hh, const Tensor& y, const Tensor& reserve,
+                                const RnnLayerParams& p);
 using BatchNormStatsFn = void(const Tensor& mean, const Tensor& var, const Tensor& running_mean,
                               const Tensor& running_var, const Tensor& x, double momentum);
 // grad_weight [rows, D] (overwritten) = for each row, the sum of grad_output [n, D] over the
@@ -350,7 +377,8 @@ class OpStub : public OpStubBase {
   X(group_norm, GroupNormFn) X(group_norm_backward, GroupNormBackwardFn) \
   X(lstm_cell, LstmCellFn) X(lstm_cell_backward, LstmCellBackwardFn) \
   X(gru_cell, GruCellFn) X(gru_cell_backward, GruCellBackwardFn) \
-  X(attention, AttentionFn) X(attention_backward, AttentionBackwardFn)
+  X(attention, AttentionFn) X(attention_backward, AttentionBackwardFn) \
+  X(rnn_layer_reserve, RnnLayerReserveFn) X(rnn_layer, RnnLayerFn) X(rnn_layer_backward, RnnLayerBackwardFn)
 
 #define EMBER_DECLARE_UNARY(name) extern OpStub<UnaryFn> name##_stub;
 #define EMBER_DECLARE_BINARY(name) extern OpStub<BinaryFn> name##_stub;

@@ -56,7 +56,7 @@ bool gradgradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& fn, 
   // The output's gradient is an input of the first derivative too, as in PyTorch.
   Generator gen(54321);
   const Tensor v = randn(out.shape(), {kFloat64, out.device()}, &gen);
-  v.set_requires_grad();
+  v.requires_grad_();
   const size_t n = inputs.size();
   auto first_derivative = [&fn, n](const std::vector<Tensor>& xv) {
     // gradcheck's finite differences run this under NoGradGuard; it needs a graph.

@@ -129,6 +129,21 @@ class Tensor {
   // pass where copy_(add(...)) makes two, and no temporary. Not recorded by autograd.
   const Tensor& add_(const Tensor& other) const;
   const Tensor& add_(Scalar other) const;  // other by value, as Note [Scalar operands]
+  const Tensor& sub_(const Tensor& other) const;
+  const Tensor& sub_(Scalar other) const;
+  const Tensor& mul_(const Tensor& other) const;
+  const Tensor& mul_(Scalar other) const;
+  const Tensor& div_(const Tensor& other) const;
+  const Tensor& div_(Scalar other) const;
+  // x += y is x.add_(y), and so on, as in libtorch.
+  const Tensor& operator+=(const Tensor& other) const { return add_(other); }
+  const Tensor& operator+=(Scalar other) const { return add_(other); }
+  const Tensor& operator-=(const Tensor& other) const { return sub_(other); }
+  const Tensor& operator-=(Scalar other) const { return sub_(other); }
+  const Tensor& operator*=(const Tensor& other) const { return mul_(other); }
+  const Tensor& operator*=(Scalar other) const { return mul_(other); }
+  const Tensor& operator/=(const Tensor& other) const { return div_(other); }
+  const Tensor& operator/=(Scalar other) const { return div_(other); }
 
   // Makes every handle of this tensor see `src`'s data, shape and dtype (src's storage is
   // shared, not copied). Keeps autograd state, so a parameter moved with Module::to()
@@ -149,7 +164,7 @@ class Tensor {
   bool requires_grad() const;
   // Marks a leaf tensor (one no op produced) as a parameter whose gradient backward()
   // accumulates into grad(). Floating dtypes only.
-  const Tensor& set_requires_grad(bool on = true) const;
+  const Tensor& requires_grad_(bool on = true) const;
   bool is_leaf() const;  // made by the user, not by an op that recorded a graph
   // The accumulated gradient of a leaf; undefined before the first backward reaches it.
   Tensor grad() const;

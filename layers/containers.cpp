@@ -31,7 +31,7 @@ Tensor Checkpoint::forward(const Tensor& x) {
     NoGradGuard no_grad;
     y = inner_mod->forward(x);
   }
-  return custom_function("checkpoint", inputs, y,
+  return autograd::custom_function("checkpoint", inputs, y,
                          [inner = inner_mod, x = x.detach(), needs_x = x.requires_grad(), saved, autocast,
                           n = inputs.size()](const Tensor& g) {
     Generator& gen = default_generator();
@@ -42,7 +42,7 @@ Tensor Checkpoint::forward(const Tensor& x) {
       EnableGradGuard grad_on;
       std::optional<AutocastScope> autocast_on;
       if (autocast) autocast_on.emplace(*autocast);
-      Tensor xi = needs_x ? x.detach().set_requires_grad() : x;
+      Tensor xi = needs_x ? x.detach().requires_grad_() : x;
       const MemoryScope scope(inner.get());
       Tensor yi = inner->forward(xi);
       yi.backward(g);  // the parameters' gradients accumulate here

@@ -59,7 +59,7 @@ void Module::check_new_name(const char* op, const std::string& name) const {
 
 Tensor& Module::register_parameter(const std::string& name, Tensor t) {
   check_new_name("register_parameter", name);
-  if (t.defined()) t.set_requires_grad(true);
+  if (t.defined()) t.requires_grad_(true);
   params_.emplace_back(name, std::move(t));
   return params_.back().second;
 }
@@ -87,7 +87,7 @@ Tensor& Module::slot(const char* op, Slots& slots, const char* kind, const std::
 
 Tensor& Module::replace_parameter(const std::string& name, Tensor t) {
   Tensor& s = slot("replace_parameter", params_, "parameter", name);
-  if (t.defined()) t.set_requires_grad(true);
+  if (t.defined()) t.requires_grad_(true);
   s = std::move(t);
   return s;
 }

@@ -10,7 +10,7 @@ SparseLinear::SparseLinear(const Linear& dense)
       bias(register_parameter("bias", dense.bias.defined() ? dense.bias.detach().clone() : Tensor())),
       pattern_(CsrPattern::nonzeros_of(dense.weight.detach())) {
   NoGradGuard no_grad;
-  values = pattern_.gather(dense.weight.detach()).clone().set_requires_grad();
+  values = pattern_.gather(dense.weight.detach()).clone().requires_grad_();
 }
 
 Tensor SparseLinear::forward(const Tensor& x, Activation act) {

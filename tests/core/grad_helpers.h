@@ -13,7 +13,7 @@ namespace ember::test {
 
 inline Tensor leaf(const Shape& shape, uint64_t seed, const std::function<double(double)>& map = {}) {
   Tensor t = random_tensor(shape, kFloat64, Layout::Contiguous, seed, map);
-  t.set_requires_grad();
+  t.requires_grad_();
   return t;
 }
 

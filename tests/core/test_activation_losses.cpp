@@ -52,7 +52,7 @@ TEST(Activations, DifferentiateTwice) {
   EXPECT_TRUE(gradgrad_ok([](const Ins& v) { return silu(v[0]); }, {x}));
   EXPECT_TRUE(gradgrad_ok([](const Ins& v) { return elu(v[0], 0.7); }, {x}));
   // elu's second derivative stays finite where e^x would overflow.
-  Tensor big = tensor({1000.0, -3.0}, kFloat64).set_requires_grad();
+  Tensor big = tensor({1000.0, -3.0}, kFloat64).requires_grad_();
   Tensor g = autograd::grad({elu(big).sum()}, {big}, {}, std::nullopt, /*create_graph=*/true)[0];
   Tensor gg = autograd::grad({g.sum()}, {big})[0];
   EXPECT_FALSE(std::isnan(gg.at({0})));
@@ -112,7 +112,7 @@ TEST(Losses, MatchAFloat64Loop) {
 
 TEST(Losses, PyTorchEdgeNumerics) {
   // BCE: log clamped at -100, so x = 0 or 1 gives 100, not inf; its gradient is finite.
-  Tensor x = tensor({0.0, 1.0, 0.0, 1.0}, kFloat64).set_requires_grad();
+  Tensor x = tensor({0.0, 1.0, 0.0, 1.0}, kFloat64).requires_grad_();
   const Tensor t = tensor({1.0, 0.0, 0.0, 1.0}, kFloat64);
   Tensor l = binary_cross_entropy(x, t, {}, Reduction::None);
   EXPECT_EQ(l.to_vector<double>(), (std::vector<double>{100, 100, 0, 0}));
@@ -120,7 +120,7 @@ TEST(Losses, PyTorchEdgeNumerics) {
   for (double g : x.grad().to_vector<double>()) EXPECT_TRUE(std::isfinite(g));
   EXPECT_EQ(x.grad().at({2}), 0);
   // With logits: a loss of 0 (not NaN) at saturation and gradients sigmoid(x) - t.
-  Tensor z = tensor({-200.0, 200.0, 0.0, 50.0}, kFloat32).set_requires_grad();
+  Tensor z = tensor({-200.0, 200.0, 0.0, 50.0}, kFloat32).requires_grad_();
   const Tensor zt = tensor({0.0, 1.0, 1.0, 0.0}, kFloat32);
   Tensor lz = binary_cross_entropy_with_logits(z, zt, {}, {}, Reduction::None);
   EXPECT_CLOSE(lz, (std::vector<double>{0, 0, std::log(2.0), 50}), Shape({4}), 1e-6, 0);

@@ -96,7 +96,7 @@ TEST(Attention, FullyMaskedRowsGiveZeros) {
   for (const Tensor& mask : {keep, additive}) {
     SCOPED_TRACE(dtype_name(mask.dtype()));
     const Tensor qq = q.detach(), kk = k.detach(), vv = v.detach();
-    for (const Tensor* t : {&qq, &kk, &vv}) t->set_requires_grad();
+    for (const Tensor* t : {&qq, &kk, &vv}) t->requires_grad_();
     const auto [out, weights] = scaled_dot_product_attention_math(qq, kk, vv, {.attn_mask = mask});
     const Reference want = reference(q, k, v, 1, keep, 1 / std::sqrt(3.0), kFloat64);
     EXPECT_TRUE(all_close_tol(out, want.out, want.shape, want.tol));
@@ -141,7 +141,7 @@ TEST(Attention, Dropout) {
 TEST(Attention, GradcheckAndGradgradcheck) {
   auto leaf = [](const Shape& s, uint64_t seed) {
     Tensor t = random_tensor(s, kFloat64, Layout::Contiguous, seed);
-    t.set_requires_grad();
+    t.requires_grad_();
     return t;
   };
   const Tensor q = leaf({2, 3, 2}, 30), k = leaf({2, 4, 2}, 31), v = leaf({2, 4, 3}, 32);
@@ -175,7 +175,7 @@ TEST(Attention, PyTorchReferenceCases) {
     if (m.at("op") != "sdpa") continue;
     SCOPED_TRACE("case " + std::to_string(i) + ": " + m.at("what").get<std::string>());
     Tensor q = f.field(i, "q"), k = f.field(i, "k"), v = f.field(i, "v");
-    for (Tensor* t : {&q, &k, &v}) t->set_requires_grad();
+    for (Tensor* t : {&q, &k, &v}) t->requires_grad_();
     AttentionOptions o{.is_causal = m.at("is_causal").get<bool>()};
     if (m.at("has_mask").get<bool>()) o.attn_mask = f.field(i, "attn_mask");
     if (!m.at("scale").is_null()) o.scale = m.at("scale").get<double>();

@@ -193,7 +193,7 @@ TEST(FusedAttention, GradientsMatchTheReferenceAndTheMathPath) {
         const AttentionPath forced(path);
         for (Tensor& t : x) {
           t = t.detach();
-          t.set_requires_grad();
+          t.requires_grad_();
         }
         const Tensor out = scaled_dot_product_attention(x[0], x[1], x[2], o);
         EXPECT_EQ(out.grad_fn_name() == "scaled_dot_product_attention", std::string(path) == "flash");
@@ -216,7 +216,7 @@ TEST(FusedAttention, Gradcheck) {
   const AttentionPath flash("flash");
   auto leaf = [](const Shape& s, uint64_t seed) {
     Tensor t = random_tensor(s, kFloat64, Layout::Contiguous, seed);
-    t.set_requires_grad();
+    t.requires_grad_();
     return t;
   };
   const Tensor q = leaf({2, 5, 3}, 40), k = leaf({2, 7, 3}, 41), v = leaf({2, 7, 4}, 42);
@@ -283,7 +283,7 @@ TEST(FusedAttention, DropoutBackwardReplaysTheMask) {
     const AttentionPath forced(path);
     for (Tensor& t : x) {
       t = t.detach();
-      t.set_requires_grad();
+      t.requires_grad_();
     }
     Generator gen(123);
     scaled_dot_product_attention(x[0], x[1], x[2], {.is_causal = true, .dropout_p = 0.4, .generator = &gen})
@@ -310,7 +310,7 @@ TEST(FusedAttention, SameBitsAtAnyThreadCount) {
     set_num_threads(threads);
     for (Tensor& t : x) {
       t = t.detach();
-      t.set_requires_grad();
+      t.requires_grad_();
     }
     Generator gen(4);
     const Tensor out = scaled_dot_product_attention(x[0], x[1], x[2], {.is_causal = true, .dropout_p = 0.2,
@@ -327,7 +327,7 @@ TEST(FusedAttention, SameBitsAtAnyThreadCount) {
 TEST(FusedAttention, EnvironmentChoosesThePath) {
   const Tensor q = random_tensor({2, 5, 4}, kFloat64).detach(), k = random_tensor({2, 6, 4}, kFloat64, {}, 2).detach();
   const Tensor v = random_tensor({2, 6, 3}, kFloat64, {}, 3).detach();
-  for (const Tensor* t : {&q, &k, &v}) t->set_requires_grad();
+  for (const Tensor* t : {&q, &k, &v}) t->requires_grad_();
   Tensor bias = random_tensor({5, 6}, kFloat64, {}, 4).detach();
   const char* op = "scaled_dot_product_attention";
   {
@@ -340,7 +340,7 @@ TEST(FusedAttention, EnvironmentChoosesThePath) {
   }
   {
     const AttentionPath automatic("auto");
-    bias.set_requires_grad();  // its gradient needs the L x S scores: the math path
+    bias.requires_grad_();  // its gradient needs the L x S scores: the math path
     EXPECT_NE(scaled_dot_product_attention(q, k, v, {.attn_mask = bias}).grad_fn_name(), op);
     EXPECT_NE(scaled_dot_product_attention(q, k, v, {.dropout_p = 1}).grad_fn_name(), op);
   }
@@ -369,7 +369,7 @@ TEST(FusedAttention, PeakMemoryGrowsLinearly) {
     Tensor q = random_tensor({1, 2, T, 16}, kFloat32, Layout::Contiguous, 70).detach();
     Tensor k = random_tensor({1, 2, T, 16}, kFloat32, Layout::Contiguous, 71).detach();
     Tensor v = random_tensor({1, 2, T, 16}, kFloat32, Layout::Contiguous, 72).detach();
-    for (Tensor* t : {&q, &k, &v}) t->set_requires_grad();
+    for (Tensor* t : {&q, &k, &v}) t->requires_grad_();
     synchronize(d);
     reset_peak_memory_stats(d);
     const int64_t before = memory_stats(d).at("allocated_bytes.all.current");

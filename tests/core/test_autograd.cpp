@@ -22,7 +22,7 @@ using Fn = std::function<Tensor(const Ins&)>;
 // A float64 leaf of N(0,1) values (optionally mapped) that requires grad.
 Tensor leaf(const Shape& shape, uint64_t seed, const std::function<double(double)>& map = {}) {
   Tensor t = random_tensor(shape, kFloat64, Layout::Contiguous, seed, map);
-  t.set_requires_grad();
+  t.requires_grad_();
   return t;
 }
 double away_from_zero(double v) { return v >= 0 ? v + 0.5 : v - 0.5; }  // |v| >= 0.5
@@ -298,7 +298,7 @@ TEST(AutogradGradcheck, DtypeRoundTrip) {
   EXPECT_GRAD([](const Ins& v) { return v[0].to(kFloat64) * 3.0; }, {leaf({2, 3}, 121)});  // same dtype: no-op
   // A float32 leaf: the gradient comes back through the conversion as float32.
   Tensor x = random_tensor({2, 3}, kFloat32, Layout::Contiguous, 122);
-  x.set_requires_grad();
+  x.requires_grad_();
   Tensor w = random_tensor({2, 3}, kFloat64, Layout::Contiguous, 123);
   Tensor y = x.to(kFloat64);
   EXPECT_EQ(y.grad_fn_name(), "to");
@@ -326,7 +326,7 @@ TEST(AutogradGradcheck, GradcheckRejectsWrongGradientsAndBadInputs) {
   EXPECT_NE(msg.find("gradcheck: input 0 element"), std::string::npos) << msg;
   EXPECT_NE(msg.find("numeric"), std::string::npos) << msg;
   Tensor f32 = random_tensor({2}, kFloat32);
-  f32.set_requires_grad();
+  f32.requires_grad_();
   EXPECT_EMBER_ERROR(gradcheck([](const Ins& v) { return v[0]; }, {f32}), "gradcheck", "float64");
   EXPECT_EMBER_ERROR(gradcheck([](const Ins& v) { return v[0]; }, {random_tensor({2}, kFloat64)}), "gradcheck");
 }
@@ -335,7 +335,7 @@ TEST(AutogradGradcheck, GradcheckRejectsWrongGradientsAndBadInputs) {
 TEST(AutogradConventions, KinksTiesAndZeroExponents) {
   auto grad_of = [](const std::vector<double>& v, const std::function<Tensor(const Tensor&)>& f) {
     Tensor x = tensor(v, kFloat64);
-    x.set_requires_grad();
+    x.requires_grad_();
     sum(f(x)).backward();
     return x.grad();
   };
@@ -367,7 +367,7 @@ TEST(AutogradConventions, KinksTiesAndZeroExponents) {
 TEST(AutogradConventions, PowZeroExponentHasZeroGradientAtZeroBase) {
   auto grad_of = [](const std::vector<double>& v, const std::function<Tensor(const Tensor&)>& f) {
     Tensor x = tensor(v, kFloat64);
-    x.set_requires_grad();
+    x.requires_grad_();
     sum(f(x)).backward();
     return x.grad();
   };

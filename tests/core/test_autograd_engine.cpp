@@ -23,7 +23,7 @@ namespace {
 
 Tensor param(const std::vector<double>& v, const Shape& shape, DType dtype = kFloat64) {
   Tensor t = tensor(v, shape, dtype);
-  t.set_requires_grad();
+  t.requires_grad_();
   return t;
 }
 std::vector<double> scaled(const std::vector<double>& v, double k) {
@@ -217,16 +217,16 @@ TEST(AutogradEngine, LeafRules) {
   EXPECT_FALSE(x.grad().defined());
   Tensor y = x * 2.0;
   EXPECT_FALSE(y.is_leaf());
-  EXPECT_EMBER_ERROR(y.set_requires_grad(), "set_requires_grad", "leaf", "mul");
-  EXPECT_EMBER_ERROR(y.set_requires_grad(false), "set_requires_grad", "leaf");
-  EXPECT_EMBER_ERROR(tensor({1, 2}, kInt64).set_requires_grad(), "set_requires_grad", "int64");
-  EXPECT_EMBER_ERROR(tensor({1, 0}, kBool).set_requires_grad(), "set_requires_grad", "bool");
-  EXPECT_NO_THROW(tensor({1, 2}, kInt32).set_requires_grad(false));
+  EXPECT_EMBER_ERROR(y.requires_grad_(), "requires_grad_", "leaf", "mul");
+  EXPECT_EMBER_ERROR(y.requires_grad_(false), "requires_grad_", "leaf");
+  EXPECT_EMBER_ERROR(tensor({1, 2}, kInt64).requires_grad_(), "requires_grad_", "int64");
+  EXPECT_EMBER_ERROR(tensor({1, 0}, kBool).requires_grad_(), "requires_grad_", "bool");
+  EXPECT_NO_THROW(tensor({1, 2}, kInt32).requires_grad_(false));
   EXPECT_EMBER_ERROR(y.register_post_accumulate_grad_hook([](const Tensor&) {}), "register_post_accumulate_grad_hook");
   Tensor f = tensor({1, 2}, kFloat32);
-  f.set_requires_grad();
+  f.requires_grad_();
   EXPECT_TRUE(f.requires_grad());
-  f.set_requires_grad(false);
+  f.requires_grad_(false);
   EXPECT_FALSE(f.requires_grad());
   EXPECT_FALSE((f * 2.0).requires_grad());
   EXPECT_EMBER_ERROR(x.set_grad(zeros({3}, kFloat64)), "set_grad", "[3]");
@@ -427,7 +427,7 @@ TEST(AutogradEngine, OnlyInputsThatNeedGradientsGetThem) {
       std::vector<Tensor> in;
       for (size_t i = 0; i < base.size(); ++i) {
         in.push_back(base[i].detach());
-        if (mask >> i & 1) in.back().set_requires_grad();
+        if (mask >> i & 1) in.back().requires_grad_();
       }
       sum(op.f(in) * weights).backward();
       std::vector<Tensor> g;

@@ -23,12 +23,12 @@ using autograd::grad;
 
 Tensor param(const std::vector<double>& v, const Shape& shape) {
   Tensor t = tensor(v, shape, kFloat64);
-  t.set_requires_grad();
+  t.requires_grad_();
   return t;
 }
 Tensor leaf(const Shape& shape, uint64_t seed) {
   Tensor t = random_tensor(shape, kFloat64, Layout::Contiguous, seed);
-  t.set_requires_grad();
+  t.requires_grad_();
   return t;
 }
 
@@ -80,12 +80,12 @@ TEST(AutogradGrad, OnlyTheGraphLeadingToTheInputsRuns) {
   int side_calls = 0;
   bool asked_for_w = true;
   // A branch that only w reaches: its backward must not run for grad(..., {x}).
-  const Tensor side = custom_function("side", {w}, w * 2.0, [&](const Tensor& g) {
+  const Tensor side = autograd::custom_function("side", {w}, w * 2.0, [&](const Tensor& g) {
     ++side_calls;
     return std::vector<Tensor>{g * 2.0};
   });
   // An op of x and w: its formula is told that w's gradient is not wanted.
-  const Tensor both = custom_function("both", {x, w}, x * w, [&, x, w](const Tensor& g) {
+  const Tensor both = autograd::custom_function("both", {x, w}, x * w, [&, x, w](const Tensor& g) {
     asked_for_w = autograd::needs_input_grad(1);
     return std::vector<Tensor>{g * w, autograd::needs_input_grad(1) ? g * x : Tensor()};
   });
@@ -164,7 +164,7 @@ TEST(AutogradGrad, SecondAndThirdDerivatives) {
 TEST(AutogradGrad, GradientPenaltyTrainsThrough) {
   const Tensor W = leaf({4, 3}, 11), b = leaf({4}, 12);
   const Tensor x = random_tensor({5, 3}, kFloat64, Layout::Contiguous, 13);
-  x.set_requires_grad();
+  x.requires_grad_();
   const Tensor out = linear(x, W, b);
   const Tensor gradient = grad({out}, {x}, {ones_like(out)}, std::nullopt, /*create_graph=*/true)[0];
   const Tensor penalty = mean(pow(sub(sqrt(sum(gradient * gradient, {1})), Scalar(1)), Scalar(2)));
@@ -186,13 +186,13 @@ TEST(AutogradGrad, GradientPenaltyTrainsThrough) {
       [&](const std::vector<Tensor>& p) {
         EnableGradGuard on;  // gradcheck's finite differences run without grad mode
         const Tensor xi = x.detach();
-        xi.set_requires_grad();
+        xi.requires_grad_();
         const Tensor y = linear(xi, p[0], p[1]);
         const Tensor gx = grad({y}, {xi}, {ones_like(y)}, std::nullopt, true)[0];
         const Tensor pen = mean(pow(sub(sqrt(sum(gx * gx, {1})), Scalar(1)), Scalar(2)));
         return nn::functional::mse_loss(y, target) + pen;
       },
-      {W.detach().set_requires_grad(), b.detach().set_requires_grad()}));
+      {W.detach().requires_grad_(), b.detach().requires_grad_()}));
 }
 
 TEST(AutogradGrad, FirstOrderGradientsAreTheSameWithCreateGraph) {
@@ -240,7 +240,7 @@ TEST(AutogradGrad, SecondBackwardThroughAOnceDifferentiableOpNamesIt) {
 // graph (as ember's were before double backward: they captured detached tensors).
 TEST(AutogradGrad, GradgradcheckCatchesAFormulaCutFromTheGraph) {
   const auto square = [](const std::vector<Tensor>& v) {
-    return custom_function("square", {v[0]}, v[0] * v[0],
+    return autograd::custom_function("square", {v[0]}, v[0] * v[0],
                            [x = v[0].detach()](const Tensor& g) { return std::vector<Tensor>{g * x * 2.0}; });
   };
   const Tensor x = leaf({3}, 40);
@@ -250,7 +250,7 @@ TEST(AutogradGrad, GradgradcheckCatchesAFormulaCutFromTheGraph) {
   EXPECT_TRUE(contains(msg, "analytic")) << msg;
   // Kept as it came, the input carries its graph and the check passes.
   const auto square_ok = [](const std::vector<Tensor>& v) {
-    return custom_function("square", {v[0]}, v[0] * v[0],
+    return autograd::custom_function("square", {v[0]}, v[0] * v[0],
                            [x = v[0]](const Tensor& g) { return std::vector<Tensor>{g * x * 2.0}; });
   };
   EXPECT_NO_THROW(gradgradcheck(square_ok, {x}));

@@ -76,7 +76,7 @@ TEST_P(CrossEntropySizes, MatchesFloat64ReferenceForwardAndBackward) {
   const double u = dtype_unit_roundoff(dtype);
   for (Reduction r : {Reduction::None, Reduction::Mean, Reduction::Sum}) {
     SCOPED_TRACE(testing::Message() << "n=" << n << " c=" << c << " reduction=" << static_cast<int>(r));
-    const Tensor x = randn_on({n, c}, dtype, 7 + n + c, 3.0).set_requires_grad();
+    const Tensor x = randn_on({n, c}, dtype, 7 + n + c, 3.0).requires_grad_();
     const Tensor t = targets_with_ignored(n, c, 11 + n);
     const Tensor y = cross_entropy(x, t, kIgnore, r);
     const Tensor g = r == Reduction::None ? randn_on({n}, dtype, 5) : scalar_tensor(1.7, {dtype, test_device()});
@@ -114,7 +114,7 @@ TEST(FusedCrossEntropy, SpatialTargetsMatchTheRowForm) {
 }
 
 TEST(FusedCrossEntropy, EmptyBatchAndAllIgnored) {
-  const Tensor empty_x = randn_on({0, 4}, kFloat32, 1).set_requires_grad();
+  const Tensor empty_x = randn_on({0, 4}, kFloat32, 1).requires_grad_();
   const Tensor empty_t = randint_on(0, 4, {0}, 2);
   EXPECT_EQ(cross_entropy(empty_x, empty_t, kIgnore, Reduction::Sum).item<double>(), 0.0);
   EXPECT_TRUE(std::isnan(cross_entropy(empty_x, empty_t, kIgnore, Reduction::Mean).item<double>()));
@@ -150,7 +150,7 @@ TEST(FusedCrossEntropy, ClassWeightsAndLabelSmoothingMatchFloat64Reference) {
           for (Reduction r : {Reduction::None, Reduction::Mean, Reduction::Sum}) {
             SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " c=" << c << " weighted=" << weighted
                                             << " eps=" << eps << " reduction=" << static_cast<int>(r));
-            const Tensor x = randn_on({n, c}, dtype, 17 + c, 3.0).set_requires_grad();
+            const Tensor x = randn_on({n, c}, dtype, 17 + c, 3.0).requires_grad_();
             const Tensor t = targets_with_ignored(n, c, 19 + c);
             const Tensor w = weighted ? weight : Tensor();
             const Tensor y = cross_entropy(x, t, kIgnore, r, w, eps);
@@ -218,7 +218,7 @@ TEST(FusedEmbedding, BackwardGivesThePaddingRowNoGradient) {
 
 TEST(FusedEmbedding, ForwardGathersAndBackwardSkipsPadding) {
   EMBER_SKIP_WITHOUT(index_select_stub);  // the forward is a gather
-  const Tensor w = randn_on({5, 3}, kFloat64, 1).set_requires_grad();
+  const Tensor w = randn_on({5, 3}, kFloat64, 1).requires_grad_();
   const Tensor idx = tensor({4, 0, 4, 2, 2, 2}, {2, 3}, {kInt64, Device::cpu()}).to(test_device());
   const Tensor y = embedding(idx, w, /*padding_idx=*/-3);  // row 2, counted from the end
   ASSERT_EQ(y.shape(), (Shape{2, 3, 3}));
@@ -254,7 +254,7 @@ TEST(FusedDropout, MaskIsTheCpuDrawOnEveryDeviceAndBackwardUsesIt) {
     for (int64_t n : {1, 7, 1001}) {
       SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " n=" << n);
       const double p = 0.3;
-      const Tensor x = randn_on({n}, dtype, n).set_requires_grad();
+      const Tensor x = randn_on({n}, dtype, n).requires_grad_();
       Generator gen(42), cpu_gen(42);
       const Tensor y = dropout(x, p, /*train=*/true, &gen);
       // What functional::dropout computed before: x * ((rand >= p) * 1 / (1 - p)) in x's dtype.
@@ -294,7 +294,7 @@ TEST(FusedGradcheck, CrossEntropyEmbeddingDropout) {
   EMBER_SKIP_WITHOUT(sum_stub);
   EMBER_SKIP_WITHOUT(mul_stub);
   EMBER_SKIP_WITHOUT(normal_stub);
-  const Tensor x = randn_on({6, 5}, kFloat64, 1).set_requires_grad();
+  const Tensor x = randn_on({6, 5}, kFloat64, 1).requires_grad_();
   const Tensor t = targets_with_ignored(6, 5, 2);
   const Tensor cw = add(abs(randn_on({5}, kFloat64, 5)), Scalar(0.5));
   for (Reduction r : {Reduction::None, Reduction::Mean, Reduction::Sum}) {
@@ -302,7 +302,7 @@ TEST(FusedGradcheck, CrossEntropyEmbeddingDropout) {
     EXPECT_TRUE(grad_ok([&](const std::vector<Tensor>& in) { return cross_entropy(in[0], t, kIgnore, r, cw, 0.2); },
                         {x}));
   }
-  const Tensor w = randn_on({4, 3}, kFloat64, 3).set_requires_grad();
+  const Tensor w = randn_on({4, 3}, kFloat64, 3).requires_grad_();
   const Tensor idx = randint_on(0, 4, {2, 5}, 4);
   EXPECT_TRUE(grad_ok([&](const std::vector<Tensor>& in) { return embedding(idx, in[0]); }, {w}));
   EXPECT_TRUE(grad_ok(

@@ -52,9 +52,9 @@ class LayerNormSizes : public ::testing::TestWithParam<std::tuple<int64_t, int64
 TEST_P(LayerNormSizes, MatchesFloat64ReferenceForwardAndBackward) {
   const auto [rows, cols, dtype] = GetParam();
   SCOPED_TRACE(testing::Message() << rows << " x " << cols << " " << dtype_name(dtype));
-  const Tensor x = randn_on({rows, cols}, dtype, rows + cols, 2.0).set_requires_grad();
-  const Tensor w = randn_on({cols}, dtype, 2).set_requires_grad();
-  const Tensor b = randn_on({cols}, dtype, 3).set_requires_grad();
+  const Tensor x = randn_on({rows, cols}, dtype, rows + cols, 2.0).requires_grad_();
+  const Tensor w = randn_on({cols}, dtype, 2).requires_grad_();
+  const Tensor b = randn_on({cols}, dtype, 3).requires_grad_();
   const Tensor y = layer_norm(x, 1, w, b, 1e-5);
   const Tensor g = randn_on({rows, cols}, dtype, 4);
   y.backward(g);
@@ -78,7 +78,7 @@ INSTANTIATE_TEST_SUITE_P(Fused, LayerNormSizes,
                                            std::tuple{int64_t{0}, int64_t{8}, kFloat32}));
 
 TEST(FusedLayerNorm, NoAffineAndSeveralNormalizedDims) {
-  const Tensor x = randn_on({4, 3, 5}, kFloat64, 1).set_requires_grad();
+  const Tensor x = randn_on({4, 3, 5}, kFloat64, 1).requires_grad_();
   const Tensor y = layer_norm(x, 2);
   const Tensor g = randn_on({4, 3, 5}, kFloat64, 2);
   y.backward(g);
@@ -163,15 +163,15 @@ TEST(FusedBatchNorm, TrainingMatchesComposedFormAndGradcheck) {
   EMBER_SKIP_WITHOUT(sum_stub);
   EMBER_SKIP_WITHOUT(mul_stub);
   EMBER_SKIP_WITHOUT(normal_stub);
-  const Tensor x = randn_on({3, 2, 2, 3}, kFloat64, 1).set_requires_grad();
-  const Tensor w = randn_on({2}, kFloat64, 2).set_requires_grad(), b = randn_on({2}, kFloat64, 3).set_requires_grad();
+  const Tensor x = randn_on({3, 2, 2, 3}, kFloat64, 1).requires_grad_();
+  const Tensor w = randn_on({2}, kFloat64, 2).requires_grad_(), b = randn_on({2}, kFloat64, 3).requires_grad_();
   EXPECT_TRUE(grad_ok(
       [](const std::vector<Tensor>& in) { return batch_norm_training(in[0], in[1], in[2], {}, {}, 0.1, 1e-5); },
       {x, w, b}));
   EXPECT_TRUE(grad_ok([](const std::vector<Tensor>& in) { return layer_norm(in[0], 2, in[1], in[2]); },
-                      {randn_on({3, 2, 4}, kFloat64, 4).set_requires_grad(),
-                       randn_on({2, 4}, kFloat64, 5).set_requires_grad(),
-                       randn_on({2, 4}, kFloat64, 6).set_requires_grad()}));
+                      {randn_on({3, 2, 4}, kFloat64, 4).requires_grad_(),
+                       randn_on({2, 4}, kFloat64, 5).requires_grad_(),
+                       randn_on({2, 4}, kFloat64, 6).requires_grad_()}));
   std::vector<int64_t> dims{0, 2, 3};
   const Tensor composed = add(mul(div(sub(x, mean(x, dims, true)), sqrt(add(var(x, dims, 0, true), Scalar(1e-5)))),
                                   w.reshape({1, 2, 1, 1})),

@@ -256,9 +256,9 @@ TEST(ConvShapes, OddShapesForwardAndBackward) {
         const Tensor x = random_tensor({p.n, p.c, p.h, p.w}, dtype, Layout::Contiguous, seed++);
         const Tensor w = random_tensor({p.o, p.c / p.groups, p.kh, p.kw}, dtype, Layout::Contiguous, seed++);
         const Tensor b = p.bias ? random_tensor({p.o}, dtype, Layout::Contiguous, seed++) : Tensor();
-        x.set_requires_grad();
-        w.set_requires_grad();
-        if (b.defined()) b.set_requires_grad();
+        x.requires_grad_();
+        w.requires_grad_();
+        if (b.defined()) b.requires_grad_();
         Shape shape;
         std::vector<double> scale;
         const std::vector<double> want = ref_conv(p, x, w, b, &shape, &scale);
@@ -294,8 +294,8 @@ TEST(ConvShapes, DeterministicModeRepeatsBitForBit) {
   for (int run = 0; run < 2; ++run) {
     const Tensor x = random_tensor({p.n, p.c, p.h, p.w}, kFloat32, Layout::Contiguous, 61);
     const Tensor w = random_tensor({p.o, p.c, p.kh, p.kw}, kFloat32, Layout::Contiguous, 62);
-    w.set_requires_grad();
-    x.set_requires_grad();
+    w.requires_grad_();
+    x.requires_grad_();
     const Tensor y = conv2d(x, w, {}, p.stride, p.padding);
     y.backward(random_tensor(y.shape(), kFloat32, Layout::Contiguous, 63));
     runs.push_back(values(w.grad()));
@@ -360,7 +360,7 @@ TEST(ConvShapes, Bias16BitGradientSumsInFloat32) {
     const Tensor x = random_tensor({5, 3, 14, 14}, dtype, Layout::Contiguous, 51);
     const Tensor w = random_tensor({4, 3, 3, 3}, dtype, Layout::Contiguous, 52);
     const Tensor b = random_tensor({4}, dtype, Layout::Contiguous, 53);
-    b.set_requires_grad();
+    b.requires_grad_();
     const Tensor y = conv2d(x, w, b, {1, 1}, {1, 1});
     const Tensor gy = random_tensor(y.shape(), dtype, Layout::Contiguous, 54);
     y.backward(gy);
@@ -407,8 +407,8 @@ TEST(PoolShapes, MatchTheCpuBackend) {
     // The backwards, through both index forms (max_pool2d's autograd keeps uint8 codes).
     for (bool average : {false, true}) {
       const Tensor xg = x.detach(), xgc = xc.detach();
-      xg.set_requires_grad();
-      xgc.set_requires_grad();
+      xg.requires_grad_();
+      xgc.requires_grad_();
       const Tensor out = average ? avg_pool2d(xg, avg) : max_pool2d(xg, c.o);
       const Tensor outc = average ? avg_pool2d(xgc, avg) : max_pool2d(xgc, c.o);
       const Tensor g = random_tensor(out.shape(), kFloat32, Layout::Contiguous, seed++);

@@ -59,7 +59,7 @@ TEST(MemoryAccounting, AnOpThatRunsOutNamesItselfAndItsShape) {
 TEST(MemoryAccounting, BackwardAllocationsCarryTheirOp) {
   memory::CachingAllocator& a = test_allocator();
   a.record_history(10000);
-  Tensor w = randn({64, 32}).set_requires_grad();
+  Tensor w = randn({64, 32}).requires_grad_();
   Tensor x = randn({16, 64});
   sum(relu(matmul(x, w))).backward();
   const memory::Snapshot snap = a.snapshot();

@@ -72,7 +72,7 @@ TEST(Meta, MixingMetaAndRealTensorsIsAnError) {
 }
 
 TEST(Meta, AutogradRecordsAndRunsBackward) {
-  const Tensor w = randn({3, 5}, kMeta).set_requires_grad();
+  const Tensor w = randn({3, 5}, kMeta).requires_grad_();
   const Tensor x = randn({8, 5}, kMeta);
   Tensor loss = sum(relu(linear(x, w)));
   EXPECT_EQ(loss.grad_fn_name(), "sum");
@@ -87,7 +87,7 @@ TEST(Meta, NothingIsAllocatedOnDevicesWithMemory) {
   const int64_t host = allocated(Device::cpu()), dev = allocated(test::test_device());
   const int64_t meta = allocated(kMeta);
   {
-    const Tensor w = randn({256, 128}, kMeta).set_requires_grad();
+    const Tensor w = randn({256, 128}, kMeta).requires_grad_();
     Tensor y = gelu(linear(randn({64, 128}, kMeta), w));
     sum(y).backward();
     EXPECT_GT(allocated(kMeta), meta);  // the meta allocator counts what the ops would take

@@ -472,7 +472,7 @@ TEST(NnOps, MaxPool2dBackwardFromCodesMatchesIndices) {
       std::vector<double> xv = values(x);
       xv[5] = nan;
       x = tensor(xv, c.x, {d});
-      Tensor a = x.detach().set_requires_grad(), b = x.detach().set_requires_grad();
+      Tensor a = x.detach().requires_grad_(), b = x.detach().requires_grad_();
       Tensor ya = max_pool2d(a, c.o);
       Tensor yb = max_pool2d_with_indices(b, c.o).first;
       Tensor g = random_tensor(ya.shape(), d, Layout::Contiguous, ++seed);
@@ -486,7 +486,7 @@ TEST(NnOps, MaxPool2dSavesOneBytePerOutputForBackward) {
   const memory::CachingAllocator& alloc = device_allocator(test_device());  // EMBER_TEST_DEVICE's
   auto allocated = [&] { return alloc.stats().allocated_bytes[memory::kAllPools].current; };
   Tensor x = random_tensor({8, 16, 32, 32}, kFloat32);  // 8 * 16 * 16 * 16 = 32768 outputs
-  x.set_requires_grad();
+  x.requires_grad_();
   const int64_t before = allocated();
   Tensor y = max_pool2d(x, pool({2, 2}, std::nullopt, {0, 0}));
   EXPECT_EQ(allocated() - before, 32768 * 4 + 32768);  // the output, and a byte per output

@@ -32,7 +32,7 @@ bool check_case_grads(const RefFile& f, int64_t i, const json& m, const Forward&
   for (const char* n : kOperandNames) {
     if (!f.has(i, n)) continue;
     Tensor t = f.field(i, n).clone();  // a fresh leaf: the file's tensors stay untouched
-    t.set_requires_grad();
+    t.requires_grad_();
     operand(leaves, n) = t;
   }
   Tensor out = forward(m, leaves);

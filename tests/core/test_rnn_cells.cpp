@@ -154,7 +154,7 @@ TEST(RnnCellGrad, Float32GradientsMatchFloat64) {
       std::vector<Tensor> in{f32.x, f32.h, f32.c, f32.w_ih, f32.w_hh, f32.b_ih, f32.b_hh};
       for (Tensor& t : in) {
         t = t.to(dt).detach();
-        t.set_requires_grad();
+        t.requires_grad_();
       }
       Tensor loss;
       if (lstm) {
@@ -185,7 +185,7 @@ TEST(RnnCellGrad, GradcheckOfEveryCell) {
   for (int64_t G : {4, 3, 1}) {
     const CellInputs in = make_inputs(G, B, I, H, kFloat64, 60 + G);
     std::vector<Tensor> leaves{in.x, in.h, in.c, in.w_ih, in.w_hh, in.b_ih, in.b_hh};
-    for (Tensor& t : leaves) t.set_requires_grad();
+    for (Tensor& t : leaves) t.requires_grad_();
     auto fn = [G](const std::vector<Tensor>& v) {
       if (G == 4) {
         auto [h1, c1] = lstm_cell(v[0], v[1], v[2], v[3], v[4], v[5], v[6]);

@@ -98,7 +98,7 @@ TEST(TensorErgonomics, NormMatchesAFloat64Loop) {
     EXPECT_TRUE(grad_ok([p](const Ins& v) { return norm(v[0], p, {1}); }, {nz})) << "p = " << p;
     EXPECT_TRUE(gradgrad_ok([p](const Ins& v) { return norm(v[0], p); }, {nz})) << "p = " << p;
   }
-  Tensor z = zeros({3}, kFloat64).set_requires_grad();
+  Tensor z = zeros({3}, kFloat64).requires_grad_();
   norm(z).backward();
   EXPECT_EQ(z.grad().to_vector<double>(), (std::vector<double>{0, 0, 0}));
 }

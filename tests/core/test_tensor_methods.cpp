@@ -99,7 +99,7 @@ TEST(TensorMethods, EachIsItsFreeFunction) {
 }
 
 TEST(TensorMethods, ChainsAndRecordsGradients) {
-  const Tensor w = random_tensor({4, 2}, kFloat64, Layout::Contiguous, 3).set_requires_grad();
+  const Tensor w = random_tensor({4, 2}, kFloat64, Layout::Contiguous, 3).requires_grad_();
   const Tensor x = random_tensor({3, 4}, kFloat64, Layout::Contiguous, 4);
   const Tensor loss = x.matmul(w).relu().pow(2).sum().mul(0.5);
   loss.backward();

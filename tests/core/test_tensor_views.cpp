@@ -454,7 +454,7 @@ TEST(TensorViews, AddInPlaceBroadcastsConvertsAndWritesStridedViews) {
   EXPECT_THROW(x.add_(zeros({4})), Error);  // does not broadcast to the destination
   EXPECT_THROW(zeros({1, 3}).add_(zeros({2, 3})), Error);
   Tensor w = zeros({3});
-  w.set_requires_grad();
+  w.requires_grad_();
   EXPECT_THROW(w.add_(ones({3})), Error);
   NoGradGuard no_grad;
   w.add_(ones({3}));

@@ -111,10 +111,10 @@ TEST(VisionOps, ConvTranspose2dUnbatchedInput) {
 TEST(VisionOps, ConvTranspose2dGradcheck) {
   for (const TCase& p : {kTCases[1], kTCases[2], kTCases[3], kTCases[4]}) {
     SCOPED_TRACE("input " + shape_str({p.n, p.c, p.h, p.w}) + " groups " + std::to_string(p.groups));
-    const Tensor x = random_tensor({p.n, p.c, p.h, p.w}, kFloat64, Layout::Contiguous, 11).set_requires_grad(true);
+    const Tensor x = random_tensor({p.n, p.c, p.h, p.w}, kFloat64, Layout::Contiguous, 11).requires_grad_(true);
     const Tensor w = random_tensor({p.c, p.o / p.groups, p.kh, p.kw}, kFloat64, Layout::Contiguous, 12)
-                         .set_requires_grad(true);
-    const Tensor b = random_tensor({p.o}, kFloat64, Layout::Contiguous, 13).set_requires_grad(true);
+                         .requires_grad_(true);
+    const Tensor b = random_tensor({p.o}, kFloat64, Layout::Contiguous, 13).requires_grad_(true);
     EXPECT_TRUE(grad_ok(
         [&](const std::vector<Tensor>& in) {
           return conv_transpose2d(in[0], in[1], in[2], p.stride, p.padding, p.output_padding, p.groups, p.dilation);
@@ -217,13 +217,13 @@ TEST(VisionOps, InterpolateGradcheckAndDeterministicBackward) {
       SCOPED_TRACE(std::string(bilinear ? "bilinear" : "nearest") + (align ? " align_corners" : ""));
       const InterpolateOptions o{Pair{7, 5}, {}, bilinear ? InterpolateMode::kBilinear : InterpolateMode::kNearest,
                                  align};
-      const Tensor x = random_tensor({2, 2, 4, 3}, kFloat64, Layout::Contiguous, 3).set_requires_grad(true);
+      const Tensor x = random_tensor({2, 2, 4, 3}, kFloat64, Layout::Contiguous, 3).requires_grad_(true);
       EXPECT_TRUE(grad_ok([&](const std::vector<Tensor>& in) { return interpolate(in[0], o); }, {x}));
       // A downsampling size too: several outputs per input and inputs no output reads.
       const InterpolateOptions down{Pair{3, 2}, {}, o.mode, align};
-      const Tensor big = random_tensor({1, 2, 7, 6}, kFloat64, Layout::Contiguous, 4).set_requires_grad(true);
+      const Tensor big = random_tensor({1, 2, 7, 6}, kFloat64, Layout::Contiguous, 4).requires_grad_(true);
       EXPECT_TRUE(grad_ok([&](const std::vector<Tensor>& in) { return interpolate(in[0], down); }, {big}));
-      const Tensor xf = random_tensor({2, 3, 9, 7}, kFloat32, Layout::Contiguous, 5).set_requires_grad(true);
+      const Tensor xf = random_tensor({2, 3, 9, 7}, kFloat32, Layout::Contiguous, 5).requires_grad_(true);
       const Tensor g = random_tensor({2, 3, 7, 5}, kFloat32, Layout::Contiguous, 6);
       const InterpolateOptions sized{Pair{7, 5}, {}, o.mode, align};
       const Tensor g1 = autograd::grad({interpolate(xf, sized)}, {xf}, {g})[0];
@@ -259,7 +259,7 @@ TEST(VisionOps, PixelShuffleAndUnshuffle) {
   const Tensor z = iota({2, 2, 9, 3, 3}, kFloat64);  // extra batch dims, r = 3
   EXPECT_EQ(pixel_shuffle(z, 3).shape(), (Shape{2, 2, 1, 9, 9}));
   EXPECT_TRUE(all_close(pixel_unshuffle(pixel_shuffle(z, 3), 3), z, 0, 0));
-  const Tensor g = random_tensor({1, 8, 2, 3}, kFloat64, Layout::Contiguous, 2).set_requires_grad(true);
+  const Tensor g = random_tensor({1, 8, 2, 3}, kFloat64, Layout::Contiguous, 2).requires_grad_(true);
   EXPECT_TRUE(grad_ok([](const std::vector<Tensor>& in) { return pixel_shuffle(in[0], 2); }, {g}));
   EXPECT_EMBER_ERROR(pixel_shuffle(zeros({1, 6, 2, 2}), 2), "pixel_shuffle", "6 channels");
   EXPECT_EMBER_ERROR(pixel_unshuffle(zeros({1, 2, 5, 4}), 2), "pixel_unshuffle", "divisible");
@@ -272,7 +272,7 @@ TEST(VisionOps, Dropout2dDropsWholeChannels) {
   for (const Shape& s : {Shape{4, 6, 3, 5}, Shape{5, 7, 9}}) {
     SCOPED_TRACE(shape_str(s));
     Generator gen(17);
-    const Tensor x = (random_tensor(s, kFloat64, Layout::Contiguous, 1)).set_requires_grad(true);
+    const Tensor x = (random_tensor(s, kFloat64, Layout::Contiguous, 1)).requires_grad_(true);
     const double p = 0.4;
     const Tensor y = dropout2d(x, p, true, &gen);
     const Tensor g = autograd::grad({y}, {x}, {ones_like(y)})[0];
@@ -355,9 +355,9 @@ TEST(VisionOps, GroupNormGradcheck) {
   for (const auto& [shape, groups] : {std::pair{Shape{2, 6, 3, 2}, int64_t(3)}, std::pair{Shape{3, 4, 5}, int64_t(4)},
                                       std::pair{Shape{2, 4, 3}, int64_t(1)}}) {
     SCOPED_TRACE(shape_str(shape));
-    const Tensor x = random_tensor(shape, kFloat64, Layout::Contiguous, 1).set_requires_grad(true);
-    const Tensor w = random_tensor({shape[1]}, kFloat64, Layout::Contiguous, 2).set_requires_grad(true);
-    const Tensor b = random_tensor({shape[1]}, kFloat64, Layout::Contiguous, 3).set_requires_grad(true);
+    const Tensor x = random_tensor(shape, kFloat64, Layout::Contiguous, 1).requires_grad_(true);
+    const Tensor w = random_tensor({shape[1]}, kFloat64, Layout::Contiguous, 2).requires_grad_(true);
+    const Tensor b = random_tensor({shape[1]}, kFloat64, Layout::Contiguous, 3).requires_grad_(true);
     EXPECT_TRUE(grad_ok([g = groups](const std::vector<Tensor>& in) { return group_norm(in[0], g, in[1], in[2]); },
                         {x, w, b}));
     EXPECT_TRUE(grad_ok([g = groups](const std::vector<Tensor>& in) { return group_norm(in[0], g); }, {x}));
@@ -420,7 +420,7 @@ TEST(VisionOps, InstanceNormAndRunningStats) {
     eval[i] = (xv[i] - em[c]) / std::sqrt(ev[c] + 1e-5) * wv[c] + bv[c];
   }
   EXPECT_TRUE(all_close(instance_norm(x, rm, rv, w, b, false), eval, s, 1e-12, 1e-12));
-  const Tensor xg = x.detach().set_requires_grad(true);
+  const Tensor xg = x.detach().requires_grad_(true);
   EXPECT_TRUE(grad_ok([](const std::vector<Tensor>& in) { return instance_norm(in[0]); }, {xg}));
   EXPECT_EMBER_ERROR(instance_norm(zeros({2, 3, 1})), "instance_norm", "more than 1");
   EXPECT_EMBER_ERROR(instance_norm(x, {}, {}, {}, {}, false), "instance_norm", "running_mean");

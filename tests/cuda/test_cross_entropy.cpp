@@ -47,7 +47,7 @@ CpuCrossEntropy cpu_cross_entropy(const std::vector<double>& x, const std::vecto
   const Tensor target = tensor(std::vector<double>(t.begin(), t.end()), {n}, kInt64);
   for (auto red : {nnf::Reduction::None, nnf::Reduction::Mean, nnf::Reduction::Sum}) {
     const Tensor X = tensor(x, {n, c}, kFloat64);
-    X.set_requires_grad();
+    X.requires_grad_();
     nnf::LossOptions options;
     options.reduction = red;
     const Tensor loss = nnf::cross_entropy(X, target, options);

@@ -86,12 +86,12 @@ CpuLayerNorm cpu_layer_norm(const LayerNormCase& c, int64_t rows, int64_t cols, 
   if (rows == 0) return r;
   const Tensor X = tensor(c.x, {rows, cols}, kFloat64);
   Tensor W, B;
-  X.set_requires_grad();
+  X.requires_grad_();
   if (affine) {
     W = tensor(c.gamma, {cols}, kFloat64);
     B = tensor(c.beta, {cols}, kFloat64);
-    W.set_requires_grad();
-    B.set_requires_grad();
+    W.requires_grad_();
+    B.requires_grad_();
   }
   const Tensor Y = nnf::layer_norm(X, {cols}, W, B, kEps);
   r.y = Y.to_vector<double>();

@@ -369,7 +369,7 @@ TEST(CudaSoftmax, BackwardIsTheAutogradGradient) {
   for (bool log : {false, true}) {
     const auto x = random_doubles(rows * cols, 600, -3, 3), g = random_doubles(rows * cols, 601, -1, 1);
     const Tensor X = tensor(x, {rows, cols}, kFloat64);
-    X.set_requires_grad();
+    X.requires_grad_();
     const Tensor Y = log ? ember::log_softmax(X, -1) : ember::softmax(X, -1);
     Y.backward(tensor(g, {rows, cols}, kFloat64));
     const auto want = X.grad().to_vector<double>();

@@ -84,8 +84,8 @@ struct GradRef {
 GradRef grad_reference(const ConvCase& p, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& gy) {
   VariantScope im2col(ConvVariant::Im2col);
   auto grads = [&](const Tensor& x0, const Tensor& w0, const Tensor& b0, const Tensor& g0) {
-    Tensor xd = x0.to(kFloat64).detach().set_requires_grad(), wd = w0.to(kFloat64).detach().set_requires_grad();
-    Tensor bd = p.bias ? b0.to(kFloat64).detach().set_requires_grad() : Tensor();
+    Tensor xd = x0.to(kFloat64).detach().requires_grad_(), wd = w0.to(kFloat64).detach().requires_grad_();
+    Tensor bd = p.bias ? b0.to(kFloat64).detach().requires_grad_() : Tensor();
     conv2d(xd, wd, bd, p.stride, p.padding, p.dilation, p.groups).backward(g0.to(kFloat64));
     return std::tuple{values(xd.grad()), values(wd.grad()), p.bias ? values(bd.grad()) : std::vector<double>{}};
   };
@@ -288,8 +288,8 @@ TEST(ConvVariants, EveryVariantMatchesFloat64References) {
 
         const Tolerances tol = tolerances(p, v, d, x, w, b, gy, want, scale, ref);
         VariantScope scope(v);
-        Tensor xg = x.detach().set_requires_grad(), wg = w.detach().set_requires_grad();
-        Tensor bg = p.bias ? b.detach().set_requires_grad() : Tensor();
+        Tensor xg = x.detach().requires_grad_(), wg = w.detach().requires_grad_();
+        Tensor bg = p.bias ? b.detach().requires_grad_() : Tensor();
         Tensor y = conv2d(xg, wg, bg, p.stride, p.padding, p.dilation, p.groups);
         ASSERT_EQ(y.shape(), shape);
         EXPECT_TRUE(all_close_tol(y, want, shape, tol.y)) << "forward";

@@ -71,7 +71,7 @@ double loss_bound() {
   auto model = cnn();
   Generator gen(9);  // the data of step()
   const Tensor x = rand({128, 1, 28, 28}, kFloat32, &gen), y = randint(0, 10, {128}, kInt64, &gen);
-  const Tensor x_leaf = x.detach().set_requires_grad();
+  const Tensor x_leaf = x.detach().requires_grad_();
   Tensor h = x_leaf;
   struct Out {
     Tensor h, leaf, sum;  // an op's output, the leaf the next layers read it from, S_h
@@ -92,7 +92,7 @@ double loss_bound() {
     } else {
       continue;
     }
-    o.leaf = h.detach().set_requires_grad();
+    o.leaf = h.detach().requires_grad_();
     h = o.leaf;
     outs.push_back(o);
   }

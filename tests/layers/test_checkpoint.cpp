@@ -32,7 +32,7 @@ struct Trace {
 
 Trace run(nn::Module& net, const Tensor& x0, bool input_grad) {
   memory::CachingAllocator& host = device_allocator(default_device());  // the tests' device
-  Tensor x = input_grad ? x0.detach().set_requires_grad() : x0;
+  Tensor x = input_grad ? x0.detach().requires_grad_() : x0;
   manual_seed(77);  // the dropout draws
   const int64_t start = host.stats().allocated_bytes[memory::kAllPools].current;
   host.reset_peak_stats();
@@ -74,7 +74,7 @@ TEST(Checkpoint, DropoutMasksAreDrawnAgainIdentically) {
 TEST(Checkpoint, TheRecomputeRunsUnderTheForwardsAutocast) {
   const Tensor x = randn({32, 16});
   auto plain = deep_mlp(2, 16, false), ckpt = deep_mlp(2, 16, true);
-  Tensor xa = x.detach().set_requires_grad(), xb = x.detach().set_requires_grad();
+  Tensor xa = x.detach().requires_grad_(), xb = x.detach().requires_grad_();
   Tensor ya, yb;
   {
     AutocastScope bf16(kBFloat16);  // the forward only: backward runs after the scope closed

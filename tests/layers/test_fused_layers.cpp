@@ -23,7 +23,7 @@ int64_t calls_of(const std::string& op, F&& run) {
 }
 
 TEST(FusedLayers, CrossEntropyLossCallsTheFusedOp) {
-  const Tensor x = randn_on({8, 5}, kFloat32, 1).set_requires_grad();
+  const Tensor x = randn_on({8, 5}, kFloat32, 1).requires_grad_();
   const Tensor t = randint_on(0, 5, {8}, 2);
   start_op_profiler();
   nn::CrossEntropyLoss()(x, t).backward();
@@ -35,7 +35,7 @@ TEST(FusedLayers, CrossEntropyLossCallsTheFusedOp) {
 
 TEST(FusedLayers, LayerNormAndDropoutCallTheFusedOps) {
   nn::LayerNorm ln({6});
-  const Tensor x = randn_on({4, 6}, kFloat32, 1).set_requires_grad();
+  const Tensor x = randn_on({4, 6}, kFloat32, 1).requires_grad_();
   const Tensor g = randn_on({4, 6}, kFloat32, 2);
   EXPECT_EQ(calls_of("layer_norm_backward", [&] { ln.forward(x).backward(g); }), 1);
   x.set_grad({});  // a second backward into x would add (a slot the test's device may lack)
@@ -61,7 +61,7 @@ TEST(FusedLayers, BatchNormAndEmbeddingCallTheFusedOps) {
 TEST(FusedLayers, OptimizersTakeOneMultiTensorStep) {
   std::vector<Tensor> params;
   for (int64_t n : {3, 1000, 1}) {
-    params.push_back(randn_on({n}, kFloat32, n).set_requires_grad());
+    params.push_back(randn_on({n}, kFloat32, n).requires_grad_());
     params.back().set_grad(randn_on({n}, kFloat32, n + 7));
   }
   optim::Adam adam(params, {});

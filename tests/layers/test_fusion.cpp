@@ -39,7 +39,7 @@ void expect_fusion_exact(const std::function<Tensor(const std::vector<Tensor>&, 
                          const std::vector<Tensor>& inputs) {
   auto run = [&](bool fused) {
     std::vector<Tensor> in;
-    for (const Tensor& t : inputs) in.push_back(t.detach().set_requires_grad());
+    for (const Tensor& t : inputs) in.push_back(t.detach().requires_grad_());
     Tensor y = fused ? op(in, Activation::kReLU) : relu(op(in, Activation::kNone));
     Tensor g = random_tensor(y.shape(), y.dtype(), Layout::Contiguous, 99);
     y.backward(g);

@@ -137,7 +137,7 @@ TEST(Init, DistributionsMatchTorchsFormulas) {
 }
 
 TEST(Init, ConstantsAndTheirErrors) {
-  const Tensor t = empty({2, 3}).set_requires_grad();  // a parameter: written outside autograd
+  const Tensor t = empty({2, 3}).requires_grad_();  // a parameter: written outside autograd
   init::constant_(t, 2.5);
   EXPECT_EQ(values(t), std::vector<double>(6, 2.5));
   init::zeros_(t);

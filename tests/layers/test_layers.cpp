@@ -22,7 +22,7 @@ using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
 
 Tensor leaf(const Shape& s, uint64_t seed, double scale = 1, double shift = 0) {
   Tensor t = random_tensor(s, kFloat64, Layout::Contiguous, seed, [=](double v) { return v * scale + shift; });
-  t.set_requires_grad();
+  t.requires_grad_();
   return t;
 }
 using test::grad_ok;

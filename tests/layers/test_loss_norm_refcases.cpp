@@ -20,7 +20,7 @@ namespace F = nn::functional;
 
 Tensor fresh_leaf(const Tensor& t) {
   Tensor c = t.clone();
-  c.set_requires_grad();
+  c.requires_grad_();
   return c;
 }
 

@@ -131,8 +131,8 @@ TEST(ModuleSystem, SgdStepsASharedModuleOnce) {
 }
 
 TEST(ModuleSystem, OptimizerRefusesATensorListedTwice) {
-  Tensor q = ones({3}).set_requires_grad();
-  Tensor r = ones({2}).set_requires_grad();
+  Tensor q = ones({3}).requires_grad_();
+  Tensor r = ones({2}).requires_grad_();
   EXPECT_EMBER_ERROR(optim::SGD({q, r, q}, {.lr = 0.1}), "SGD", "parameters 0 (group 0) and 2 (group 0) are the same tensor");
   EXPECT_EMBER_ERROR(optim::Adam({r, r}, {}), "parameters 0 (group 0) and 1 (group 0) are the same tensor");
   EXPECT_NO_THROW(optim::SGD({q, r}, {.lr = 0.1}));
@@ -189,7 +189,7 @@ TEST(ModuleSystem, TiedWeightIsOneTensorForForwardGradientsAndSteps) {
 
 TEST(ModuleSystem, AssigningAHandleOrReplacingRewritesTheOnePlace) {
   nn::Linear lin(3, 2);
-  const Tensor w = randn({2, 3}).set_requires_grad();
+  const Tensor w = randn({2, 3}).requires_grad_();
   lin.weight = w;  // the member is the registry's slot
   EXPECT_TRUE(same_tensor(lin.named_parameters()[0].second, w));
   const Tensor x = randn({4, 3});

@@ -26,7 +26,7 @@ TEST(NnOpsRefcases, MatchPyTorch) {
     std::map<std::string, Tensor> in;
     for (const char* name : {"x", "input", "target", "weight", "pos_weight"})
       if (f.has(i, std::string("in.") + name)) in[name] = f.field(i, std::string("in.") + name);
-    for (const auto& g : m.at("grads")) in[g.get<std::string>()].set_requires_grad();
+    for (const auto& g : m.at("grads")) in[g.get<std::string>()].requires_grad_();
     const std::string op = m.at("op");
     const auto red = [&] { return F::parse_reduction(m.at("reduction").get<std::string>()); };
     Tensor out, indices;

@@ -183,7 +183,7 @@ TEST(RecurrentLayer, GradcheckOfSmallLstmGruAndRnn) {
     Tensor h0 = random_tensor({4, 2, 4}, kFloat64, Layout::Contiguous, 12);
     Tensor c0 = random_tensor({4, 2, 4}, kFloat64, Layout::Contiguous, 13);
     std::vector<Tensor> inputs{x, h0, c0};
-    for (Tensor& t : inputs) t.set_requires_grad();
+    for (Tensor& t : inputs) t.requires_grad_();
     for (const Tensor& p : m->parameters()) inputs.push_back(p);
     auto fn = [&](const std::vector<Tensor>& v) {
       if (lstm) {

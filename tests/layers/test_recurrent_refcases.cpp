@@ -54,7 +54,7 @@ TEST(RecurrentRefcases, MatchPyTorchValuesAndGradients) {
 
     Tensor x = field("input"), h0 = has("h0") ? field("h0") : Tensor(), c0 = has("c0") ? field("c0") : Tensor();
     for (Tensor* t : {&x, &h0, &c0})
-      if (t->defined()) t->set_requires_grad();
+      if (t->defined()) t->requires_grad_();
     Tensor out, hn, cn;
     if (kind == "LSTM") {
       auto& l = static_cast<nn::LSTM&>(*mod);

@@ -80,7 +80,7 @@ void check_against_dense(int64_t M, int64_t K, int64_t N, double sparsity, DType
 
   for (bool is_sparse : {false, true}) {
     SCOPED_TRACE(is_sparse ? "sparse" : "dense");
-    Tensor x = x0.clone().set_requires_grad();
+    Tensor x = x0.clone().requires_grad_();
     Tensor y = is_sparse ? sparse(x) : (*dense)(x);
     sum(mul(y, r)).backward();
     EXPECT_TRUE(all_close_tol(y, fwd.y, {M, N}, scaled(fwd.bound, gamma_n(K + 1, u))));

@@ -126,7 +126,7 @@ TEST(TransformerRefcases, MatchPyTorchStepByStep) {
       const std::string pre = "case" + std::to_string(i) + ".in.";
       if (name.rfind(pre, 0) != 0) continue;
       Tensor x = f.field(i, "in." + name.substr(pre.size()));
-      if (f.has(i, "grad." + name.substr(pre.size()))) x.set_requires_grad();
+      if (f.has(i, "grad." + name.substr(pre.size()))) x.requires_grad_();
       inputs[name.substr(pre.size())] = x;
     }
     const auto in = [&](const std::string& n) { return inputs.count(n) ? inputs.at(n) : Tensor(); };
@@ -246,7 +246,7 @@ TEST(Transformer, AQueryWithEveryKeyPaddedGetsZeros) {
   nn::MultiheadAttention mha(8, 2);
   mha.to(kFloat64);
   const Tensor q = random_tensor({3, 2, 8}, kFloat64, Layout::Contiguous, 2);
-  q.set_requires_grad();
+  q.requires_grad_();
   const Tensor kv = random_tensor({4, 2, 8}, kFloat64, Layout::Contiguous, 3);
   const Tensor pad = gt(tensor({0, 0, 1, 0, 1, 1, 1, 1}, {2, 4}, kFloat64), 0.5);  // batch 1: all keys padded
   const auto [out, w] = mha(q, kv, kv, pad);

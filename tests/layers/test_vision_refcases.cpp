@@ -65,7 +65,7 @@ TEST(VisionRefcases, MatchPyTorch) {
         in[name] = p;
       }
     }
-    for (const auto& g : m.at("grads")) in[g.get<std::string>()].set_requires_grad();
+    for (const auto& g : m.at("grads")) in[g.get<std::string>()].requires_grad_();
     Tensor out;
     if (layer) {
       out = (*layer)(in["x"]);

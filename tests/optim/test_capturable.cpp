@@ -39,7 +39,7 @@ struct Params {
     for (int64_t n : {7, 1000, 1, 130}) {
       Generator gen(static_cast<uint64_t>(n));
       Tensor t = randn({n}, {kFloat32, Device::cpu()}, &gen).to(dev);
-      t.set_requires_grad();
+      t.requires_grad_();
       p.push_back(t);
     }
   }

@@ -27,7 +27,7 @@ using optim::SGD;
 
 Tensor param(const std::vector<double>& v, DType dt = kFloat64) {
   Tensor t = tensor(v, dt);
-  t.set_requires_grad();
+  t.requires_grad_();
   return t;
 }
 
@@ -55,7 +55,7 @@ TEST(OptimRefcases, EveryStepMatches) {
     std::vector<Tensor> params;
     for (int64_t p = 0; p < np; ++p) {
       params.push_back(f.field(i, "param" + std::to_string(p) + ".init").clone());
-      params.back().set_requires_grad();
+      params.back().requires_grad_();
     }
     auto opt = make_optimizer(m, params);
     ASSERT_NE(opt, nullptr) << "no optimizer for " << m.at("optimizer");
@@ -186,7 +186,7 @@ std::vector<Tensor> clones(const std::vector<Tensor>& ps) {
   std::vector<Tensor> out;
   for (const Tensor& p : ps) {
     out.push_back(p.detach().clone());
-    out.back().set_requires_grad();
+    out.back().requires_grad_();
   }
   return out;
 }
@@ -200,7 +200,7 @@ TEST(Optim, StateDictRoundTripContinuesIdentically) {
       return std::make_unique<AdamW>(ps, AdamW::Options{.lr = 0.01});
     };
     std::vector<Tensor> pa = {random_tensor({3, 4}, kFloat32), random_tensor({5}, kFloat32, Layout::Contiguous, 2)};
-    for (Tensor& p : pa) p.set_requires_grad();
+    for (Tensor& p : pa) p.requires_grad_();
     auto a = make(pa);
     EXPECT_EQ(a->state_bytes(), 0);  // made at the first step
     feed(*a, pa, 0, 3);

@@ -19,7 +19,7 @@ using namespace refcase;  // NOLINT
 
 Tensor param(const std::vector<double>& v, DType dt = kFloat64) {
   Tensor t = tensor(v, dt);
-  t.set_requires_grad();
+  t.requires_grad_();
   return t;
 }
 
@@ -101,7 +101,7 @@ TEST(OptimExtRefcases, EveryStepMatches) {
     std::vector<Tensor> params;
     for (int64_t p = 0; p < 2; ++p) {
       params.push_back(f.field(i, "param" + std::to_string(p) + ".init").clone());
-      params.back().set_requires_grad();
+      params.back().requires_grad_();
     }
     auto opt = make_optimizer(m, params);
     ASSERT_NE(opt, nullptr) << "no optimizer for " << m.at("optimizer");
@@ -131,7 +131,7 @@ Problem problem_of(const RefFile& f, int64_t i, const json& m) {
   Problem p;
   for (int64_t k = 0; k < m.at("num_params").get<int64_t>(); ++k) {
     p.params.push_back(f.field(i, "param" + std::to_string(k) + ".init").clone());
-    p.params.back().set_requires_grad();
+    p.params.back().requires_grad_();
   }
   if (m.at("problem") == "logistic") {
     const Tensor X = f.field(i, "X"), y = f.field(i, "y"), w = p.params[0], b = p.params[1];

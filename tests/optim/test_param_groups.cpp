@@ -17,7 +17,7 @@ namespace {
 
 Tensor param(const std::vector<double>& v, DType dt = kFloat64) {
   Tensor t = tensor(v, dt);
-  t.set_requires_grad();
+  t.requires_grad_();
   return t;
 }
 
@@ -34,7 +34,7 @@ void feed(optim::Optimizer& opt, const std::vector<Tensor>& params, int first, i
 
 std::vector<Tensor> fresh_params() {
   std::vector<Tensor> ps = {random_tensor({3, 4}, kFloat32), random_tensor({5}, kFloat32, Layout::Contiguous, 2)};
-  for (Tensor& p : ps) p.set_requires_grad();
+  for (Tensor& p : ps) p.requires_grad_();
   return ps;
 }
 
@@ -137,7 +137,7 @@ TEST(NewOptimizers, StateDictRoundTripContinuesIdentically) {
     std::vector<Tensor> pb;
     for (const Tensor& p : pa) {
       pb.push_back(p.detach().clone());
-      pb.back().set_requires_grad();
+      pb.back().requires_grad_();
     }
     auto b = make(kind, pb);
     b->load_state_dict(a->state_dict());

@@ -27,7 +27,7 @@ namespace fs = std::filesystem;
 
 Tensor param(const std::vector<double>& v) {
   Tensor t = tensor(v, kFloat64);
-  t.set_requires_grad();
+  t.requires_grad_();
   return t;
 }
 

@@ -10,7 +10,7 @@ namespace {
 
 Tensor leaf(const twin::Twin& t, const std::string& key) {
   Tensor x = t.at(key);
-  x.set_requires_grad();
+  x.requires_grad_();
   return x;
 }
 

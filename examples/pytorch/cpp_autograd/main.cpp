@@ -10,7 +10,7 @@ using namespace pt_cpp_autograd;
 
 static void basic_autograd_operations_example() {
   std::cout << "====== Running: \"Basic autograd operations\" ======\n";
-  Tensor x = ember::ones({2, 2}).set_requires_grad();
+  Tensor x = ember::ones({2, 2}).requires_grad_();
   Tensor y = x + 2;
   std::cout << y << "\n" << y.grad_fn_name() << "\n";
   Tensor z = y * y * 3;
@@ -18,7 +18,7 @@ static void basic_autograd_operations_example() {
   std::cout << z << "\n" << z.grad_fn_name() << "\n" << out << "\n" << out.grad_fn_name() << "\n";
   out.backward();
   std::cout << x.grad() << "\n";
-  x = ember::randn({3}).set_requires_grad();
+  x = ember::randn({3}).requires_grad_();
   y = x * 2;
   while (y.norm().item<double>() < 1000) y = y * 2;
   std::cout << y << "\n" << y.grad_fn_name() << "\n";
@@ -35,7 +35,7 @@ static void basic_autograd_operations_example() {
 static void compute_higher_order_gradients_example() {
   std::cout << "====== Running \"Computing higher-order gradients in C++\" ======\n";
   nn::Linear model(4, 3);
-  Tensor input = ember::randn({3, 4}).set_requires_grad();
+  Tensor input = ember::randn({3, 4}).requires_grad_();
   Tensor target = ember::randn({3, 3});
   combined_loss(model, input, target).backward();
   std::cout << input.grad() << "\n";
@@ -44,13 +44,13 @@ static void compute_higher_order_gradients_example() {
 static void custom_autograd_function_example() {
   std::cout << "====== Running \"Using custom autograd function in C++\" ======\n";
   {
-    Tensor x = ember::randn({2, 3}).set_requires_grad();
-    Tensor weight = ember::randn({4, 3}).set_requires_grad();
+    Tensor x = ember::randn({2, 3}).requires_grad_();
+    Tensor weight = ember::randn({4, 3}).requires_grad_();
     linear_function(x, weight).sum().backward();
     std::cout << x.grad() << "\n" << weight.grad() << "\n";
   }
   {
-    Tensor x = ember::randn({2}).set_requires_grad();
+    Tensor x = ember::randn({2}).requires_grad_();
     mul_constant(x, 5.5).sum().backward();
     std::cout << x.grad() << "\n";
   }

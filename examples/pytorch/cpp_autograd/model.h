@@ -37,11 +37,12 @@ inline Tensor linear_function(const Tensor& input, const Tensor& weight, const T
   }
   std::vector<Tensor> inputs{input, weight};
   if (bias.defined()) inputs.push_back(bias);
-  return ember::custom_function("LinearFunction", inputs, output, [input, weight, bias](const Tensor& grad_output) {
+  const auto backward = [input, weight, bias](const Tensor& grad_output) {
     std::vector<Tensor> grads{grad_output.matmul(weight), grad_output.t().matmul(input)};
     if (bias.defined()) grads.push_back(grad_output.sum({0}));
     return grads;
-  });
+  };
+  return ember::autograd::custom_function("LinearFunction", inputs, output, backward);
 }
 
 // MulConstant::apply: tensor * constant, backward grad * constant.
@@ -51,8 +52,9 @@ inline Tensor mul_constant(const Tensor& tensor, double constant) {
     ember::NoGradGuard no_grad;
     output = tensor * constant;
   }
-  return ember::custom_function("MulConstant", {tensor}, output,
-                                          [constant](const Tensor& grad_output) { return std::vector<Tensor>{grad_output * constant}; });
+  return ember::autograd::custom_function("MulConstant", {tensor}, output, [constant](const Tensor& grad_output) {
+    return std::vector<Tensor>{grad_output * constant};
+  });
 }
 
 }  // namespace pt_cpp_autograd
