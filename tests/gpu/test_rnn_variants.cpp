@@ -176,6 +176,24 @@ TEST(RnnVariantsOnGpu, EveryCellMatchesAFloat64CpuReference) {
   }
 }
 
+// Names other than auto, cudnn and handwritten are refused; a backward under another
+// variant than its forward is an error, not a wrong gradient (the reserve is the forward
+// variant's: cuDNN's opaque space or the hand-written loop's activations).
+TEST(RnnVariantsOnGpu, BadNamesAndAVariantChangedBeforeBackwardAreErrors) {
+  REQUIRE_GPU();
+  const VariantGuard guard;
+  EXPECT_TRUE(test::contains(test::error_of([] { kernels::cuda::set_rnn_variant("fast"); }),
+                             "expected auto, cudnn or handwritten"));
+  if (variants().size() < 2) GTEST_SKIP() << "one variant in this build (no cuDNN): nothing to mix";
+  nn::GRU gru(3, 4);
+  gru.to(Device::cuda(0));
+  const Tensor x = randn({5, 2, 3}, {kFloat32, Device::cuda(0)});
+  kernels::cuda::set_rnn_variant("cudnn");
+  const Tensor y = std::get<0>(gru(x));
+  kernels::cuda::set_rnn_variant("handwritten");
+  EXPECT_TRUE(test::contains(test::error_of([&] { sum(y).backward(); }), "changed between forward and backward"));
+}
+
 // The LSTM of word_language_model ([35, 20, 200] input, 2 layers of 200, dropout 0.2):
 // milliseconds per forward + backward under each variant, timed from the host after a
 // device synchronize (median of 20 after 3 warm-up runs). Printed, never asserted.
