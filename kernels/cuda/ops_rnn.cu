@@ -94,18 +94,15 @@ int parse_rnn(std::string_view name) {
 
 std::atomic<int> g_rnn{cpu::variant_from_env("EMBER_RNN", kAuto, +[](std::string_view s) { return parse_rnn(s); })};
 
+#if defined(EMBER_WITH_CUDNN)
 // cuDNN when asked for by name; under auto for float32 (what training runs in), while
 // float64 takes the hand-written loop, which computes in float64 with PyTorch's formulas
 // (the float64 references and gradchecks).
 bool use_cudnn(const Tensor& x) {
-#if defined(EMBER_WITH_CUDNN)
   const int v = g_rnn.load();
   return v == kCudnn || (v == kAuto && x.dtype() == DType::Float32);
-#else
-  (void)x;
-  return false;
-#endif
 }
+#endif
 
 int64_t gates_of(RnnCell cell) { return cell == RnnCell::kLstm ? 4 : cell == RnnCell::kGru ? 3 : 1; }
 
