@@ -130,7 +130,8 @@ std::tuple<Tensor, Tensor, Tensor> RecurrentStack::forward(const Module& owner, 
       const std::vector<Tensor*>& w = slots_[static_cast<size_t>(l * D + d)];
       const Tensor b_ih = options_.bias ? *w[2] : Tensor(), b_hh = options_.bias ? *w[3] : Tensor();
       const Tensor c0 = c_init.defined() ? c_init.select(0, l * D + d) : Tensor();
-      const RnnLayerOutput r = rnn_layer(x, h_init.select(0, l * D + d), c0, *w[0], *w[1], b_ih, b_hh, cell_of(kind_), d == 1);
+      const RnnLayerOutput r =
+          rnn_layer(x, h_init.select(0, l * D + d), c0, *w[0], *w[1], b_ih, b_hh, cell_of(kind_), d == 1);
       dir_out.push_back(r.y);
       h_n.push_back(r.h_n);
       if (r.c_n.defined()) c_n.push_back(r.c_n);

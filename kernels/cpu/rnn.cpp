@@ -252,7 +252,8 @@ void rnn_act_rows(T* h, const T* a, int64_t H, bool relu, int64_t b0, int64_t b1
         H,
         [&](int64_t j, int64_t n) {
 #if EMBER_CPU_VEC
-          if constexpr (std::is_same_v<T, float>) simd::store_n(h + b * H + j, simd::tanh(simd::load_n(a + b * H + j, n)), n);
+          if constexpr (std::is_same_v<T, float>)
+            simd::store_n(h + b * H + j, simd::tanh(simd::load_n(a + b * H + j, n)), n);
 #endif
           (void)j, (void)n;
         },

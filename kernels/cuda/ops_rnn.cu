@@ -273,9 +273,9 @@ void layer_backward_slot(const Tensor& dx, const Tensor& dh0, const Tensor& dc0,
                                     b_ih, b_hh, y, reserve, lp);
 #endif
   (void)b_ih, (void)b_hh;
-  EMBER_CHECK(reserve.numel() == handwritten_reserve(x, h0.size(1), lp),
-              "rnn_layer_backward (cuda): the reserve has ", reserve.numel(), " bytes, the hand-written loop keeps ",
-              handwritten_reserve(x, h0.size(1), lp), ": was EMBER_RNN's variant changed between forward and backward?");
+  EMBER_CHECK(reserve.numel() == handwritten_reserve(x, h0.size(1), lp), "rnn_layer_backward (cuda): the reserve has ",
+              reserve.numel(), " bytes, the hand-written loop keeps ", handwritten_reserve(x, h0.size(1), lp),
+              ": was EMBER_RNN's variant changed between forward and backward?");
   visit_wide(x.dtype(), "rnn_layer_backward", [&](auto tag) {
     handwritten_backward<typename decltype(tag)::type>(dx, dh0, dc0, dw_ih, dw_hh, db_ih, db_hh, dy, dh_n, dc_n, x, h0,
                                                        c0, w_ih, w_hh, y, reserve, lp);

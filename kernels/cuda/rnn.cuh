@@ -158,7 +158,8 @@ void rnn_column_sum(T* out, const T* src, int64_t rows, int64_t n, cudaStream_t 
 // dst [T, N] = src [T, N] with the steps in reverse order (dst's row t is src's row T-1-t):
 // the reverse direction's inputs and outputs for cuDNN, which runs steps forward only.
 template <class T>
-__global__ void __launch_bounds__(kBlockThreads) rnn_reverse_steps_kernel(T* dst, const T* src, int64_t steps, int64_t N) {
+__global__ void __launch_bounds__(kBlockThreads)
+    rnn_reverse_steps_kernel(T* dst, const T* src, int64_t steps, int64_t N) {
   const int64_t n = steps * N;
   for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < n; e += int64_t(gridDim.x) * blockDim.x) {
     const int64_t t = e / N;

@@ -96,7 +96,7 @@ struct Config {
   std::vector<Piece> pieces;  // filled on first use (Note [cuDNN RNN weights])
 };
 
-using Key = std::array<int64_t, 9>;
+using Key = std::array<int64_t, 8>;
 
 // The configuration of x [T, B, I] with `hidden` and the cell, made on first use.
 Config& config_for(cudnnHandle_t handle, const Tensor& x, int64_t hidden, RnnCell cell) {
@@ -107,7 +107,8 @@ Config& config_for(cudnnHandle_t handle, const Tensor& x, int64_t hidden, RnnCel
               " is not supported");
   const cudnnDataType_t type = dt == DType::Float64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
   const cudnnMathType_t math = dt == DType::Float32 && !allow_tf32() ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH;
-  const Key key{x.device().index, int64_t(dt), int64_t(cell), x.size(0), x.size(1), x.size(2), hidden, int64_t(math), 0};
+  const Key key{x.device().index, int64_t(dt), int64_t(cell), x.size(0), x.size(1), x.size(2), hidden,
+                int64_t(math)};
   std::lock_guard lock(mu);
   if (auto it = cache.find(key); it != cache.end()) return it->second;
   const int T = as_int(x.size(0), "sequence length"), B = as_int(x.size(1), "batch"),

@@ -326,25 +326,42 @@ TEST(RnnLayer, SecondDerivativeIsAnErrorNamingTheOp) {
 
 TEST(RnnLayer, BadArgumentsNameTheProblem) {
   const Tensor x = zeros({2, 3, 4}), h0 = zeros({3, 5}), c0 = zeros({3, 5});
-  EXPECT_TRUE(contains(error_of([&] { rnn_layer(x, h0, c0, zeros({20, 4}), zeros({20, 4}), {}, {}, RnnCell::kLstm, false); }),
+  EXPECT_TRUE(contains(error_of([&] {
+                         rnn_layer(x, h0, c0, zeros({20, 4}), zeros({20, 4}), {}, {}, RnnCell::kLstm, false);
+                       }),
                        "rnn_layer: w_hh must be [20, 5]"));
-  EXPECT_TRUE(contains(error_of([&] { rnn_layer(x, h0, {}, zeros({15, 3}), zeros({15, 5}), {}, {}, RnnCell::kGru, false); }),
+  EXPECT_TRUE(contains(error_of([&] {
+                         rnn_layer(x, h0, {}, zeros({15, 3}), zeros({15, 5}), {}, {}, RnnCell::kGru, false);
+                       }),
                        "rnn_layer: w_ih must be [15, 4]"));
-  EXPECT_TRUE(contains(error_of([&] { rnn_layer(x, h0, {}, zeros({20, 4}), zeros({20, 5}), {}, {}, RnnCell::kLstm, false); }),
+  EXPECT_TRUE(contains(error_of([&] {
+                         rnn_layer(x, h0, {}, zeros({20, 4}), zeros({20, 5}), {}, {}, RnnCell::kLstm, false);
+                       }),
                        "rnn_layer: c0"));
-  EXPECT_TRUE(contains(error_of([&] { rnn_layer(x, h0, c0, zeros({5, 4}), zeros({5, 5}), {}, {}, RnnCell::kRnnTanh, false); }),
+  EXPECT_TRUE(contains(error_of([&] {
+                         rnn_layer(x, h0, c0, zeros({5, 4}), zeros({5, 5}), {}, {}, RnnCell::kRnnTanh, false);
+                       }),
                        "c0 is the LSTM's only"));
-  EXPECT_TRUE(contains(error_of([&] { rnn_layer(x, h0, {}, zeros({5, 4}), zeros({5, 5}), zeros({5}), {}, RnnCell::kRnnRelu, false); }),
+  EXPECT_TRUE(contains(error_of([&] {
+                         rnn_layer(x, h0, {}, zeros({5, 4}), zeros({5, 5}), zeros({5}), {}, RnnCell::kRnnRelu, false);
+                       }),
                        "b_ih and b_hh go together"));
-  EXPECT_TRUE(contains(error_of([&] { rnn_layer(x, zeros({2, 5}), {}, zeros({5, 4}), zeros({5, 5}), {}, {}, RnnCell::kRnnRelu, false); }),
-                       "h0 must be [3, hidden_size]"));
-  EXPECT_TRUE(contains(error_of([&] { rnn_layer(x.to(kFloat64), h0, {}, zeros({5, 4}), zeros({5, 5}), {}, {}, RnnCell::kRnnTanh, false); }),
-                       "one dtype"));
+  EXPECT_TRUE(
+      contains(error_of([&] {
+                 rnn_layer(x, zeros({2, 5}), {}, zeros({5, 4}), zeros({5, 5}), {}, {}, RnnCell::kRnnRelu, false);
+               }),
+               "h0 must be [3, hidden_size]"));
+  EXPECT_TRUE(
+      contains(error_of([&] {
+                 rnn_layer(x.to(kFloat64), h0, {}, zeros({5, 4}), zeros({5, 5}), {}, {}, RnnCell::kRnnTanh, false);
+               }),
+               "one dtype"));
 }
 
 TEST(RnnCellErrors, BadArgumentsNameTheProblem) {
   const CellInputs in = make_inputs(4, 3, 4, 5, kFloat32, 90);
-  EXPECT_TRUE(contains(error_of([&] { lstm_cell(in.x, in.h.narrow(1, 0, 4), in.c, in.w_ih, in.w_hh); }), "w_hh must be"));
+  EXPECT_TRUE(
+      contains(error_of([&] { lstm_cell(in.x, in.h.narrow(1, 0, 4), in.c, in.w_ih, in.w_hh); }), "w_hh must be"));
   EXPECT_TRUE(contains(error_of([&] { gru_cell(in.x, in.h, in.w_ih, in.w_hh); }), "gru_cell: w_hh must be [15, 5]"));
   EXPECT_TRUE(contains(error_of([&] { lstm_cell(in.x.narrow(1, 0, 3), in.h, in.c, in.w_ih, in.w_hh); }),
                        "w_ih must be [20, 3]"));

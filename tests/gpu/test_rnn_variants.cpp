@@ -68,10 +68,11 @@ struct Case {
 // `dtype`: forward on x [B, T, I] (batch_first), h0 (and c0), then backward of the
 // weighted loss; returns every output and gradient as float64 values.
 Result run(const Case& c, const NamedTensors& params, const std::vector<Tensor>& data, Device device, DType dtype) {
-  const nn::RNNOptions o{.num_layers = c.L,
-                         .nonlinearity = c.kind == Kind::kRelu ? nn::RNNNonlinearity::kReLU : nn::RNNNonlinearity::kTanh,
-                         .batch_first = true,
-                         .bidirectional = true};
+  const nn::RNNOptions o{
+      .num_layers = c.L,
+      .nonlinearity = c.kind == Kind::kRelu ? nn::RNNNonlinearity::kReLU : nn::RNNNonlinearity::kTanh,
+      .batch_first = true,
+      .bidirectional = true};
   std::shared_ptr<nn::Module> m;
   if (c.kind == Kind::kLstm) m = std::make_shared<nn::LSTM>(c.I, c.H, o);
   else if (c.kind == Kind::kGru) m = std::make_shared<nn::GRU>(c.I, c.H, o);
@@ -114,7 +115,8 @@ Result run(const Case& c, const NamedTensors& params, const std::vector<Tensor>&
 // The largest |a - b| over max(1, |b|) of two lists of values.
 double max_rel_error(const std::vector<double>& a, const std::vector<double>& b) {
   double worst = 0;
-  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::fabs(a[i] - b[i]) / std::max(1.0, std::fabs(b[i])));
+  for (size_t i = 0; i < a.size(); ++i)
+    worst = std::max(worst, std::fabs(a[i] - b[i]) / std::max(1.0, std::fabs(b[i])));
   return worst;
 }
 
@@ -140,10 +142,11 @@ TEST(RnnVariantsOnGpu, EveryCellMatchesAFloat64CpuReference) {
     // The model's parameters (PyTorch's init, seeded) and the data, float32 values, which
     // the float64 reference takes exactly.
     manual_seed(7);
-    const nn::RNNOptions o{.num_layers = c.L,
-                           .nonlinearity = kind == Kind::kRelu ? nn::RNNNonlinearity::kReLU : nn::RNNNonlinearity::kTanh,
-                           .batch_first = true,
-                           .bidirectional = true};
+    const nn::RNNOptions o{
+        .num_layers = c.L,
+        .nonlinearity = kind == Kind::kRelu ? nn::RNNNonlinearity::kReLU : nn::RNNNonlinearity::kTanh,
+        .batch_first = true,
+        .bidirectional = true};
     std::shared_ptr<nn::Module> ref_model;
     if (kind == Kind::kLstm) ref_model = std::make_shared<nn::LSTM>(c.I, c.H, o);
     else if (kind == Kind::kGru) ref_model = std::make_shared<nn::GRU>(c.I, c.H, o);
