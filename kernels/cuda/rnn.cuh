@@ -4,6 +4,9 @@
 // Memory per element: LSTM forward reads 5 and writes 6 values, backward reads 8 and
 // writes 5; GRU forward reads 7 and writes 5, backward reads 6 and writes 7. A step's
 // GEMMs dominate; these only replace the ten pointwise launches of the composed cell.
+// Below them, the other pointwise pieces of the layer loops (ops_rnn.cu, rnn_cudnn.cu):
+// the simple RNN's activation and its backward, a sum, bias-gradient column sums, and a
+// copy of a sequence with its steps reversed.
 #pragma once
 
 #include <cstdint>
