@@ -7,6 +7,9 @@
 // lstm_cell_pointwise returns two tensors that both take gradients. It records one
 // output, h and c stacked as [2, B, H], and returns its two halves (views), so that one
 // node receives both gradients (zero for the half that was not used).
+//
+// Below them, rnn_layer (core/rnn_sequence.h): a whole layer and direction per call of
+// the rnn_layer stub, what nn::RNN, nn::LSTM and nn::GRU run (Note [RNN layer stub]).
 #include "core/autograd.h"
 #include "core/autograd_graph.h"
 #include "core/dispatch.h"
@@ -153,173 +156,110 @@ Tensor rnn_relu_cell(const Tensor& x, const Tensor& h, const Tensor& w_ih, const
 
 }  // namespace ember
 
-// ----- whole-sequence recurrences (core/rnn_sequence.h) -----
+// ----- one layer over a whole sequence (core/rnn_sequence.h, Note [RNN layer stub]) -----
 namespace ember {
 namespace {
 
-void check_sequence(const char* op, int64_t G, const Tensor& gi, const Tensor& h0, const Tensor& w_hh) {
-  detail::check_defined(op, gi, "gi");
-  detail::check_defined(op, h0, "h0");
-  detail::check_defined(op, w_hh, "w_hh");
-  EMBER_CHECK(gi.dim() == 3 && h0.dim() == 2 && gi.size(1) == h0.size(0) && gi.size(2) == G * h0.size(1), op,
-              ": gi must be [T, B, ", G, " H] for h0 [B, H], got gi ", shape_str(gi.shape()), " and h0 ",
-              shape_str(h0.shape()));
-  const int64_t H = h0.size(1);
-  EMBER_CHECK(w_hh.dim() == 2 && w_hh.size(0) == G * H && w_hh.size(1) == H, op, ": w_hh must be [", G * H, ", ", H,
-              "], got ", shape_str(w_hh.shape()));
-  EMBER_CHECK(gi.dtype() == kFloat32 || gi.dtype() == kFloat64, op, ": expects float32 or float64, got ",
-              dtype_name(gi.dtype()));
-  EMBER_CHECK(h0.dtype() == gi.dtype() && w_hh.dtype() == gi.dtype(), op, ": expected one dtype, got gi ",
-              dtype_name(gi.dtype()), ", h0 ", dtype_name(h0.dtype()), ", w_hh ", dtype_name(w_hh.dtype()));
+int64_t gates_of(kernels::RnnCell cell) {
+  return cell == kernels::RnnCell::kLstm ? 4 : cell == kernels::RnnCell::kGru ? 3 : 1;
 }
 
-// The state each step started from, in time order: [T, B, H] from hs (time order) and
-// h0: h0 then hs[0 .. T-2] forward; hs[1 .. T-1] then h0 reversed.
-Tensor previous_states(const Tensor& hs, const Tensor& h0, bool reverse) {
-  const int64_t T = hs.size(0);
-  if (T == 1) return h0.unsqueeze(0);
-  return reverse ? cat({hs.narrow(0, 1, T - 1), h0.unsqueeze(0)}, 0) : cat({h0.unsqueeze(0), hs.narrow(0, 0, T - 1)}, 0);
+void check_layer(const char* op, kernels::RnnCell cell, const Tensor& x, const Tensor& h0, const Tensor& c0,
+                 const Tensor& w_ih, const Tensor& w_hh, const Tensor& b_ih, const Tensor& b_hh) {
+  detail::check_defined(op, x);
+  detail::check_defined(op, h0, "h0");
+  detail::check_defined(op, w_ih, "w_ih");
+  detail::check_defined(op, w_hh, "w_hh");
+  detail::check_same_device(op, {&x, &h0, &c0, &w_ih, &w_hh, &b_ih, &b_hh});
+  const int64_t G = gates_of(cell);
+  EMBER_CHECK(x.dim() == 3, op, ": input must be [T, B, input_size], got ", shape_str(x.shape()));
+  EMBER_CHECK(x.dtype() == kFloat32 || x.dtype() == kFloat64, op, ": expects float32 or float64, got ",
+              dtype_name(x.dtype()));
+  EMBER_CHECK(h0.dim() == 2 && h0.size(0) == x.size(1), op, ": h0 must be [", x.size(1), ", hidden_size] for input ",
+              shape_str(x.shape()), ", got ", shape_str(h0.shape()));
+  const int64_t H = h0.size(1), I = x.size(2);
+  EMBER_CHECK(H > 0 && I > 0, op, ": input_size and hidden_size must be positive, got ", I, " and ", H);
+  EMBER_CHECK(w_ih.dim() == 2 && w_ih.size(0) == G * H && w_ih.size(1) == I, op, ": w_ih must be [", G * H, ", ", I,
+              "] (", G, " gates of hidden size ", H, ", input size ", I, "), got ", shape_str(w_ih.shape()));
+  EMBER_CHECK(w_hh.dim() == 2 && w_hh.size(0) == G * H && w_hh.size(1) == H, op, ": w_hh must be [", G * H, ", ", H,
+              "] (", G, " gates of hidden size ", H, "), got ", shape_str(w_hh.shape()));
+  EMBER_CHECK(b_ih.defined() == b_hh.defined(), op, ": b_ih and b_hh go together");
+  for (const Tensor* b : {&b_ih, &b_hh})
+    if (b->defined())
+      EMBER_CHECK(b->dim() == 1 && b->size(0) == G * H, op, ": biases must be [", G * H, "], got ",
+                  shape_str(b->shape()));
+  if (cell == kernels::RnnCell::kLstm) {
+    detail::check_defined(op, c0, "c0");
+    EMBER_CHECK(c0.shape() == h0.shape(), op, ": c0 ", shape_str(c0.shape()), " must match h0 ",
+                shape_str(h0.shape()));
+  } else {
+    EMBER_CHECK(!c0.defined(), op, ": c0 is the LSTM's only");
+  }
+  for (const Tensor* t : {&h0, &c0, &w_ih, &w_hh, &b_ih, &b_hh})
+    if (t->defined())
+      EMBER_CHECK(t->dtype() == x.dtype(), op, ": expected one dtype, got input ", dtype_name(x.dtype()), " and ",
+                  dtype_name(t->dtype()));
+}
+
+Tensor contiguous_or_none(const Tensor& t) { return t.defined() ? t.contiguous() : t; }
+Tensor detached(const Tensor& t) { return t.defined() ? t.detach() : t; }
+
+// The bytes of the backend's reserve. A meta tensor has the CPU's figure (the hand-written
+// loops' activations): cuDNN's size would need a device to ask.
+int64_t reserve_bytes(const Tensor& x, int64_t H, const kernels::RnnLayerParams& p) {
+  const DeviceType d = x.device().is_meta() ? DeviceType::CPU : x.device().type;
+  return kernels::rnn_layer_reserve_stub.get(d)(x, H, p);
 }
 
 }  // namespace
 
-std::pair<Tensor, Tensor> lstm_sequence(const Tensor& gi_in, const Tensor& h0_in, const Tensor& c0_in,
-                                        const Tensor& w_hh, bool reverse) {
-  EMBER_OP_SITE("lstm_sequence");
-  const char* op = "lstm_sequence";
-  check_sequence(op, 4, gi_in, h0_in, w_hh);
-  detail::check_same_device(op, {&gi_in, &h0_in, &c0_in, &w_hh});
-  check_state(op, c0_in, "c0", h0_in.size(0), h0_in.size(1), gi_in.dtype());
-  const int64_t T = gi_in.size(0), B = h0_in.size(0), H = h0_in.size(1);
-  EMBER_CHECK(T > 0, op, ": needs at least one step");
-  const Tensor gi = gi_in.contiguous(), h0 = h0_in.contiguous(), c0 = c0_in.contiguous();
-  const TensorOptions opts{gi.dtype(), gi.device()};
-  // out: hs in rows 0 .. T-1, c_T in row T. cs: the cell state before step i at row i.
-  const Tensor out = empty({T + 1, B, H}, opts), cs = empty({T + 1, B, H}, opts), act = empty({T, B, 4 * H}, opts);
-  {
-    NoGradGuard no_grad;
-    cs.select(0, 0).copy_(c0.detach());
-    Tensor h = h0.detach();
-    const Tensor w = w_hh.detach();
-    for (int64_t i = 0; i < T; ++i) {
-      const int64_t t = reverse ? T - 1 - i : i;
-      const Tensor gates = add(gi.detach().select(0, t), linear(h, w));
-      h = out.select(0, t);
-      if (B * H > 0) kernels::lstm_cell_stub(gi.device(), h, cs.select(0, i + 1), act.select(0, i), gates, cs.select(0, i));
-    }
-    out.select(0, T).copy_(cs.select(0, T));
-  }
+RnnLayerOutput rnn_layer(const Tensor& x_in, const Tensor& h0_in, const Tensor& c0_in, const Tensor& w_ih_in,
+                         const Tensor& w_hh_in, const Tensor& b_ih_in, const Tensor& b_hh_in, kernels::RnnCell cell,
+                         bool reverse) {
+  EMBER_OP_SITE("rnn_layer");
+  const char* op = "rnn_layer";
+  check_layer(op, cell, x_in, h0_in, c0_in, w_ih_in, w_hh_in, b_ih_in, b_hh_in);
+  const int64_t T = x_in.size(0), B = x_in.size(1), H = h0_in.size(1);
+  if (T == 0) return {empty({0, B, H}, {x_in.dtype(), x_in.device()}), h0_in, c0_in};
+  const Tensor x = x_in.contiguous(), h0 = h0_in.contiguous(), c0 = contiguous_or_none(c0_in);
+  const Tensor w_ih = w_ih_in.contiguous(), w_hh = w_hh_in.contiguous();
+  const Tensor b_ih = contiguous_or_none(b_ih_in), b_hh = contiguous_or_none(b_hh_in);
+  const bool lstm = cell == kernels::RnnCell::kLstm;
+  const kernels::RnnLayerParams p{cell, reverse, autograd::needs_grad({&x, &h0, &c0, &w_ih, &w_hh, &b_ih, &b_hh})};
+  const Device dev = x.device();
+  // y in rows 0 .. T-1, h_n in row T, c_n in row T + 1.
+  const Tensor out = empty({T + (lstm ? 2 : 1), B, H}, {x.dtype(), dev});
+  const Tensor reserve =
+      p.training ? empty({reserve_bytes(x, H, p)}, {kUInt8, dev}) : Tensor();
+  if (B > 0)
+    kernels::rnn_layer_stub(dev, out.narrow(0, 0, T), out.select(0, T), lstm ? out.select(0, T + 1) : Tensor(),
+                                      reserve, x.detach(), h0.detach(), detached(c0), w_ih.detach(), w_hh.detach(),
+                                      detached(b_ih), detached(b_hh), p);
+  if (!p.training) return {out.narrow(0, 0, T), out.select(0, T), lstm ? out.select(0, T + 1) : Tensor()};
   const Tensor rec = autograd::record_once_differentiable(
-      "lstm_sequence", {gi, h0, c0, w_hh}, out,
-      [act, cs, hs = out.narrow(0, 0, T).detach(), h0 = h0.detach(), w = w_hh.detach(), reverse](const Tensor& g_in) {
-        const int64_t T = act.size(0);
+      "rnn_layer", {x, h0, c0, w_ih, w_hh, b_ih, b_hh}, out,
+      [x = x.detach(), h0 = h0.detach(), c0 = detached(c0), w_ih = w_ih.detach(), w_hh = w_hh.detach(),
+       b_ih = detached(b_ih), b_hh = detached(b_hh), y = out.narrow(0, 0, T).detach(), reserve, p](const Tensor& g_in) {
+        const int64_t T = x.size(0), B = x.size(1);
         const Tensor g = g_in.contiguous();
-        Tensor dgates = empty_like(act), dh = zeros_like(h0), dc = g.select(0, T).contiguous();
-        for (int64_t i = T - 1; i >= 0; --i) {
-          const int64_t t = reverse ? T - 1 - i : i;
-          const Tensor dht = add(g.select(0, t), dh), dc_prev = empty_like(dc);
-          if (dc.numel() > 0)
-            kernels::lstm_cell_backward_stub(act.device(), dgates.select(0, t), dc_prev, dht, dc, act.select(0, i),
-                                             cs.select(0, i), cs.select(0, i + 1));
-          dc = dc_prev;
-          dh = matmul(dgates.select(0, t), w);
+        const bool lstm = p.cell == kernels::RnnCell::kLstm;
+        auto grad_like = [](size_t i, const Tensor& t) {
+          return t.defined() && autograd::needs_input_grad(i) ? empty_like(t) : Tensor();
+        };
+        const Tensor dx = grad_like(0, x), dh0 = grad_like(1, h0), dc0 = grad_like(2, c0);
+        const Tensor dw_ih = grad_like(3, w_ih), dw_hh = grad_like(4, w_hh);
+        const Tensor db_ih = grad_like(5, b_ih), db_hh = grad_like(6, b_hh);
+        if (B > 0) {
+          kernels::rnn_layer_backward_stub(x.device(), dx, dh0, dc0, dw_ih, dw_hh, db_ih, db_hh, g.narrow(0, 0, T),
+                                                            g.select(0, T), lstm ? g.select(0, T + 1) : Tensor(), x, h0,
+                                                            c0, w_ih, w_hh, b_ih, b_hh, y, reserve, p);
+        } else {  // no batch rows: the weights' gradients are zero, the states' empty
+          for (const Tensor& t : {dw_ih, dw_hh, db_ih, db_hh})
+            if (t.defined()) t.zero_();
         }
-        const int64_t H = h0.size(1);
-        const Tensor dw = autograd::needs_input_grad(3)
-                              ? matmul(dgates.reshape({-1, 4 * H}).t(), previous_states(hs, h0, reverse).reshape({-1, H}))
-                              : Tensor();
-        return std::vector<Tensor>{dgates, dh, dc, dw};
+        return std::vector<Tensor>{dx, dh0, dc0, dw_ih, dw_hh, db_ih, db_hh};
       });
-  return {rec.narrow(0, 0, T), rec.select(0, T)};
-}
-
-Tensor gru_sequence(const Tensor& gi_in, const Tensor& h0_in, const Tensor& w_hh, const Tensor& b_hh, bool reverse) {
-  EMBER_OP_SITE("gru_sequence");
-  const char* op = "gru_sequence";
-  check_sequence(op, 3, gi_in, h0_in, w_hh);
-  detail::check_same_device(op, {&gi_in, &h0_in, &w_hh, &b_hh});
-  const int64_t T = gi_in.size(0), B = h0_in.size(0), H = h0_in.size(1);
-  EMBER_CHECK(T > 0, op, ": needs at least one step");
-  EMBER_CHECK(!b_hh.defined() || (b_hh.dim() == 1 && b_hh.size(0) == 3 * H && b_hh.dtype() == gi_in.dtype()), op,
-              ": b_hh must be ", dtype_name(gi_in.dtype()), " [", 3 * H, "], got ", dtype_name(b_hh.dtype()), " ",
-              shape_str(b_hh.shape()));
-  const Tensor gi = gi_in.contiguous(), h0 = h0_in.contiguous();
-  const TensorOptions opts{gi.dtype(), gi.device()};
-  const Tensor hs = empty({T, B, H}, opts), saved = empty({T, B, 4 * H}, opts);
-  {
-    NoGradGuard no_grad;
-    Tensor h = h0.detach();
-    const Tensor w = w_hh.detach(), b = b_hh.defined() ? b_hh.detach() : Tensor();
-    for (int64_t i = 0; i < T; ++i) {
-      const int64_t t = reverse ? T - 1 - i : i;
-      const Tensor gh = linear(h, w, b);
-      if (B * H > 0) kernels::gru_cell_stub(gi.device(), hs.select(0, t), saved.select(0, i), gi.detach().select(0, t), gh, h);
-      h = hs.select(0, t);
-    }
-  }
-  return autograd::record_once_differentiable(
-      "gru_sequence", {gi, h0, w_hh, b_hh}, hs,
-      [saved, hs = hs.detach(), h0 = h0.detach(), w = w_hh.detach(), has_b = b_hh.defined(),
-       reverse](const Tensor& g_in) {
-        const int64_t T = saved.size(0), H = h0.size(1);
-        const Tensor g = g_in.contiguous();
-        const Tensor dgi = empty({T, h0.size(0), 3 * H}, {saved.dtype(), saved.device()}), dgh = empty_like(dgi);
-        Tensor dh = zeros_like(h0);
-        for (int64_t i = T - 1; i >= 0; --i) {
-          const int64_t t = reverse ? T - 1 - i : i;
-          const Tensor h_prev = i == 0 ? h0 : hs.select(0, reverse ? t + 1 : t - 1);
-          const Tensor dht = add(g.select(0, t), dh), dh_prev = empty_like(h0);
-          if (h0.numel() > 0)
-            kernels::gru_cell_backward_stub(saved.device(), dgi.select(0, t), dgh.select(0, t), dh_prev, dht,
-                                            saved.select(0, i), h_prev);
-          dh = add(dh_prev, matmul(dgh.select(0, t), w));
-        }
-        const Tensor rows = dgh.reshape({-1, 3 * H});
-        const Tensor dw = autograd::needs_input_grad(2)
-                              ? matmul(rows.t(), previous_states(hs, h0, reverse).reshape({-1, H}))
-                              : Tensor();
-        return std::vector<Tensor>{dgi, dh, dw, has_b ? sum(rows, {0}) : Tensor()};
-      });
-}
-
-Tensor rnn_sequence(const Tensor& gi_in, const Tensor& h0_in, const Tensor& w_hh, bool relu_act, bool reverse) {
-  EMBER_OP_SITE("rnn_sequence");
-  const char* op = "rnn_sequence";
-  check_sequence(op, 1, gi_in, h0_in, w_hh);
-  detail::check_same_device(op, {&gi_in, &h0_in, &w_hh});
-  const int64_t T = gi_in.size(0);
-  EMBER_CHECK(T > 0, op, ": needs at least one step");
-  const Tensor gi = gi_in.contiguous(), h0 = h0_in.contiguous();
-  const Tensor hs = empty(gi.shape(), {gi.dtype(), gi.device()});
-  {
-    NoGradGuard no_grad;
-    Tensor h = h0.detach();
-    const Tensor w = w_hh.detach();
-    for (int64_t i = 0; i < T; ++i) {
-      const int64_t t = reverse ? T - 1 - i : i;
-      const Tensor a = add(gi.detach().select(0, t), linear(h, w));
-      h = hs.select(0, t);
-      h.copy_(relu_act ? relu(a) : tanh(a));
-    }
-  }
-  return autograd::record_once_differentiable(
-      "rnn_sequence", {gi, h0, w_hh}, hs,
-      [hs = hs.detach(), h0 = h0.detach(), w = w_hh.detach(), relu_act, reverse](const Tensor& g_in) {
-        const int64_t T = hs.size(0), H = h0.size(1);
-        const Tensor g = g_in.contiguous(), dpre = empty_like(hs);
-        Tensor dh = zeros_like(h0);
-        for (int64_t i = T - 1; i >= 0; --i) {
-          const int64_t t = reverse ? T - 1 - i : i;
-          const Tensor dht = add(g.select(0, t), dh), h = hs.select(0, t);
-          // Through the activation, from its output: relu's (h > 0), tanh's 1 - h^2.
-          dpre.select(0, t).copy_(relu_act ? detail::relu_backward(dht, h) : sub(dht, mul(dht, mul(h, h))));
-          dh = matmul(dpre.select(0, t), w);
-        }
-        const Tensor dw = autograd::needs_input_grad(2)
-                              ? matmul(dpre.reshape({-1, H}).t(), previous_states(hs, h0, reverse).reshape({-1, H}))
-                              : Tensor();
-        return std::vector<Tensor>{dpre, dh, dw};
-      });
+  return {rec.narrow(0, 0, T), rec.select(0, T), lstm ? rec.select(0, T + 1) : Tensor()};
 }
 
 }  // namespace ember

@@ -27,25 +27,13 @@ Tensor init_param(Shape shape, int64_t hidden_size) {
   return t;
 }
 
-// One direction of one layer: the projected inputs gi [T, B, G H] (b_ih, and for LSTM and
-// RNN b_hh too, already added) and the initial state h (and c for LSTM) give hs [T, B, H];
-// h and c become the final states: core's whole-sequence recurrences (core/rnn_sequence.h).
-Tensor run_direction(Kind kind, const Tensor& gi, Tensor& h, Tensor& c, const Tensor& w_hh, const Tensor& b_hh,
-                     bool reverse) {
-  const int64_t T = gi.size(0);
-  if (kind == Kind::kLSTM) {
-    auto [hs, c_last] = lstm_sequence(gi, h, c, w_hh, reverse);
-    h = hs.select(0, reverse ? 0 : T - 1), c = c_last;
-    return hs;
+kernels::RnnCell cell_of(Kind k) {
+  switch (k) {
+    case Kind::kLSTM: return kernels::RnnCell::kLstm;
+    case Kind::kGRU: return kernels::RnnCell::kGru;
+    case Kind::kRNNReLU: return kernels::RnnCell::kRnnRelu;
+    default: return kernels::RnnCell::kRnnTanh;
   }
-  if (kind == Kind::kGRU) {
-    Tensor hs = gru_sequence(gi, h, w_hh, b_hh, reverse);
-    h = hs.select(0, reverse ? 0 : T - 1);
-    return hs;
-  }
-  Tensor hs = rnn_sequence(gi, h, w_hh, kind == Kind::kRNNReLU, reverse);
-  h = hs.select(0, reverse ? 0 : T - 1);
-  return hs;
 }
 
 // A state argument: [L D, B, H] (unbatched [L D, H]), of the input's dtype and device, or
@@ -131,7 +119,7 @@ std::tuple<Tensor, Tensor, Tensor> RecurrentStack::forward(const Module& owner, 
   const bool unbatched = input.dim() == 2;
   Tensor x = unbatched ? input.unsqueeze(1) : (options_.batch_first ? input.transpose(0, 1) : input);
   x = x.contiguous();
-  const int64_t T = x.size(0), B = x.size(1), H = hidden_size_, G = gates_of(kind_);
+  const int64_t B = x.size(1), H = hidden_size_;
   const int64_t D = options_.bidirectional ? 2 : 1, L = options_.num_layers;
   const Tensor h_init = state(cls, "h0", h0, unbatched, L * D, B, H, input);
   const Tensor c_init = kind_ == Kind::kLSTM ? state(cls, "c0", c0, unbatched, L * D, B, H, input) : Tensor();
@@ -141,15 +129,12 @@ std::tuple<Tensor, Tensor, Tensor> RecurrentStack::forward(const Module& owner, 
     for (int64_t d = 0; d < D; ++d) {
       const std::vector<Tensor*>& w = slots_[static_cast<size_t>(l * D + d)];
       const Tensor b_ih = options_.bias ? *w[2] : Tensor(), b_hh = options_.bias ? *w[3] : Tensor();
-      // LSTM and RNN add both biases to the projection once; GRU's b_hh stays in the step,
-      // where r multiplies h W_hn^T + b_hn.
-      const Tensor b_in = options_.bias && kind_ != Kind::kGRU ? add(b_ih, b_hh) : b_ih;
-      const Tensor gi = linear(x.reshape({T * B, x.size(2)}), *w[0], b_in).reshape({T, B, G * H});
-      Tensor h = h_init.select(0, l * D + d), c = c_init.defined() ? c_init.select(0, l * D + d) : Tensor();
-      dir_out.push_back(T > 0 ? run_direction(kind_, gi, h, c, *w[1], b_hh, d == 1)
-                              : empty({0, B, H}, {x.dtype(), x.device()}));
-      h_n.push_back(h);
-      if (c.defined()) c_n.push_back(c);
+      const Tensor c0 = c_init.defined() ? c_init.select(0, l * D + d) : Tensor();
+      const RnnLayerOutput r =
+          rnn_layer(x, h_init.select(0, l * D + d), c0, *w[0], *w[1], b_ih, b_hh, cell_of(kind_), d == 1);
+      dir_out.push_back(r.y);
+      h_n.push_back(r.h_n);
+      if (r.c_n.defined()) c_n.push_back(r.c_n);
     }
     x = D == 2 ? cat(dir_out, 2) : dir_out[0];
     if (options_.dropout > 0 && owner.is_training() && l + 1 < L) x = dropout(x, options_.dropout, true);

@@ -5,9 +5,9 @@
 // initialisation (every parameter uniform in +-1/sqrt(hidden_size)), so state dicts map
 // one to one. They take and return several tensors, so they are nn::Callable modules.
 //
-// Per layer and direction the forward projects the whole sequence's inputs in one GEMM
-// ([T B, I] x W_ih^T), then runs one GEMM (h W_hh^T) and one fused pointwise kernel per
-// step (LSTM, GRU: core/rnn_sequence.h, whose backward gives W_hh's gradient in one GEMM).
+// Each layer and direction is one op, core's rnn_layer (core/rnn_sequence.h): cuDNN's RNN
+// API on a GPU; elsewhere the input projection for the whole sequence in one GEMM, then
+// one GEMM (h W_hh^T) and one fused cell kernel per step (Note [RNN layer stub]).
 #pragma once
 
 #include <cstdint>

@@ -5,6 +5,8 @@
 // below for scalars, the CPU backend's vector versions for its vectors).
 #pragma once
 
+#include <cstdint>
+
 #include "core/macros.h"
 #include "kernels/common/unary_ops.h"
 
@@ -83,5 +85,11 @@ struct GruBackward {
     dh_prev = dh * z;
   }
 };
+
+// What the hand-written layer loops (the CPU's, CUDA's hand-written variant) keep for the
+// backward per step and batch row, in elements of the layer's dtype: for an LSTM (4 gates)
+// the activated gates i, f, g, o then c after the step (5 H); for a GRU (3) r, z, n and
+// gh_n (4 H); for an RNN (1) nothing: its backward works from y.
+constexpr int64_t rnn_reserve_row(int64_t gates, int64_t H) { return gates == 4 ? 5 * H : gates == 3 ? 4 * H : 0; }
 
 }  // namespace ember::kernels::ops

@@ -4,6 +4,9 @@
 // Memory per element: LSTM forward reads 5 and writes 6 values, backward reads 8 and
 // writes 5; GRU forward reads 7 and writes 5, backward reads 6 and writes 7. A step's
 // GEMMs dominate; these only replace the ten pointwise launches of the composed cell.
+// Below them, the other pointwise pieces of the layer loops (ops_rnn.cu, rnn_cudnn.cu):
+// the simple RNN's activation and its backward, a sum, bias-gradient column sums, and a
+// copy of a sequence with its steps reversed.
 #pragma once
 
 #include <cstdint>
@@ -96,6 +99,80 @@ void gru_cell_backward(T* dgi, T* dgh, T* dh_prev, const T* dh, const T* saved, 
                        int64_t H, cudaStream_t stream) {
   if (rows * H == 0) return;
   launch<gru_cell_backward_kernel<T>>(map_config(rows * H), stream, dgi, dgh, dh_prev, dh, saved, h_prev, rows, H);
+}
+
+// ----- the pieces of the hand-written layer loop (ops_rnn.cu) beside the cells -----
+
+// h = tanh(a) or relu(a), n elements (the simple RNN's step).
+template <class T>
+__global__ void __launch_bounds__(kBlockThreads) rnn_act_kernel(T* h, const T* a, int64_t n, bool relu) {
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < n; e += int64_t(gridDim.x) * blockDim.x)
+    h[e] = relu ? (a[e] > T(0) ? a[e] : T(0)) : ops::Tanh{}(a[e]);
+}
+template <class T>
+void rnn_act(T* h, const T* a, int64_t n, bool relu, cudaStream_t stream) {
+  if (n == 0) return;
+  launch<rnn_act_kernel<T>>(map_config(n), stream, h, a, n, relu);
+}
+
+// da = dh relu'(h) or dh (1 - h^2), from the activation's output h; n elements.
+template <class T>
+__global__ void __launch_bounds__(kBlockThreads)
+    rnn_act_backward_kernel(T* da, const T* dh, const T* h, int64_t n, bool relu) {
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < n; e += int64_t(gridDim.x) * blockDim.x)
+    da[e] = relu ? (h[e] > T(0) ? dh[e] : T(0)) : dh[e] * (T(1) - h[e] * h[e]);
+}
+template <class T>
+void rnn_act_backward(T* da, const T* dh, const T* h, int64_t n, bool relu, cudaStream_t stream) {
+  if (n == 0) return;
+  launch<rnn_act_backward_kernel<T>>(map_config(n), stream, da, dh, h, n, relu);
+}
+
+// out = a + b, n elements (out may be a or b): the gradient reaching h from y and from the
+// next step.
+template <class T>
+__global__ void __launch_bounds__(kBlockThreads) rnn_add_kernel(T* out, const T* a, const T* b, int64_t n) {
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < n; e += int64_t(gridDim.x) * blockDim.x)
+    out[e] = a[e] + b[e];
+}
+template <class T>
+void rnn_add(T* out, const T* a, const T* b, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  launch<rnn_add_kernel<T>>(map_config(n), stream, out, a, b, n);
+}
+
+// out [n] = the sums of src [rows, n]'s columns: one thread per column, rows in order
+// (deterministic), neighbouring threads reading neighbouring columns. For the biases'
+// gradients: n = G H columns, rows = T B.
+template <class T>
+__global__ void __launch_bounds__(kBlockThreads) rnn_column_sum_kernel(T* out, const T* src, int64_t rows, int64_t n) {
+  for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < n; c += int64_t(gridDim.x) * blockDim.x) {
+    T s = T(0);
+    for (int64_t r = 0; r < rows; ++r) s += src[r * n + c];
+    out[c] = s;
+  }
+}
+template <class T>
+void rnn_column_sum(T* out, const T* src, int64_t rows, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  launch<rnn_column_sum_kernel<T>>(map_config(n), stream, out, src, rows, n);
+}
+
+// dst [T, N] = src [T, N] with the steps in reverse order (dst's row t is src's row T-1-t):
+// the reverse direction's inputs and outputs for cuDNN, which runs steps forward only.
+template <class T>
+__global__ void __launch_bounds__(kBlockThreads)
+    rnn_reverse_steps_kernel(T* dst, const T* src, int64_t steps, int64_t N) {
+  const int64_t n = steps * N;
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < n; e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t t = e / N;
+    dst[e] = src[(steps - 1 - t) * N + (e - t * N)];
+  }
+}
+template <class T>
+void rnn_reverse_steps(T* dst, const T* src, int64_t steps, int64_t N, cudaStream_t stream) {
+  if (steps * N == 0) return;
+  launch<rnn_reverse_steps_kernel<T>>(map_config(steps * N), stream, dst, src, steps, N);
 }
 
 }  // namespace ember::kernels::cuda

@@ -42,4 +42,13 @@ bool conv_benchmark();
 void set_spmm_variant(std::string_view name);
 std::string spmm_variant();
 
+// The recurrent layers (rnn_layer and its backward, core/rnn_sequence.h). EMBER_RNN sets
+// the starting choice: "auto" (cuDNN's RNN API for float32 where the build has cuDNN; the
+// hand-written loop for float64 and in builds without it), "cudnn" (every dtype; an
+// ember::Error where the build has no cuDNN, as in emulation) or "handwritten" (per step
+// the backend's GEMM and rnn.cuh's fused cell kernels). A backward runs under the variant
+// its forward ran under: changing it in between is an ember::Error.
+void set_rnn_variant(std::string_view name);
+std::string rnn_variant();
+
 }  // namespace ember::kernels::cuda

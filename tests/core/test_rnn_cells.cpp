@@ -223,75 +223,145 @@ TEST(RnnCellGrad, UnbatchedAndBiaslessCells) {
   EXPECT_TRUE(all_close(c1, c2.squeeze(0), 0, 0));
 }
 
-// The whole-sequence recurrences (core/rnn_sequence.h) are their cells step by step, in
-// either direction, with the same gradients: gradcheck covers the reversed backward loop
-// and W_hh's one-GEMM gradient. rnn_sequence is checked against rnn_*_cell with an
-// identity W_ih, so that the cell's projection is its x exactly.
-TEST(RnnSequence, GradcheckInBothDirectionsAndTheCellsAgree) {
-  const int64_t T = 4, B = 3, H = 5;
-  for (const bool reverse : {false, true}) {
-    const Tensor gi = leaf({T, B, 4 * H}, 400), h0 = leaf({B, H}, 401), c0 = leaf({B, H}, 402);
-    const Tensor w = leaf({4 * H, H}, 403, [](double v) { return v * 0.3; });
-    EXPECT_TRUE(grad_ok(
-        [reverse](const std::vector<Tensor>& v) {
-          auto [hs, c] = lstm_sequence(v[0], v[1], v[2], v[3], reverse);
-          return cat({hs.reshape({-1}), c.reshape({-1})}, 0);
-        },
-        {gi, h0, c0, w}))
-        << "lstm reverse " << reverse;
-    auto [hs, c_last] = lstm_sequence(gi, h0, c0, w, reverse);
-    Tensor h = h0, c = c0;
-    for (int64_t i = 0; i < T; ++i) {
-      const int64_t t = reverse ? T - 1 - i : i;
-      std::tie(h, c) = lstm_cell_pointwise(add(gi.select(0, t), linear(h, w)), c);
-      EXPECT_TRUE(all_close(hs.select(0, t), values(h), h.shape(), 1e-14, 1e-14)) << "step " << t;
-    }
-    EXPECT_TRUE(all_close(c_last, values(c), c.shape(), 1e-14, 1e-14));
+// One layer over a whole sequence (core/rnn_sequence.h, Note [RNN layer stub]): the
+// rnn_layer stub's loop is its cells step by step in either direction, with and without
+// biases, with the same gradients: gradcheck covers the reversed backward loop, W_ih's,
+// W_hh's and the biases' one-GEMM gradients, and the gradients of h_n and c_n.
+using kernels::RnnCell;
 
-    const Tensor gj = leaf({T, B, 3 * H}, 410), wg = leaf({3 * H, H}, 411, [](double v) { return v * 0.3; });
-    const Tensor b = leaf({3 * H}, 412);
-    EXPECT_TRUE(grad_ok([reverse](const std::vector<Tensor>& v) { return gru_sequence(v[0], v[1], v[2], v[3], reverse); },
-                        {gj, h0, wg, b}))
-        << "gru reverse " << reverse;
+int64_t gates_of(RnnCell cell) { return cell == RnnCell::kLstm ? 4 : cell == RnnCell::kGru ? 3 : 1; }
+const char* cell_name(RnnCell cell) {
+  return cell == RnnCell::kLstm ? "lstm" : cell == RnnCell::kGru ? "gru" : cell == RnnCell::kRnnTanh ? "tanh" : "relu";
+}
 
-    const Tensor gr = leaf({T, B, H}, 430), wr = leaf({H, H}, 431, [](double v) { return v * 0.3; });
-    for (const bool relu : {false, true}) {
-      EXPECT_TRUE(grad_ok(
-          [reverse, relu](const std::vector<Tensor>& v) { return rnn_sequence(v[0], v[1], v[2], relu, reverse); },
-          {gr, h0, wr}))
-          << "rnn relu " << relu << " reverse " << reverse;
-      Tensor h = h0;
-      const Tensor hs_r = rnn_sequence(gr, h0, wr, relu, reverse);
+TEST(RnnLayer, GradcheckOfEveryCellInBothDirections) {
+  const int64_t T = 4, B = 3, I = 2, H = 5;
+  for (const RnnCell cell : {RnnCell::kLstm, RnnCell::kGru, RnnCell::kRnnTanh, RnnCell::kRnnRelu})
+    for (const bool reverse : {false, true})
+      for (const bool bias : {true, false}) {
+        const int64_t G = gates_of(cell);
+        const bool lstm = cell == RnnCell::kLstm;
+        auto scaled = [](double s) { return [s](double v) { return v * s; }; };
+        std::vector<Tensor> in{leaf({T, B, I}, 500), leaf({B, H}, 501, scaled(0.5)), leaf({G * H, I}, 503, scaled(0.4)),
+                               leaf({G * H, H}, 504, scaled(0.3))};
+        if (lstm) in.push_back(leaf({B, H}, 502));
+        if (bias) in.push_back(leaf({G * H}, 505, scaled(0.5))), in.push_back(leaf({G * H}, 506, scaled(0.5)));
+        EXPECT_TRUE(grad_ok(
+            [&](const std::vector<Tensor>& v) {
+              const Tensor c0 = lstm ? v[4] : Tensor();
+              const Tensor b_ih = bias ? v[lstm ? 5 : 4] : Tensor(), b_hh = bias ? v[lstm ? 6 : 5] : Tensor();
+              const RnnLayerOutput r = rnn_layer(v[0], v[1], c0, v[2], v[3], b_ih, b_hh, cell, reverse);
+              std::vector<Tensor> parts{r.y.reshape({-1}), r.h_n.reshape({-1})};
+              if (lstm) parts.push_back(r.c_n.reshape({-1}));
+              return cat(parts, 0);
+            },
+            in))
+            << cell_name(cell) << " reverse " << reverse << " bias " << bias;
+      }
+}
+
+// The layer against its cells run step by step (core's lstm_cell, gru_cell, rnn_*_cell),
+// in float64: both sum the same products, so they agree to a few ulp.
+TEST(RnnLayer, IsItsCellStepByStep) {
+  const int64_t T = 5, B = 3, I = 4, H = 6;
+  for (const RnnCell cell : {RnnCell::kLstm, RnnCell::kGru, RnnCell::kRnnTanh, RnnCell::kRnnRelu})
+    for (const bool reverse : {false, true}) {
+      const int64_t G = gates_of(cell);
+      const bool lstm = cell == RnnCell::kLstm;
+      auto scaled = [](double s) { return [s](double v) { return v * s; }; };
+      const Tensor x = random_tensor({T, B, I}, kFloat64, Layout::Contiguous, 510);
+      const Tensor h0 = random_tensor({B, H}, kFloat64, Layout::Contiguous, 511, scaled(0.5));
+      const Tensor c0 = lstm ? random_tensor({B, H}, kFloat64, Layout::Contiguous, 512) : Tensor();
+      const Tensor w_ih = random_tensor({G * H, I}, kFloat64, Layout::Contiguous, 513, scaled(0.4));
+      const Tensor w_hh = random_tensor({G * H, H}, kFloat64, Layout::Contiguous, 514, scaled(0.3));
+      const Tensor b_ih = random_tensor({G * H}, kFloat64, Layout::Contiguous, 515, scaled(0.5));
+      const Tensor b_hh = random_tensor({G * H}, kFloat64, Layout::Contiguous, 516, scaled(0.5));
+      const RnnLayerOutput r = rnn_layer(x, h0, c0, w_ih, w_hh, b_ih, b_hh, cell, reverse);
+      Tensor h = h0, c = c0;
       for (int64_t i = 0; i < T; ++i) {
         const int64_t t = reverse ? T - 1 - i : i;
-        h = relu ? rnn_relu_cell(gr.select(0, t), h, eye_like(wr), wr) : rnn_tanh_cell(gr.select(0, t), h, eye_like(wr), wr);
-        EXPECT_TRUE(all_close(hs_r.select(0, t), values(h), h.shape(), 1e-14, 1e-14)) << "step " << t;
+        const Tensor xt = x.select(0, t);
+        if (lstm) std::tie(h, c) = lstm_cell(xt, h, c, w_ih, w_hh, b_ih, b_hh);
+        else if (cell == RnnCell::kGru) h = gru_cell(xt, h, w_ih, w_hh, b_ih, b_hh);
+        else if (cell == RnnCell::kRnnTanh) h = rnn_tanh_cell(xt, h, w_ih, w_hh, b_ih, b_hh);
+        else h = rnn_relu_cell(xt, h, w_ih, w_hh, b_ih, b_hh);
+        EXPECT_TRUE(all_close(r.y.select(0, t), values(h), h.shape(), 1e-13, 1e-13))
+            << cell_name(cell) << " reverse " << reverse << " step " << t;
       }
+      EXPECT_TRUE(all_close(r.h_n, values(h), h.shape(), 1e-13, 1e-13)) << cell_name(cell);
+      if (lstm) EXPECT_TRUE(all_close(r.c_n, values(c), c.shape(), 1e-13, 1e-13));
+      else EXPECT_FALSE(r.c_n.defined());
     }
-  }
 }
 
-// The fused kernels have no derivative of their own: a second derivative is an error
-// naming the op (Note [Double backward] in core/autograd_graph.h), not a silent zero.
-TEST(RnnSequence, SecondDerivativeIsAnErrorNamingTheOp) {
-  const Tensor gi = leaf({2, 1, 8}, 420), h0 = leaf({1, 2}, 421), c0 = leaf({1, 2}, 422), w = leaf({8, 2}, 423);
-  auto [hs, c] = lstm_sequence(gi, h0, c0, w, false);
-  const std::vector<Tensor> g = autograd::grad({sum(mul(hs, hs))}, {w}, {}, std::nullopt, /*create_graph=*/true);
-  EXPECT_TRUE(contains(error_of([&] { sum(g[0]).backward(); }), "lstm_sequence"));
+// Without gradients (inference) the op keeps no reserve and records nothing; its results
+// are those of training mode, bit for bit, and a sequence of no steps returns the states.
+TEST(RnnLayer, InferenceAndEmptySequences) {
+  const Tensor x = random_tensor({3, 2, 4}, kFloat32, Layout::Contiguous, 520);
+  const Tensor h0 = random_tensor({2, 5}, kFloat32, Layout::Contiguous, 521);
+  const Tensor c0 = random_tensor({2, 5}, kFloat32, Layout::Contiguous, 522);
+  Tensor w_ih = random_tensor({20, 4}, kFloat32, Layout::Contiguous, 523);
+  const Tensor w_hh = random_tensor({20, 5}, kFloat32, Layout::Contiguous, 524, [](double v) { return 0.3 * v; });
+  const RnnLayerOutput plain = rnn_layer(x, h0, c0, w_ih, w_hh, {}, {}, RnnCell::kLstm, false);
+  EXPECT_FALSE(plain.y.requires_grad());
+  w_ih.requires_grad_();
+  const RnnLayerOutput trained = rnn_layer(x, h0, c0, w_ih, w_hh, {}, {}, RnnCell::kLstm, false);
+  EXPECT_TRUE(trained.y.requires_grad());
+  EXPECT_TRUE(all_close(plain.y, trained.y, 0, 0));
+  EXPECT_TRUE(all_close(plain.c_n, trained.c_n, 0, 0));
+  const RnnLayerOutput none = rnn_layer(x.narrow(0, 0, 0), h0, c0, w_ih, w_hh, {}, {}, RnnCell::kLstm, true);
+  EXPECT_EQ(none.y.shape(), (Shape{0, 2, 5}));
+  EXPECT_TRUE(all_close(none.h_n, h0, 0, 0));
 }
 
-TEST(RnnSequence, BadArgumentsNameTheProblem) {
-  EXPECT_TRUE(contains(error_of([] { lstm_sequence(zeros({2, 3, 20}), zeros({3, 4}), zeros({3, 4}), zeros({20, 5}), false); }),
-                       "lstm_sequence: gi must be [T, B, 4 H]"));
-  EXPECT_TRUE(contains(error_of([] { gru_sequence(zeros({2, 3, 15}), zeros({3, 5}), zeros({15, 4}), {}, false); }),
-                       "gru_sequence: w_hh must be [15, 5]"));
-  EXPECT_TRUE(contains(error_of([] { gru_sequence(zeros({2, 3, 15}), zeros({3, 5}), zeros({15, 5}), zeros({5}), false); }),
-                       "b_hh must be float32 [15]"));
+// The kernels have no derivative of their own: a second derivative is an error naming
+// the op (Note [Double backward] in core/autograd_graph.h), not a silent zero.
+TEST(RnnLayer, SecondDerivativeIsAnErrorNamingTheOp) {
+  const Tensor x = leaf({2, 1, 3}, 530), h0 = leaf({1, 2}, 531), c0 = leaf({1, 2}, 532), w_ih = leaf({8, 3}, 533);
+  const Tensor w_hh = leaf({8, 2}, 534);
+  const RnnLayerOutput r = rnn_layer(x, h0, c0, w_ih, w_hh, {}, {}, RnnCell::kLstm, false);
+  const std::vector<Tensor> g = autograd::grad({sum(mul(r.y, r.y))}, {w_hh}, {}, std::nullopt, /*create_graph=*/true);
+  EXPECT_TRUE(contains(error_of([&] { sum(g[0]).backward(); }), "rnn_layer"));
+}
+
+TEST(RnnLayer, BadArgumentsNameTheProblem) {
+  const Tensor x = zeros({2, 3, 4}), h0 = zeros({3, 5}), c0 = zeros({3, 5});
+  EXPECT_TRUE(contains(error_of([&] {
+                         rnn_layer(x, h0, c0, zeros({20, 4}), zeros({20, 4}), {}, {}, RnnCell::kLstm, false);
+                       }),
+                       "rnn_layer: w_hh must be [20, 5]"));
+  EXPECT_TRUE(contains(error_of([&] {
+                         rnn_layer(x, h0, {}, zeros({15, 3}), zeros({15, 5}), {}, {}, RnnCell::kGru, false);
+                       }),
+                       "rnn_layer: w_ih must be [15, 4]"));
+  EXPECT_TRUE(contains(error_of([&] {
+                         rnn_layer(x, h0, {}, zeros({20, 4}), zeros({20, 5}), {}, {}, RnnCell::kLstm, false);
+                       }),
+                       "rnn_layer: c0"));
+  EXPECT_TRUE(contains(error_of([&] {
+                         rnn_layer(x, h0, c0, zeros({5, 4}), zeros({5, 5}), {}, {}, RnnCell::kRnnTanh, false);
+                       }),
+                       "c0 is the LSTM's only"));
+  EXPECT_TRUE(contains(error_of([&] {
+                         rnn_layer(x, h0, {}, zeros({5, 4}), zeros({5, 5}), zeros({5}), {}, RnnCell::kRnnRelu, false);
+                       }),
+                       "b_ih and b_hh go together"));
+  EXPECT_TRUE(
+      contains(error_of([&] {
+                 rnn_layer(x, zeros({2, 5}), {}, zeros({5, 4}), zeros({5, 5}), {}, {}, RnnCell::kRnnRelu, false);
+               }),
+               "h0 must be [3, hidden_size]"));
+  EXPECT_TRUE(
+      contains(error_of([&] {
+                 rnn_layer(x.to(kFloat64), h0, {}, zeros({5, 4}), zeros({5, 5}), {}, {}, RnnCell::kRnnTanh, false);
+               }),
+               "one dtype"));
 }
 
 TEST(RnnCellErrors, BadArgumentsNameTheProblem) {
   const CellInputs in = make_inputs(4, 3, 4, 5, kFloat32, 90);
-  EXPECT_TRUE(contains(error_of([&] { lstm_cell(in.x, in.h.narrow(1, 0, 4), in.c, in.w_ih, in.w_hh); }), "w_hh must be"));
+  EXPECT_TRUE(
+      contains(error_of([&] { lstm_cell(in.x, in.h.narrow(1, 0, 4), in.c, in.w_ih, in.w_hh); }), "w_hh must be"));
   EXPECT_TRUE(contains(error_of([&] { gru_cell(in.x, in.h, in.w_ih, in.w_hh); }), "gru_cell: w_hh must be [15, 5]"));
   EXPECT_TRUE(contains(error_of([&] { lstm_cell(in.x.narrow(1, 0, 3), in.h, in.c, in.w_ih, in.w_hh); }),
                        "w_ih must be [20, 3]"));
