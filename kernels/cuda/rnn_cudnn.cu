@@ -2,8 +2,9 @@
 // cudnnRNNBackwardData_v8, cudnnRNNBackwardWeights_v8), as PyTorch's cuDNN path calls it
 // (aten/src/ATen/native/cudnn/RNN.cpp): a one-layer unidirectional RNN descriptor
 // (ALGO_STANDARD, LINEAR_INPUT, DOUBLE_BIAS, projSize = hiddenSize, a dropout descriptor of
-// 0), sequence-major unpacked data of T steps for every batch row, null device sequence
-// lengths. float32 runs on the FMA units (no TF32) unless set_allow_tf32(true).
+// 0), sequence-major unpacked data of T steps for every batch row, whose lengths cuDNN also
+// reads from device memory (devSeqLengths: every published caller passes them, and cuDNN's
+// backward calls document no null). float32 runs on the FMA units (no TF32) unless set_allow_tf32(true).
 //
 // Note [cuDNN RNN weights]. cuDNN takes a layer's parameters in one opaque weight space;
 // cudnnGetRNNWeightParams gives each gate's matrix and bias there. Its gate orders are
@@ -92,6 +93,7 @@ struct Config {
   cudnnDropoutDescriptor_t dropout = nullptr;
   cudnnRNNDataDescriptor_t x = nullptr, y = nullptr;
   cudnnTensorDescriptor_t h = nullptr;  // [1, B, H], for h and c alike
+  int32_t* lengths = nullptr;  // [B] on the device, each T: B int32s for the process, as a handle
   std::size_t weight_bytes = 0, train_work = 0, train_reserve = 0, infer_work = 0;
   std::vector<Piece> pieces;  // filled on first use (Note [cuDNN RNN weights])
 };
@@ -127,6 +129,8 @@ Config& config_for(cudnnHandle_t handle, const Tensor& x, int64_t hidden, RnnCel
   EMBER_CUDA_CHECK(cudnnCreateRNNDataDescriptor(&c.y));
   EMBER_CUDA_CHECK(cudnnSetRNNDataDescriptor(c.y, type, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED, T, B, H,
                                              lengths.data(), nullptr));
+  EMBER_CUDA_CHECK(cudaMalloc(&c.lengths, lengths.size() * sizeof(int32_t)));
+  EMBER_CUDA_CHECK(cudaMemcpy(c.lengths, lengths.data(), lengths.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
   EMBER_CUDA_CHECK(cudnnCreateTensorDescriptor(&c.h));
   const int dims[3] = {1, B, H}, strides[3] = {B * H, H, 1};
   EMBER_CUDA_CHECK(cudnnSetTensorNdDescriptor(c.h, type, 3, dims, strides));
@@ -291,7 +295,7 @@ void cudnn_rnn_layer(const Tensor& y, const Tensor& h_n, const Tensor& c_n, cons
   const std::size_t work_bytes = training ? c.train_work : c.infer_work;
   const DeviceScratch work(dev, s, work_bytes);
   EMBER_CUDA_CHECK(cudnnRNNForward(
-      h, c.rnn, training ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE, nullptr, c.x,
+      h, c.rnn, training ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE, c.lengths, c.x,
       p.reverse ? x_rev->get() : x.data_ptr(), c.y, p.reverse ? y_rev->get() : y.data_ptr(), c.h, h0.data_ptr(),
       h_n.data_ptr(), c.h, c0.defined() ? c0.data_ptr() : nullptr, c_n.defined() ? c_n.data_ptr() : nullptr,
       c.weight_bytes, w.space.get(), work_bytes, work.get(), training ? c.train_reserve : 0,
@@ -336,7 +340,7 @@ void cudnn_rnn_layer_backward(const Tensor& dx, const Tensor& dh0, const Tensor&
   if (lstm) dcy.emplace(dc_n, state, true, dev, s), dcx.emplace(dc0, state, false, dev, s);
   const DeviceScratch work(dev, s, c.train_work);
   EMBER_CUDA_CHECK(cudnnRNNBackwardData_v8(
-      h, c.rnn, nullptr, c.y, yp, p.reverse ? dy_rev->get() : dy.data_ptr(), c.x,
+      h, c.rnn, c.lengths, c.y, yp, p.reverse ? dy_rev->get() : dy.data_ptr(), c.x,
       p.reverse ? dx_rev->get() : dx_out->ptr, c.h, h0.data_ptr(), dhy.ptr, dhx.ptr, c.h,
       lstm ? c0.data_ptr() : nullptr, lstm ? dcy->ptr : nullptr, lstm ? dcx->ptr : nullptr, c.weight_bytes,
       w.space.get(), c.train_work, work.get(), c.train_reserve, reserve.data_ptr()));
@@ -345,7 +349,7 @@ void cudnn_rnn_layer_backward(const Tensor& dx, const Tensor& dh0, const Tensor&
   // BackwardWeights adds into its space (CUDNN_WGRAD_MODE_ADD, the mode cuDNN documents).
   const DeviceScratch dw(dev, s, c.weight_bytes);
   EMBER_CUDA_CHECK(cudaMemsetAsync(dw.get(), 0, c.weight_bytes, s));
-  EMBER_CUDA_CHECK(cudnnRNNBackwardWeights_v8(h, c.rnn, CUDNN_WGRAD_MODE_ADD, nullptr, c.x, xp, c.h, h0.data_ptr(),
+  EMBER_CUDA_CHECK(cudnnRNNBackwardWeights_v8(h, c.rnn, CUDNN_WGRAD_MODE_ADD, c.lengths, c.x, xp, c.h, h0.data_ptr(),
                                               c.y, yp, c.weight_bytes, dw.get(), c.train_work, work.get(),
                                               c.train_reserve, reserve.data_ptr()));
   transfer(w.pieces, Params{{&dw_ih, &dw_hh, &db_ih, &db_hh}}, dw.get<char>(), element_size(x.dtype()), false, s);
