@@ -77,13 +77,13 @@ __global__ void __launch_bounds__(kBlockThreads)
   const int64_t stride = int64_t(gridDim.x) * blockDim.x, tid = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t packs = V > 1 ? (n - head) / V : 0;
   for (int64_t p0 = tid; p0 < packs; p0 += stride * U) {
-    Pack<R, V> r[U];
     if constexpr (sizeof...(Ts) == 0) {
+      Pack<R, V> r;
       EMBER_UNROLL
-      for (int u = 0; u < U; ++u) {
-        EMBER_UNROLL
-        for (int j = 0; j < V; ++j) r[u].v[j] = f();
-      }
+      for (int j = 0; j < V; ++j) r.v[j] = f();
+      EMBER_UNROLL
+      for (int u = 0; u < U; ++u)
+        if (p0 + u * stride < packs) store_vec_global(out + head + (p0 + u * stride) * V, r);
     } else {
       using A = nth_t<0, Ts...>;
       Pack<A, V> a[U] = {};  // lanes past the end compute on zeros, never stored
@@ -93,8 +93,10 @@ __global__ void __launch_bounds__(kBlockThreads)
       if constexpr (sizeof...(Ts) == 1) {
         EMBER_UNROLL
         for (int u = 0; u < U; ++u) {
+          Pack<R, V> r;
           EMBER_UNROLL
-          for (int j = 0; j < V; ++j) r[u].v[j] = f(a[u].v[j]);
+          for (int j = 0; j < V; ++j) r.v[j] = f(a[u].v[j]);
+          if (p0 + u * stride < packs) store_vec_global(out + head + (p0 + u * stride) * V, r);
         }
       } else {
         using B = nth_t<1, Ts...>;
@@ -104,14 +106,13 @@ __global__ void __launch_bounds__(kBlockThreads)
           if (p0 + u * stride < packs) b[u] = load_vec<Pack<B, V>>(nth<1>(in...) + head + (p0 + u * stride) * V);
         EMBER_UNROLL
         for (int u = 0; u < U; ++u) {
+          Pack<R, V> r;
           EMBER_UNROLL
-          for (int j = 0; j < V; ++j) r[u].v[j] = f(a[u].v[j], b[u].v[j]);
+          for (int j = 0; j < V; ++j) r.v[j] = f(a[u].v[j], b[u].v[j]);
+          if (p0 + u * stride < packs) store_vec_global(out + head + (p0 + u * stride) * V, r);
         }
       }
     }
-    EMBER_UNROLL
-    for (int u = 0; u < U; ++u)
-      if (p0 + u * stride < packs) store_vec(out + head + (p0 + u * stride) * V, r[u]);
   }
   // The scalar head and tail: at most 2 V - 2 elements (all of them when V == 1).
   const int64_t rest = n - packs * V;

@@ -107,7 +107,9 @@ __global__ void __launch_bounds__(256) tiled_transpose_kernel(const U* __restric
     const I ta = rest % m.tiles_a;
     rest /= m.tiles_a;
     I in_off = 0, out_off = 0;
-    for (int d = m.nbatch - 1; d >= 0; --d) {
+    EMBER_UNROLL  // constant indices into m: a run-time one put m in local memory
+    for (int d = kMaxDims - 3; d >= 0; --d) {
+      if (d >= m.nbatch) continue;
       const I q = rest / m.batch_sizes[d], c = rest - q * m.batch_sizes[d];
       in_off += c * m.batch_in[d];
       out_off += c * m.batch_out[d];

@@ -121,6 +121,13 @@ __device__ __forceinline__ void layer_norm_backward_row(const T* dy, const T* x,
   tile_store<kN>(dx, cols, rank, lanes, vec, g);
 }
 
+// Blocks of 512 threads per SM that layer_norm_block_kernel asks the compiler to fit (64
+// registers a thread): two, each with two rows' loads in flight, where the row and the
+// prefetched one are 8 values a thread or fewer (ptxas sm_90, float32 kN = 8: 74 registers
+// uncapped, one block per SM); one for longer rows.
+template <class T, int kN>
+inline constexpr int kPrefetchBlocks = kN * sizeof(compute_t<T>) <= 32 ? 2 : 1;
+
 }  // namespace norm_detail
 
 // --- Layer norm forward ----------------------------------------------------------------------
@@ -149,7 +156,7 @@ __global__ void __launch_bounds__(rowwise::kWarpRowBlock)
 // barriers: [16384, 4096] float32 ran at 65% of the datasheet on an H200 (2026-12-04)
 // with one row's loads in flight per block, four blocks per SM.
 template <class T, int kN>
-__global__ void __launch_bounds__(rowwise::kMaxBlockThreads)
+__global__ void __launch_bounds__(rowwise::kMaxBlockThreads, norm_detail::kPrefetchBlocks<T, kN>)
     layer_norm_block_kernel(const T* __restrict__ x, const T* __restrict__ gamma, const T* __restrict__ beta,
                             T* __restrict__ y, compute_t<T>* __restrict__ mean, compute_t<T>* __restrict__ rstd,
                             int64_t rows, int64_t cols, compute_t<T> eps, bool vec) {  // shapes: layer_norm_warp_kernel

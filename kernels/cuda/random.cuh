@@ -40,14 +40,18 @@ __device__ __forceinline__ void for_each_philox_block(int64_t n, uint64_t seed, 
 // K consecutive elements take K warp instructions, each touching a sector per thread.
 template <int K, class T>
 __device__ __forceinline__ void store_block(T* p, const Pack<T, K>& v, int count) {
-  if (count == K && vec_aligned<K>(p)) return store_vec(p, v);
-  for (int i = 0; i < count; ++i) p[i] = v.v[i];
+  if (count == K && vec_aligned<K>(p)) return store_vec_global(p, v);
+  EMBER_UNROLL
+  for (int i = 0; i < K; ++i)
+    if (i < count) p[i] = v.v[i];
 }
 template <int K, class T>
 __device__ __forceinline__ Pack<T, K> load_block(const T* p, int count) {
   if (count == K && vec_aligned<K>(p)) return load_vec<Pack<T, K>>(p);
-  Pack<T, K> v;
-  for (int i = 0; i < count; ++i) v.v[i] = p[i];
+  Pack<T, K> v = {};
+  EMBER_UNROLL
+  for (int i = 0; i < K; ++i)
+    if (i < count) v.v[i] = p[i];
   return v;
 }
 
@@ -61,7 +65,8 @@ __global__ void __launch_bounds__(kBlockThreads)
     uniform_kernel(T* out, int64_t n, uint64_t seed, uint64_t offset, double lo, double hi) {
   for_each_philox_block<T>(n, seed, offset, [&](const Philox4& r, int64_t first, int count) {
     Pack<T, kPhiloxValues<T>> v;
-    for (int lane = 0; lane < count; ++lane) {
+    EMBER_UNROLL  // constant lanes: a run-time index would put v and r in local memory
+    for (int lane = 0; lane < kPhiloxValues<T>; ++lane) {
       if constexpr (std::is_same_v<T, double>) {
         v.v[lane] = lo + (hi - lo) * uniform_double(r.v[2 * lane], r.v[2 * lane + 1]);
       } else {
@@ -98,7 +103,8 @@ __global__ void __launch_bounds__(kBlockThreads)
     normal_kernel(T* out, int64_t n, uint64_t seed, uint64_t offset, double mean, double stddev) {
   for_each_philox_block<T>(n, seed, offset, [&](const Philox4& r, int64_t first, int count) {
     Pack<T, kPhiloxValues<T>> v;
-    for (int lane = 0; lane < count; ++lane) {
+    EMBER_UNROLL
+    for (int lane = 0; lane < kPhiloxValues<T>; ++lane) {
       if constexpr (std::is_same_v<T, double>) {
         const double u1 = 1.0 - uniform_double(r.v[0], r.v[1]), u2 = uniform_double(r.v[2], r.v[3]);
         v.v[lane] = mean + stddev * box_muller(u1, u2, lane == 1);
@@ -161,7 +167,7 @@ __global__ void __launch_bounds__(kBlockThreads) dropout_kernel(const T* x, T* o
   constexpr int K = kPhiloxValues<T>;
   const int64_t blocks = (n + K - 1) / K, stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t b0 = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; b0 < blocks; b0 += 2 * stride) {
-    Pack<T, K> xs[2];
+    Pack<T, K> xs[2] = {};
     int count[2];
     EMBER_UNROLL
     for (int u = 0; u < 2; ++u) {
@@ -176,7 +182,8 @@ __global__ void __launch_bounds__(kBlockThreads) dropout_kernel(const T* x, T* o
       const Philox4 r = philox_block(seed, offset + uint64_t(b));
       Pack<T, K> ys;
       Pack<uint8_t, K> ks;
-      for (int lane = 0; lane < count[u]; ++lane) {
+      EMBER_UNROLL  // every lane computed (constant indices), only count[u] stored
+      for (int lane = 0; lane < K; ++lane) {
         C v;
         if constexpr (std::is_same_v<T, double>) v = uniform_double(r.v[2 * lane], r.v[2 * lane + 1]);
         else v = C(convert<T>(uniform_float(r.v[lane])));  // rand() rounds its draw to T

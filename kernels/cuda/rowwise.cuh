@@ -68,6 +68,7 @@ __device__ __forceinline__ void load(const T* p, compute_t<T>* out) {
     for (int i = 0; i < n; ++i) out[i] = widen(v.v[i]);
   }
 }
+// (The row kernels' outputs: global memory, stored as store_vec_global stores.)
 template <int n, class T>
 __device__ __forceinline__ void store(T* p, const compute_t<T>* in) {
   if constexpr (n == 1) {
@@ -77,7 +78,7 @@ __device__ __forceinline__ void store(T* p, const compute_t<T>* in) {
     Pack<T> v;
     EMBER_UNROLL
     for (int i = 0; i < n; ++i) v.v[i] = round_to<T>(in[i]);
-    store_vec(p, v);
+    store_vec_global(p, v);
   }
 }
 

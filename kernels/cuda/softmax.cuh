@@ -30,6 +30,19 @@ using namespace rowwise;
 // thread in flight: 64 KiB per SM).
 inline constexpr int kStreamThreads = 1024;
 
+// n values into the kept row (shared memory; rowwise::store is for global outputs).
+template <int n, class T>
+__device__ __forceinline__ void keep_store(T* p, const compute_t<T>* v) {
+  if constexpr (n == 1) {
+    p[0] = round_to<T>(v[0]);
+  } else {
+    Pack<T> pk;
+    EMBER_UNROLL
+    for (int i = 0; i < n; ++i) pk.v[i] = round_to<T>(v[i]);
+    store_vec(p, pk);
+  }
+}
+
 // Elements from row's 16-byte boundary: the kept row is stored from kept + this, so that
 // its vectors are aligned where the row's are.
 template <class T>
@@ -138,7 +151,7 @@ __global__ void __launch_bounds__(softmax_detail::kStreamThreads)
       constexpr int n = decltype(width)::value;
       A v[n];
       load<n>(xr + c, v);
-      if (keep) store<n>(kr + c, v);
+      if (keep) softmax_detail::keep_store<n>(kr + c, v);
       st.add(v, n);
     });
     st = block_merge(st);
@@ -210,7 +223,7 @@ __global__ void __launch_bounds__(softmax_detail::kStreamThreads)
       A yv[n], g[n];
       load<n>(yr + c, yv);
       load<n>(gr + c, g);
-      if (keep) store<n>(kr + c, yv);
+      if (keep) softmax_detail::keep_store<n>(kr + c, yv);
       EMBER_UNROLL
       for (int i = 0; i < n; ++i) s += kLog ? g[i] : g[i] * yv[i];
     });
