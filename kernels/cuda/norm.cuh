@@ -115,7 +115,13 @@ __device__ __forceinline__ void layer_norm_backward_row(const T* dy, const T* x,
     s2 += g[k] * xh[k];
   }
   const A inv_n = A(1) / A(cols);
-  const A m1 = Red::sum(s1) * inv_n, m2 = Red::sum(s2) * inv_n;
+  A m1, m2;
+  if constexpr (std::is_same_v<Red, rowwise::BlockPerRow>) {
+    Red::sum2(s1, s2);  // one round of barriers for both
+    m1 = s1 * inv_n, m2 = s2 * inv_n;
+  } else {
+    m1 = Red::sum(s1) * inv_n, m2 = Red::sum(s2) * inv_n;
+  }
   EMBER_UNROLL
   for (int k = 0; k < kN; ++k) g[k] = rstd * (g[k] - m1 - xh[k] * m2);
   tile_store<kN>(dx, cols, rank, lanes, vec, g);
