@@ -12,7 +12,8 @@
 //   kBlock  cols <= 512 * 32: a block per row, kN = 4..32 values per thread in registers
 //           (kernels holding several arrays cap kN at 16; float64 at half).
 //   kStream longer rows: a block per row streams the row from memory once per pass
-//           (softmax: two reads and a write), vectors between a scalar head and tail.
+//           (softmax: two reads and a write, or one read and a write where softmax.cuh
+//           keeps the row in shared memory), vectors between a scalar head and tail.
 // The register variants read 16-byte vectors when every pointer is 16-byte aligned and
 // cols is a multiple of the vector width (then every row starts aligned); otherwise they
 // read scalars, still coalesced. kStream peels each row to its own alignment, so it
