@@ -18,6 +18,7 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cuda/bucket.cuh"
@@ -58,11 +59,18 @@ class Arena {
   ~Arena() {
     for (void* p : blocks_) cudaFree(p);
   }
+  // Floating-point operands hold uniform draws in [0, 1), never zeros (a GPU may run
+  // faster on zeros than on data: METHOD.md); the others are zeroed.
   template <class T>
   T* get(size_t n) {
     void* p = nullptr;
     CUDA_OK(cudaMalloc(&p, std::max<size_t>(n * sizeof(T), 1)));
-    CUDA_OK(cudaMemset(p, 0, n * sizeof(T)));
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, __nv_bfloat16>) {
+      uniform(static_cast<T*>(p), int64_t(n), 2026 + blocks_.size(), 0, 0.0, 1.0);
+      CUDA_OK(cudaDeviceSynchronize());
+    } else {
+      CUDA_OK(cudaMemset(p, 0, n * sizeof(T)));
+    }
     blocks_.push_back(p);
     return static_cast<T*>(p);
   }
