@@ -167,7 +167,7 @@ __global__ void __launch_bounds__(rowwise::kMaxBlockThreads, norm_detail::kPrefe
                             T* __restrict__ y, compute_t<T>* __restrict__ mean, compute_t<T>* __restrict__ rstd,
                             int64_t rows, int64_t cols, compute_t<T> eps, bool vec) {  // shapes: layer_norm_warp_kernel
   using A = compute_t<T>;
-  A v[kN], next[kN];
+  A v[kN], next[kN] = {};  // (copied into v after the last row too, unused)
   int64_t row = blockIdx.x;
   if (row < rows) rowwise::tile_load<kN>(x + row * cols, cols, threadIdx.x, blockDim.x, vec, v, A(0));
   for (; row < rows; row += gridDim.x) {
