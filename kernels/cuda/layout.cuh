@@ -22,7 +22,7 @@ namespace ember::kernels::cuda {
 // - kContiguous: the view is one contiguous run; a vectorized memcpy (16-byte loads and
 //   stores when the two pointers agree modulo 16, narrower otherwise, scalar head/tail).
 // - kTiled: the innermost dim is strided but another dim has stride 1 (a transpose, e.g.
-//   NCHW <-> NHWC or x.t()): 32 x 32 tiles through shared memory padded to 32 x 33, so
+//   NCHW <-> NHWC or x.t()): 32 x 64 tiles through shared memory padded to 64 x 33, so
 //   both the reads and the writes are coalesced and the tile's column reads hit 32
 //   different banks. Only when both tile dims have at least kMinTileDim elements:
 //   thinner tiles leave most of a block idle (an estimate, not yet measured on a GPU;
@@ -37,7 +37,7 @@ inline constexpr int64_t kMinTileDim = 16;
 
 namespace layout_detail {
 
-inline constexpr int kTile = 32, kTileRows = 8;  // 32 x 32 tiles, blocks of 32 x 8 threads
+inline constexpr int kTile = 32, kTileB = 64, kTileRows = 8;  // 32 (a) x 64 (b) tiles, blocks of 32 x 8 threads
 
 // The tile loop's map from a tile to memory. Dim a has input stride 1, dim b output
 // stride 1; the other dims (up to 6) are a batch of tiles with their own strides. Index
@@ -58,7 +58,7 @@ struct TileMap {
     return t;
   }
   // Whether the tile count and the largest input and output offsets stay below 2^31, so
-  // that the kernel's unsigned arithmetic (a tile's a and b run up to 31 past na and nb,
+  // that the kernel's unsigned arithmetic (a tile's a and b run up to 63 past na and nb,
   // a grid-stride turn adds the grid) stays below 2^32.
   bool fits_32_bits() const {
     constexpr int64_t kMax = int64_t{1} << 31;
@@ -87,15 +87,19 @@ struct TileMap {
 }  // namespace layout_detail
 
 // ---------------------------------------------------------------------------------------
-// Tiled transpose: out[batch, tile dims swapped] through 32 x 33 shared tiles.
-// Memory bound, 2 * sizeof(U) bytes per element. A 1-D grid-stride loop over tiles (grids
-// of any size), one 32 x 8 block per tile per turn, each thread moving 4 elements; the
-// tile-to-offset divisions in 32 bits where they fit (TileMap::fits_32_bits).
+// Tiled transpose: out[batch, tile dims swapped] through padded shared tiles of kTile (a)
+// x kTileB (b) elements. Memory bound, 2 * sizeof(U) bytes per element. A 1-D grid-stride
+// loop over tiles (grids of any size), one 32 x 8 block per tile per turn, each thread
+// moving kPerThread = 8 elements: a whole tile's 8 loads are issued before any is used
+// (the 32 x 32 tiles of 4 guarded loads a thread ran at 49% of a copy on an H200,
+// 2026-12-04: too few bytes in flight between the barriers). Edge tiles take the guarded
+// loop. The tile-to-offset divisions in 32 bits where they fit (TileMap::fits_32_bits).
 template <class U, class I>
 __global__ void __launch_bounds__(256) tiled_transpose_kernel(const U* __restrict__ in, U* __restrict__ out,
                                                               layout_detail::TileMap<I> m, I tiles) {
   using namespace layout_detail;
-  __shared__ U tile[kTile][kTile + 1];
+  constexpr int kPerThread = kTileB / kTileRows;  // b rows a thread reads; a rows (x 2 b) it writes
+  __shared__ U tile[kTileB][kTile + 1];
   for (I t = blockIdx.x; t < tiles; t += gridDim.x) {
     I rest = t;
     const I tb = rest % m.tiles_b;
@@ -103,25 +107,49 @@ __global__ void __launch_bounds__(256) tiled_transpose_kernel(const U* __restric
     const I ta = rest % m.tiles_a;
     rest /= m.tiles_a;
     I in_off = 0, out_off = 0;
-    for (int d = m.nbatch - 1; d >= 0; --d) {
+    EMBER_UNROLL  // constant indices into m: a run-time one put m in local memory
+    for (int d = kMaxDims - 3; d >= 0; --d) {
+      if (d >= m.nbatch) continue;
       const I q = rest / m.batch_sizes[d], c = rest - q * m.batch_sizes[d];
       in_off += c * m.batch_in[d];
       out_off += c * m.batch_out[d];
       rest = q;
     }
+    const I a0 = ta * kTile, b0 = tb * kTileB;
+    const bool whole = a0 + kTile <= m.na && b0 + kTileB <= m.nb;
     // Read: consecutive threads along a (stride 1 in the input).
-    const I a = ta * kTile + threadIdx.x;
-    for (int k = threadIdx.y; k < kTile; k += kTileRows) {
-      const I b = tb * kTile + k;
-      if (a < m.na && b < m.nb) tile[k][threadIdx.x] = in[in_off + b * m.in_stride_b + a];
+    if (whole) {
+      const U* src = in + in_off + (b0 + threadIdx.y) * m.in_stride_b + a0 + threadIdx.x;
+      U r[kPerThread];
+      EMBER_UNROLL
+      for (int j = 0; j < kPerThread; ++j) r[j] = src[I(j * kTileRows) * m.in_stride_b];
+      EMBER_UNROLL
+      for (int j = 0; j < kPerThread; ++j) tile[threadIdx.y + j * kTileRows][threadIdx.x] = r[j];
+    } else {
+      const I a = a0 + threadIdx.x;
+      for (int k = threadIdx.y; k < kTileB; k += kTileRows) {
+        const I b = b0 + k;
+        if (a < m.na && b < m.nb) tile[k][threadIdx.x] = in[in_off + b * m.in_stride_b + a];
+      }
     }
     __syncthreads();
-    // Write: consecutive threads along b (stride 1 in the output); the column read of the
-    // tile is conflict-free thanks to the pad column.
-    const I b = tb * kTile + threadIdx.x;
-    for (int k = threadIdx.y; k < kTile; k += kTileRows) {
-      const I a2 = ta * kTile + k;
-      if (a2 < m.na && b < m.nb) out[out_off + a2 * m.out_stride_a + b] = tile[threadIdx.x][k];
+    // Write: consecutive threads along b (stride 1 in the output), kTileB / 32 runs of 32;
+    // the column reads of the tile are conflict-free thanks to the pad column.
+    if (whole) {
+      U* dst = out + out_off + (a0 + threadIdx.y) * m.out_stride_a + b0 + threadIdx.x;
+      EMBER_UNROLL
+      for (int j = 0; j < kPerThread; ++j) {
+        const int da = (j % (kTile / kTileRows)) * kTileRows, half = j / (kTile / kTileRows);
+        dst[I(da) * m.out_stride_a + half * kTile] = tile[threadIdx.x + half * kTile][threadIdx.y + da];
+      }
+    } else {
+      for (int half = 0; half < kTileB / kTile; ++half) {
+        const I b = b0 + half * kTile + threadIdx.x;
+        for (int k = threadIdx.y; k < kTile; k += kTileRows) {
+          const I a2 = a0 + k;
+          if (a2 < m.na && b < m.nb) out[out_off + a2 * m.out_stride_a + b] = tile[threadIdx.x + half * kTile][k];
+        }
+      }
     }
     __syncthreads();  // the tile is refilled by the next turn
   }
@@ -132,7 +160,8 @@ namespace layout_detail {
 template <class U>
 void launch_tile_map(const U* in, U* out, const TileMap<>& m, cudaStream_t stream) {
   const int64_t tiles = m.tiles();
-  const LaunchConfig config{dim3(grid_stride_blocks(tiles, 1, 16)), dim3(kTile, kTileRows), 0};
+  // 8 blocks of 256 threads fill an SM's 2048 threads.
+  const LaunchConfig config{dim3(grid_stride_blocks(tiles, 1, 8)), dim3(kTile, kTileRows), 0};
   if (m.fits_32_bits())
     launch<tiled_transpose_kernel<U, uint32_t>>(config, stream, in, out, m.narrow(), static_cast<uint32_t>(tiles));
   else
@@ -252,7 +281,7 @@ void launch_tiled(const U* in, U* out, const Layout& c, cudaStream_t stream) {
   m.in_stride_b = c.strides[b];
   m.out_stride_a = out_strides[a];
   m.tiles_a = (m.na + kTile - 1) / kTile;
-  m.tiles_b = (m.nb + kTile - 1) / kTile;
+  m.tiles_b = (m.nb + kTileB - 1) / kTileB;
   for (int d = 0; d < c.ndim; ++d) {
     if (d == a || d == b) continue;
     m.batch_sizes[m.nbatch] = c.sizes[d];
@@ -352,7 +381,7 @@ void transpose_batched(const T* in, T* out, int64_t batch, int64_t rows, int64_t
   m.in_stride_b = cols;
   m.out_stride_a = rows;
   m.tiles_a = (cols + layout_detail::kTile - 1) / layout_detail::kTile;
-  m.tiles_b = (rows + layout_detail::kTile - 1) / layout_detail::kTile;
+  m.tiles_b = (rows + layout_detail::kTileB - 1) / layout_detail::kTileB;
   m.nbatch = 1;
   m.batch_sizes[0] = batch;
   m.batch_in[0] = m.batch_out[0] = rows * cols;

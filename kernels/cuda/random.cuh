@@ -40,14 +40,18 @@ __device__ __forceinline__ void for_each_philox_block(int64_t n, uint64_t seed, 
 // K consecutive elements take K warp instructions, each touching a sector per thread.
 template <int K, class T>
 __device__ __forceinline__ void store_block(T* p, const Pack<T, K>& v, int count) {
-  if (count == K && vec_aligned<K>(p)) return store_vec(p, v);
-  for (int i = 0; i < count; ++i) p[i] = v.v[i];
+  if (count == K && vec_aligned<K>(p)) return store_vec_global(p, v);
+  EMBER_UNROLL
+  for (int i = 0; i < K; ++i)
+    if (i < count) p[i] = v.v[i];
 }
 template <int K, class T>
 __device__ __forceinline__ Pack<T, K> load_block(const T* p, int count) {
   if (count == K && vec_aligned<K>(p)) return load_vec<Pack<T, K>>(p);
-  Pack<T, K> v;
-  for (int i = 0; i < count; ++i) v.v[i] = p[i];
+  Pack<T, K> v = {};
+  EMBER_UNROLL
+  for (int i = 0; i < K; ++i)
+    if (i < count) v.v[i] = p[i];
   return v;
 }
 
@@ -61,7 +65,8 @@ __global__ void __launch_bounds__(kBlockThreads)
     uniform_kernel(T* out, int64_t n, uint64_t seed, uint64_t offset, double lo, double hi) {
   for_each_philox_block<T>(n, seed, offset, [&](const Philox4& r, int64_t first, int count) {
     Pack<T, kPhiloxValues<T>> v;
-    for (int lane = 0; lane < count; ++lane) {
+    EMBER_UNROLL  // constant lanes: a run-time index would put v and r in local memory
+    for (int lane = 0; lane < kPhiloxValues<T>; ++lane) {
       if constexpr (std::is_same_v<T, double>) {
         v.v[lane] = lo + (hi - lo) * uniform_double(r.v[2 * lane], r.v[2 * lane + 1]);
       } else {
@@ -98,7 +103,8 @@ __global__ void __launch_bounds__(kBlockThreads)
     normal_kernel(T* out, int64_t n, uint64_t seed, uint64_t offset, double mean, double stddev) {
   for_each_philox_block<T>(n, seed, offset, [&](const Philox4& r, int64_t first, int count) {
     Pack<T, kPhiloxValues<T>> v;
-    for (int lane = 0; lane < count; ++lane) {
+    EMBER_UNROLL
+    for (int lane = 0; lane < kPhiloxValues<T>; ++lane) {
       if constexpr (std::is_same_v<T, double>) {
         const double u1 = 1.0 - uniform_double(r.v[0], r.v[1]), u2 = uniform_double(r.v[2], r.v[3]);
         v.v[lane] = mean + stddev * box_muller(u1, u2, lane == 1);
@@ -150,32 +156,50 @@ void randint(T* out, int64_t n, uint64_t seed, uint64_t offset, int64_t low, int
 // dropout kernel's float arithmetic (kernels/cpu/fused_nn.cpp), so masks and outputs are
 // bit-identical. `keep` (1 byte per element, may be null) is what backward multiplies by.
 // Memory: 2 sizeof(T) + 1 bytes per element.
+// Each thread takes two Philox blocks a turn (b and b + the grid), both x loads issued
+// before either block's arithmetic: one 16-byte load in flight per thread was the
+// one-input elementwise kernels' shape, which ran at 80-92% of a copy on an H200.
 template <class T>
 __global__ void __launch_bounds__(kBlockThreads) dropout_kernel(const T* x, T* out, uint8_t* keep, int64_t n, double p,
                                                                uint64_t seed, uint64_t offset) {
   using C = compute_t<T>;
   const C threshold = C(p), scale = C(1.0 / (1.0 - p));
   constexpr int K = kPhiloxValues<T>;
-  for_each_philox_block<T>(n, seed, offset, [&](const Philox4& r, int64_t first, int count) {
-    const Pack<T, K> xs = load_block<K>(x + first, count);
-    Pack<T, K> ys;
-    Pack<uint8_t, K> ks;
-    for (int lane = 0; lane < count; ++lane) {
-      C u;
-      if constexpr (std::is_same_v<T, double>) u = uniform_double(r.v[2 * lane], r.v[2 * lane + 1]);
-      else u = C(convert<T>(uniform_float(r.v[lane])));  // rand() rounds its draw to T
-      ks.v[lane] = u >= threshold;
-      ys.v[lane] = convert<T>(convert<C>(xs.v[lane]) * convert<C>(convert<T>(ks.v[lane] ? scale : C(0))));
+  const int64_t blocks = (n + K - 1) / K, stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t b0 = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; b0 < blocks; b0 += 2 * stride) {
+    Pack<T, K> xs[2] = {};
+    int count[2];
+    EMBER_UNROLL
+    for (int u = 0; u < 2; ++u) {
+      const int64_t first = (b0 + u * stride) * K;
+      count[u] = first < n ? int(n - first < K ? n - first : K) : 0;
+      if (count[u] > 0) xs[u] = load_block<K>(x + first, count[u]);
     }
-    store_block(out + first, ys, count);
-    if (keep != nullptr) store_block(keep + first, ks, count);
-  });
+    EMBER_UNROLL
+    for (int u = 0; u < 2; ++u) {
+      if (count[u] == 0) break;
+      const int64_t b = b0 + u * stride;
+      const Philox4 r = philox_block(seed, offset + uint64_t(b));
+      Pack<T, K> ys;
+      Pack<uint8_t, K> ks;
+      EMBER_UNROLL  // every lane computed (constant indices), only count[u] stored
+      for (int lane = 0; lane < K; ++lane) {
+        C v;
+        if constexpr (std::is_same_v<T, double>) v = uniform_double(r.v[2 * lane], r.v[2 * lane + 1]);
+        else v = C(convert<T>(uniform_float(r.v[lane])));  // rand() rounds its draw to T
+        ks.v[lane] = v >= threshold;
+        ys.v[lane] = convert<T>(convert<C>(xs[u].v[lane]) * convert<C>(convert<T>(ks.v[lane] ? scale : C(0))));
+      }
+      store_block(out + b * K, ys, count[u]);
+      if (keep != nullptr) store_block(keep + b * K, ks, count[u]);
+    }
+  }
 }
 template <class T>
 void dropout(const T* x, T* out, uint8_t* keep, int64_t n, double p, uint64_t seed, uint64_t offset,
              cudaStream_t stream = {}) {
   EMBER_CHECK(p >= 0 && p < 1, "dropout: p must be in [0, 1), got ", p);
-  launch<dropout_kernel<T>>(philox_config(n, kPhiloxValues<T>), stream, x, out, keep, n, p, seed, offset);
+  launch<dropout_kernel<T>>(philox_config(n, 2 * kPhiloxValues<T>), stream, x, out, keep, n, p, seed, offset);
 }
 
 // grad_input = grad_output * (keep ? scale : 0), the scale rounded to T as dropout_kernel

@@ -12,7 +12,8 @@
 //   kBlock  cols <= 512 * 32: a block per row, kN = 4..32 values per thread in registers
 //           (kernels holding several arrays cap kN at 16; float64 at half).
 //   kStream longer rows: a block per row streams the row from memory once per pass
-//           (softmax: two reads and a write), vectors between a scalar head and tail.
+//           (softmax: two reads and a write, or one read and a write where softmax.cuh
+//           keeps the row in shared memory), vectors between a scalar head and tail.
 // The register variants read 16-byte vectors when every pointer is 16-byte aligned and
 // cols is a multiple of the vector width (then every row starts aligned); otherwise they
 // read scalars, still coalesced. kStream peels each row to its own alignment, so it
@@ -68,6 +69,7 @@ __device__ __forceinline__ void load(const T* p, compute_t<T>* out) {
     for (int i = 0; i < n; ++i) out[i] = widen(v.v[i]);
   }
 }
+// (The row kernels' outputs: global memory, stored as store_vec_global stores.)
 template <int n, class T>
 __device__ __forceinline__ void store(T* p, const compute_t<T>* in) {
   if constexpr (n == 1) {
@@ -77,7 +79,7 @@ __device__ __forceinline__ void store(T* p, const compute_t<T>* in) {
     Pack<T> v;
     EMBER_UNROLL
     for (int i = 0; i < n; ++i) v.v[i] = round_to<T>(in[i]);
-    store_vec(p, v);
+    store_vec_global(p, v);
   }
 }
 
@@ -233,6 +235,24 @@ template <class A>
 __device__ __forceinline__ A block_sum(A v) {
   return block_reduce(v, SumOp{}, A(0));
 }
+// Two block sums at once, each with block_sum's bits (the same trees), for the price of
+// one round of barriers (layer norm backward's two row means).
+template <class A>
+__device__ __forceinline__ void block_sum2(A& a, A& b) {
+  __shared__ A part_a[32], part_b[32];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  a = group_sum<32>(a);
+  b = group_sum<32>(b);
+  __syncthreads();  // the arrays may still be read by a previous call
+  if (lane == 0) {
+    part_a[warp] = a;
+    part_b[warp] = b;
+  }
+  __syncthreads();
+  const bool mine = lane < int(blockDim.x / 32);
+  a = group_sum<32>(mine ? part_a[lane] : A(0));
+  b = group_sum<32>(mine ? part_b[lane] : A(0));
+}
 template <class A>
 __device__ __forceinline__ OnlineSoftmax<A> block_merge(OnlineSoftmax<A> s) {
   __shared__ A maxes[32], sums[32];
@@ -296,6 +316,7 @@ struct BlockPerRow {
   __device__ static int64_t first_row() { return blockIdx.x; }
   __device__ static int64_t row_stride() { return gridDim.x; }
   template <class A> __device__ static A sum(A v) { return block_sum(v); }
+  template <class A> __device__ static void sum2(A& a, A& b) { block_sum2(a, b); }
   template <class A> __device__ static OnlineSoftmax<A> merge(OnlineSoftmax<A> s) { return block_merge(s); }
 };
 // Reductions of the register kernels: over kW lanes (kWarp) or over the block (kBlock).

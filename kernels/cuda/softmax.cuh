@@ -9,6 +9,7 @@
 // order: results are deterministic. Compute is in float (double for float64).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -23,6 +24,31 @@ using rowwise::RowVariant;
 namespace softmax_detail {
 
 using namespace rowwise;
+
+// Threads of the kStream kernels: a block per row, often the only one on its SM when it
+// keeps a long row in shared memory, so as many threads as a block may have (4 vectors a
+// thread in flight: 64 KiB per SM).
+inline constexpr int kStreamThreads = 1024;
+
+// n values into the kept row (shared memory; rowwise::store is for global outputs).
+template <int n, class T>
+__device__ __forceinline__ void keep_store(T* p, const compute_t<T>* v) {
+  if constexpr (n == 1) {
+    p[0] = round_to<T>(v[0]);
+  } else {
+    Pack<T> pk;
+    EMBER_UNROLL
+    for (int i = 0; i < n; ++i) pk.v[i] = round_to<T>(v[i]);
+    store_vec(p, pk);
+  }
+}
+
+// Elements from row's 16-byte boundary: the kept row is stored from kept + this, so that
+// its vectors are aligned where the row's are.
+template <class T>
+__device__ __forceinline__ int kept_shift(const T* row) {
+  return int((reinterpret_cast<uintptr_t>(row) / sizeof(T)) % kVec<T>);
+}
 
 // One row held in registers by `lanes` threads (Red reduces over them): y = softmax(x),
 // or log_softmax(x). A thread of a dead row (past the last) passes cols = 0.
@@ -98,24 +124,34 @@ __global__ void __launch_bounds__(rowwise::kMaxBlockThreads)
                                                                 blockDim.x, vec);
 }
 
-// kStream: a block per row, the row read twice (the online pair, then the output; the
-// second read often hits L2). Memory-bound: 3s bytes per element (2s from DRAM when the
-// row stays in L2).
+// kStream: a block per row of kStreamThreads, two passes over the row (the online pair,
+// then the output). Where the row fits in shared memory (keep: the launch gives
+// kept_row_bytes of it), the first pass leaves it there and the second reads it back, so
+// global memory is read once: 2s bytes per element. Otherwise the second pass reads the
+// row again (3s bytes per element, 2s from DRAM when the row stays in L2). Each thread
+// reads back only the chunks it stored (the same for_each_chunk walk), so the kept row
+// needs no barrier of its own.
+// On an H200 (2026-12-04) the re-reading form ran [2048, 32768] float32 at 52% of the
+// datasheet: 528 blocks held 69 MB of rows at once, more than the 50 MB L2.
 template <class T, bool kLog>
-__global__ void __launch_bounds__(rowwise::kMaxBlockThreads)
+__global__ void __launch_bounds__(softmax_detail::kStreamThreads)
     softmax_stream_kernel(const T* __restrict__ x,  // [rows, cols] input
                           T* __restrict__ y,        // [rows, cols] output
-                          int64_t rows, int64_t cols, bool vec) {
+                          int64_t rows, int64_t cols, bool vec, bool keep) {
   using namespace rowwise;
   using A = compute_t<T>;
+  EMBER_DYNAMIC_SHARED(T, kept);  // [cols + kVec<T>] when keep
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T* xr = x + row * cols;
     T* yr = y + row * cols;
+    // kept[c + shift] is 16-byte aligned wherever xr + c is.
+    T* const kr = kept + softmax_detail::kept_shift(xr);
     OnlineSoftmax<A> st = OnlineSoftmax<A>::empty();
     for_each_chunk(xr, cols, threadIdx.x, blockDim.x, vec, [&](int64_t c, auto width) {
       constexpr int n = decltype(width)::value;
       A v[n];
       load<n>(xr + c, v);
+      if (keep) softmax_detail::keep_store<n>(kr + c, v);
       st.add(v, n);
     });
     st = block_merge(st);
@@ -123,7 +159,7 @@ __global__ void __launch_bounds__(rowwise::kMaxBlockThreads)
     for_each_chunk(xr, cols, threadIdx.x, blockDim.x, vec, [&](int64_t c, auto width) {
       constexpr int n = decltype(width)::value;
       A v[n];
-      load<n>(xr + c, v);
+      load<n>((keep ? static_cast<const T*>(kr) : xr) + c, v);
       EMBER_UNROLL
       for (int i = 0; i < n; ++i) v[i] = kLog ? (v[i] - shift) - log_sum : exp_acc(v[i] - shift) * inv;
       store<n>(yr + c, v);
@@ -163,26 +199,31 @@ __global__ void __launch_bounds__(rowwise::kMaxBlockThreads)
                                                                          blockDim.x, vec);
 }
 
-// kStream: y and dy read twice. Memory-bound: 5s bytes per element (3s from DRAM when the
-// row stays in L2).
+// kStream: y and dy read in two passes; y kept in shared memory between them where it fits
+// (keep, as the forward), dy read again. Memory-bound: 3s bytes per element from DRAM
+// when dy's second read hits L2 (with a row kept, one or two blocks per SM hold their
+// rows: 132 rows of [*, 32768] float32 dy are 17 MB), 5s at worst.
 template <class T, bool kLog>
-__global__ void __launch_bounds__(rowwise::kMaxBlockThreads)
+__global__ void __launch_bounds__(softmax_detail::kStreamThreads)
     softmax_backward_stream_kernel(const T* __restrict__ y,   // [rows, cols] input
                                    const T* __restrict__ dy,  // [rows, cols] input
                                    T* __restrict__ dx,        // [rows, cols] output
-                                   int64_t rows, int64_t cols, bool vec) {
+                                   int64_t rows, int64_t cols, bool vec, bool keep) {
   using namespace rowwise;
   using A = compute_t<T>;
+  EMBER_DYNAMIC_SHARED(T, kept);  // [cols + kVec<T>] when keep
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T* yr = y + row * cols;
     const T* gr = dy + row * cols;
     T* dr = dx + row * cols;
+    T* const kr = kept + softmax_detail::kept_shift(yr);
     A s = 0;
     for_each_chunk(yr, cols, threadIdx.x, blockDim.x, vec, [&](int64_t c, auto width) {
       constexpr int n = decltype(width)::value;
       A yv[n], g[n];
       load<n>(yr + c, yv);
       load<n>(gr + c, g);
+      if (keep) softmax_detail::keep_store<n>(kr + c, yv);
       EMBER_UNROLL
       for (int i = 0; i < n; ++i) s += kLog ? g[i] : g[i] * yv[i];
     });
@@ -190,7 +231,7 @@ __global__ void __launch_bounds__(rowwise::kMaxBlockThreads)
     for_each_chunk(yr, cols, threadIdx.x, blockDim.x, vec, [&](int64_t c, auto width) {
       constexpr int n = decltype(width)::value;
       A yv[n], g[n];
-      load<n>(yr + c, yv);
+      load<n>((keep ? static_cast<const T*>(kr) : yr) + c, yv);
       load<n>(gr + c, g);
       EMBER_UNROLL
       for (int i = 0; i < n; ++i) g[i] = kLog ? g[i] - exp_acc(yv[i]) * s : yv[i] * (g[i] - s);
@@ -201,14 +242,74 @@ __global__ void __launch_bounds__(rowwise::kMaxBlockThreads)
 
 // --- Host side -----------------------------------------------------------------------------------
 
+namespace softmax_detail {
+
+// The device's shared memory: what one block may opt in to, and what an SM holds.
+inline size_t block_shared_optin() {
+#if defined(__CUDACC__)
+  int device = 0, bytes = 0;
+  EMBER_CUDA_CHECK(cudaGetDevice(&device));
+  EMBER_CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  return size_t(bytes);
+#else
+  return ::ember::emu::device_properties().max_dynamic_shared_optin;
+#endif
+}
+inline size_t sm_shared() {
+#if defined(__CUDACC__)
+  int device = 0, bytes = 0;
+  EMBER_CUDA_CHECK(cudaGetDevice(&device));
+  EMBER_CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
+  return size_t(bytes);
+#else
+  return ::ember::emu::device_properties().max_dynamic_shared_optin + 1024;
+#endif
+}
+
+// Room left for the kernels' static shared memory (block_merge's, block_sum's) and the
+// block's reserved kilobyte.
+inline constexpr size_t kStaticShared = 2048;
+
+// Dynamic shared bytes a kStream kernel keeps a row of `cols` elements in; 0 where the
+// row does not fit in a block's shared memory.
+inline size_t kept_row_bytes(int64_t cols, int elem_bytes) {
+  const size_t bytes = size_t(cols + 16 / elem_bytes) * size_t(elem_bytes);
+  return bytes + kStaticShared <= block_shared_optin() ? bytes : 0;
+}
+
+}  // namespace softmax_detail
+
 // The plan (variant, registers, vectors, launch configuration) of every softmax kernel.
+// kStream takes blocks of up to kStreamThreads, as many per SM as their kept rows leave
+// room for (one for a [*, 32768] float32 row of 128 KiB), and the kept row's shared bytes.
 inline RowPlan softmax_config(int64_t rows, int64_t cols, int elem_bytes, bool aligned, bool stream_vec,
                               RowVariant variant = RowVariant::kAuto) {
   // Backward keeps two arrays in registers: kN <= 32 still fits a 512-thread block.
-  return rowwise::plan_rows("softmax", rows, cols, elem_bytes, aligned, stream_vec, variant);
+  RowPlan p = rowwise::plan_rows("softmax", rows, cols, elem_bytes, aligned, stream_vec, variant);
+  if (p.variant == RowVariant::kStream) {
+    using namespace softmax_detail;
+    const int64_t V = 16 / elem_bytes;
+    int64_t threads = rowwise::round_up((cols + 4 * V - 1) / (4 * V), 32);  // 4 vectors a thread at least
+    threads = threads < 32 ? 32 : (threads > kStreamThreads ? kStreamThreads : threads);
+    const size_t kept = kept_row_bytes(cols, elem_bytes);
+    int64_t per_sm = 2048 / threads;
+    if (kept > 0) {
+      const int64_t fit = int64_t(sm_shared() / (kept + kStaticShared));
+      per_sm = std::max<int64_t>(1, std::min(per_sm, fit));
+    }
+    p.cfg = {dim3(grid_stride_blocks(rows, 1, int(per_sm))), dim3(unsigned(threads)), kept};
+  }
+  return p;
 }
 
 namespace softmax_detail {
+
+// Launches a kStream kernel with the plan's shared memory (keep when it has some).
+template <auto Kernel, class... Args>
+void launch_stream(const RowPlan& p, cudaStream_t stream, Args&&... args) {
+  if (p.cfg.shared_bytes > 0) allow_dynamic_shared<Kernel>(p.cfg.shared_bytes);
+  launch<Kernel>(p.cfg, stream, static_cast<Args&&>(args)..., p.cfg.shared_bytes > 0);
+}
 
 template <bool kLog, class T>
 void softmax_forward(const T* x, T* y, int64_t rows, int64_t cols, cudaStream_t stream, RowVariant variant) {
@@ -231,7 +332,7 @@ void softmax_forward(const T* x, T* y, int64_t rows, int64_t cols, cudaStream_t 
       });
       break;
     default:
-      launch<softmax_stream_kernel<T, kLog>>(p.cfg, stream, x, y, rows, cols, p.vec);
+      launch_stream<softmax_stream_kernel<T, kLog>>(p, stream, x, y, rows, cols, p.vec);
   }
 }
 
@@ -259,7 +360,7 @@ void softmax_backward(const T* y, const T* dy, T* dx, int64_t rows, int64_t cols
       });
       break;
     default:
-      launch<softmax_backward_stream_kernel<T, kLog>>(p.cfg, stream, y, dy, dx, rows, cols, p.vec);
+      launch_stream<softmax_backward_stream_kernel<T, kLog>>(p, stream, y, dy, dx, rows, cols, p.vec);
   }
 }
 

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
 #include <type_traits>
 
@@ -93,6 +94,29 @@ __device__ __forceinline__ void store_vec(T* p, const V& v) {
   *reinterpret_cast<V*>(p) = v;
 }
 
+// store_vec for the output streams of memory-bound kernels (global memory the kernel does
+// not read back): a 16-byte V is one st.global.v4, written out. nvcc 13.0 lowered plain
+// copies of a Pack in the elementwise kernels' unrolled loops to four scalar stores for
+// half of them (the contiguous map kernel as the compiler unrolled it on 2026-12-04: 2 of 4
+// packs; fill, relu and the casts ran at 57-80% of the datasheet), a quarter-sector write
+// each. Not for shared memory or for kernels with register-hungry loops: the asm's memory
+// clobber cost sgemm v5 80 bytes of stack.
+template <class V, class T>
+__device__ __forceinline__ void store_vec_global(T* p, const V& v) {
+  check_vector_alignment<V>(p);
+#if defined(__CUDA_ARCH__)
+  if constexpr (sizeof(V) == 16) {
+    uint4 bits;
+    memcpy(&bits, &v, 16);
+    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(bits.x), "r"(bits.y), "r"(bits.z),
+                 "r"(bits.w)
+                 : "memory");
+    return;
+  }
+#endif
+  *reinterpret_cast<V*>(p) = v;
+}
+
 // An unsigned type of exactly `Bytes` bytes (16: uint4), to copy elements bit for bit.
 template <int Bytes> struct CarrierOf;
 template <> struct CarrierOf<1> { using type = uint8_t; };
@@ -162,9 +186,14 @@ struct Indexer {
   I sizes[kMaxDims] = {};
   I strides[N][kMaxDims] = {};
 
+  // The dims loop runs over the constant kMaxDims (dims past ndim skipped), so every
+  // index into sizes and strides is a constant: with a run-time one, nvcc copied the
+  // 32-bit indexer into local memory (104 bytes of stack, reloaded per element).
   __host__ __device__ __forceinline__ void offsets(I i, I (&off)[N]) const {
     for (int k = 0; k < N; ++k) off[k] = 0;
-    for (int d = ndim - 1; d >= 0; --d) {
+    EMBER_UNROLL
+    for (int d = kMaxDims - 1; d >= 0; --d) {
+      if (d >= ndim) continue;
       const I q = i / sizes[d];
       const I idx = i - q * sizes[d];
       i = q;

@@ -190,6 +190,44 @@ TEST(CudaElementwise, CopyBetweenLayouts) {
   EXPECT_TRUE(all_close(out.host(), want, 0.0));
 }
 
+// A same-type copy of a transposed view into a row-major output takes the tiled transpose
+// (as the copy op does), bit for bit; into a strided output, or from a view that is not
+// transposed, the map kernels.
+TEST(CudaElementwise, CopyOfTransposedViewsTakesTheTiles) {
+  EMBER_NEED_DEVICE();
+  const int64_t rows = 70, cols = 45;
+  const auto values = random_doubles(rows * cols, 41, -3, 3);
+  const Layout transposed = make_layout({cols, rows}, {1, cols});
+  ASSERT_EQ(permute_path(transposed), PermutePath::kTiled);
+  DeviceArray<float> in(from_doubles<float>(values), 1), out(rows * cols, 1), wide(2 * rows * cols);
+  cast<float, float>(in.data(), transposed, out.data(), make_layout({cols, rows}, {rows, 1}));
+  const auto want = cpu(cpu_tensor(values, {rows, cols}).t());
+  EXPECT_TRUE(all_close(out.host(), want, 0.0));
+  // Every other element of the output: not row-major, so the strided map kernel.
+  cast<float, float>(in.data(), transposed, wide.data(), make_layout({cols, rows}, {2 * rows, 2}));
+  const auto w = wide.host();
+  for (int64_t i = 0; i < rows * cols; ++i) ASSERT_EQ(double(w[size_t(2 * i)]), want[size_t(i)]) << i;
+  EXPECT_TRUE(std::isnan(w[1]));
+}
+
+// The contiguous map kernel moves 4 packs a thread a turn: sizes past one turn of the
+// whole grid (the emulator's 4 SMs: 32 blocks of 256 threads, 131072 floats), with a
+// scalar head and tail, for 0, 1 and 2 inputs.
+TEST(CudaElementwise, ContiguousMapOverSeveralGridTurns) {
+  EMBER_NEED_DEVICE();
+  const int64_t n = 3 * 131072 + 5;
+  const auto av = random_doubles(n, 51, -3, 3), bv = random_doubles(n, 52, -3, 3);
+  DeviceArray<float> a(from_doubles<float>(av), 1), b(from_doubles<float>(bv), 1), out(n, 1);
+  binary<ops::Add, float>(a.data(), contiguous_layout(n), b.data(), contiguous_layout(n), out.data(),
+                          contiguous_layout(n));
+  EXPECT_TRUE(all_close(out.host(), cpu(ember::add(cpu_tensor(av, {n}), cpu_tensor(bv, {n}))), 0.0));
+  DeviceArray<__nv_bfloat16> h(n, 1);
+  cast<__nv_bfloat16, float>(a.data(), contiguous_layout(n), h.data(), contiguous_layout(n));
+  EXPECT_TRUE(all_close(h.host(), cpu(cpu_tensor(av, {n}).to(kBFloat16)), 0.0));
+  fill(out.data(), contiguous_layout(n), 2.5f);
+  for (float x : out.host()) ASSERT_EQ(x, 2.5f);
+}
+
 TEST(CudaElementwise, FillStridedLeavesTheGapsAlone) {
   EMBER_NEED_DEVICE();
   // Fill every other column of a [31, 66] matrix; the other columns keep their poison.

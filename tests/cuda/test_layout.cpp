@@ -64,8 +64,11 @@ Tensor base(const Shape& shape) { return arange(shape_numel(shape)).view(shape);
 
 TEST(CudaLayout, TransposeBatchedOfAwkwardShapes) {
   EMBER_NEED_DEVICE();
-  const std::vector<std::array<int64_t, 3>> shapes = {{1, 1, 1}, {3, 33, 31}, {2, 70, 129}, {1, 32, 64},
-                                                      {2, 1, 4097}, {1, 1023, 3}, {0, 5, 5}, {4, 0, 3}};
+  // {3, 64, 32} and {2, 130, 96}: whole 32 x 64 tiles (the unguarded path) in a batch, and
+  // beside partial ones; {5, 128, 256}: 80 whole tiles, several grid-stride turns.
+  const std::vector<std::array<int64_t, 3>> shapes = {{1, 1, 1},    {3, 33, 31},  {2, 70, 129}, {1, 32, 64},
+                                                      {3, 64, 32},  {2, 130, 96}, {5, 128, 256}, {2, 1, 4097},
+                                                      {1, 1023, 3}, {0, 5, 5},    {4, 0, 3}};
   for (const auto& [b, r, c] : shapes) {
     SCOPED_TRACE(std::to_string(b) + " x " + std::to_string(r) + " x " + std::to_string(c));
     const std::vector<int64_t> src = base({b, r, c}).transpose(1, 2).contiguous().to_vector<int64_t>();
@@ -176,7 +179,8 @@ TEST(CudaLayout, TiledTransposeGivesTheSameBitsInEitherIndexWidth) {
   const int64_t batch = 2, rows = 37, cols = 45, n = batch * rows * cols;
   layout_detail::TileMap<> m;
   m.na = cols, m.nb = rows, m.in_stride_b = cols, m.out_stride_a = rows;
-  m.tiles_a = 2, m.tiles_b = 2;
+  m.tiles_a = (cols + layout_detail::kTile - 1) / layout_detail::kTile;
+  m.tiles_b = (rows + layout_detail::kTileB - 1) / layout_detail::kTileB;
   m.nbatch = 1, m.batch_sizes[0] = batch, m.batch_in[0] = m.batch_out[0] = rows * cols;
   ASSERT_TRUE(m.fits_32_bits());
   const auto host = random_bits<float>(size_t(n), 5);

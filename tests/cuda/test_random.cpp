@@ -93,5 +93,28 @@ TEST(CudaRandom, DropoutIsTheCpuFormulaBitForBit) {
   EXPECT_THROW(dropout(x.data(), out.data(), static_cast<uint8_t*>(nullptr), 4, 1.0, 1, 0), Error);
 }
 
+// Each dropout thread takes two Philox blocks a turn: sizes past two turns of the whole
+// grid (the emulator's 4 SMs: 32 blocks of 256 threads, 2 x 8192 blocks a turn), aligned
+// (16-byte loads and stores) and not, float and double (2 values a block), with a tail.
+TEST(CudaRandom, DropoutOverSeveralGridTurns) {
+  EMBER_NEED_DEVICE();
+  const int64_t n = 5 * 8192 * 4 + 7;
+  const double p = 0.3;
+  const auto xv = random_doubles(n, 91);
+  auto check = [&](auto tag, DType dtype, size_t offset) {
+    using T = decltype(tag);
+    DeviceArray<T> x(from_doubles<T>(xv), offset), out(n, offset);
+    DeviceArray<uint8_t> keep(n);
+    dropout(x.data(), out.data(), keep.data(), n, p, 5, 11);
+    const Tensor k = ember::ge(cpu_draw(uniform_stub, n, dtype, 5, 11, 0.0, 1.0), Scalar(p)).to(dtype);
+    const Tensor want = ember::mul(ember::tensor(xv, {n}, dtype), ember::mul(k, Scalar(1.0 / (1.0 - p))));
+    EXPECT_TRUE(all_close(out.host(), as_doubles(want), 0.0)) << dtype_name(dtype) << ", offset " << offset;
+    EXPECT_TRUE(all_close(keep.host(), as_doubles(k), 0.0)) << dtype_name(dtype) << ", offset " << offset;
+  };
+  check(float{}, kFloat32, 0);
+  check(float{}, kFloat32, 1);
+  check(double{}, kFloat64, 0);
+}
+
 }  // namespace
 }  // namespace ember::kernels::cuda

@@ -362,6 +362,22 @@ TEST(CudaSoftmax, LongRowsTakeTheAutomaticVariant) {
   }
 }
 
+// kStream keeps a row in shared memory between its passes where the row fits (every kStream
+// case above) and reads it again from global memory where it does not: 60000 float32
+// (240 KB) is past the 227 KiB a block may have.
+TEST(CudaSoftmax, StreamRowsPastSharedMemoryAreReadTwice) {
+  EMBER_NEED_DEVICE();
+  const int64_t cols = 60000;
+  ASSERT_EQ(softmax_config(2, cols, 4, true, true).cfg.shared_bytes, 0u);
+  ASSERT_GT(softmax_config(2, 16385, 4, true, true).cfg.shared_bytes, 0u);
+  uint32_t seed = 370;
+  const auto x = random_doubles(2 * cols, seed, -4, 4);
+  for (bool log : {false, true}) {
+    check_forward<float>(x, 2, cols, RowVariant::kAuto, log, seed, 1, 1);
+    check_backward<float>(2, cols, RowVariant::kAuto, log, seed += 2);
+  }
+}
+
 // The backward formulas are the gradients autograd gives for ember::softmax on the CPU.
 TEST(CudaSoftmax, BackwardIsTheAutogradGradient) {
   EMBER_NEED_DEVICE();
