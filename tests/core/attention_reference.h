@@ -20,6 +20,7 @@ struct Reference {
   std::vector<double> out;
   std::vector<double> tol;  // per element: the rounding bound of the dtype's computation
   Shape shape;
+  std::vector<double> weighted;  // reference(): sum_j p_j |v_j| of each output element
 };
 
 // softmax(q k^T scale + mask) v in double, row by row, over the broadcast batch. mask_kind:
@@ -76,6 +77,7 @@ inline Reference reference(const Tensor& q, const Tensor& k, const Tensor& v, in
           bnd += p * std::fabs(val);
         }
         r.out.push_back(o);
+        r.weighted.push_back(bnd);
         r.tol.push_back((2 * gamma_n(static_cast<double>(E + 2), u) * A + gamma_n(static_cast<double>(2 * S + 8), u)) *
                             bnd +
                         64 * dtype_underflow(dtype) + (dtype == kFloat64 ? 1e-15 : 0));
