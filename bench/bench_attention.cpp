@@ -19,14 +19,14 @@
 // Run: EMBER_NUM_THREADS=2 ember_bench_attention --benchmark_min_time=1s
 //
 // On a CUDA device (skipped with a message where there is none): the CUDA flash path,
-// BM_attention_cuda/<kernel>/<pass>/<mask>/T, kernel tc (the tensor-core forward of
-// kernels/cuda/attention_tc.cuh) or simt (attention.cuh's; the backward is the SIMT one
-// under both), pass fwd or bwd (the backward alone, from saved forward results), bf16,
+// BM_attention_cuda/<pass>/<mask>/T, pass fwd_tc (the tensor-core forward of
+// kernels/cuda/attention_tc.cuh), fwd_simt (attention.cuh's) or bwd (the backward alone,
+// from a saved forward; attention.cuh's SIMT kernels), bf16,
 // D = 128, B = 4, H = 16 (B T = 16K tokens at T = 4096, FlashAttention-2's benchmark
-// shape: 64 x 64 blocks of 64 rows, enough to fill 132 SMs many times), T = 1024 ... 4096.
+// shape; at T = 4096, 64 x 64 = 4096 blocks of 64 query rows, 31 per SM of 132), T = 1024 ... 4096.
 // Timed with CUDA events (manual time). FLOPs as above: 4 B H T^2 D forward, 2.5 times
-// that backward, halved where causal. Ceiling: mma.sync's dense bf16 rate, about 660
-// TFLOP/s on an H100 SXM or H200 (wgmma reaches ~990); FlashAttention-2 reaches 335-366
+// that backward, halved where causal. Ceiling: mma.sync's dense bf16 rate, about two thirds
+// of wgmma's ~990 TFLOP/s on an H100 SXM or H200; FlashAttention-2 reaches 335-366
 // forward on an H100 (issue 31 asks for 290 on an H200).
 //   ember_bench_attention --benchmark_filter=cuda
 #include <benchmark/benchmark.h>
@@ -130,19 +130,23 @@ void bm_attention_cuda(benchmark::State& state, const char* kernel, bool backwar
     std::fprintf(stderr, "ember_bench_attention: no CUDA device; the BM_attention_cuda benchmarks are left out\n");
     return true;
   }
-  for (const char* kernel : {"tc", "simt"})
-    for (bool backward : {false, true})
-      for (bool causal : {false, true}) {
-        const std::string name = std::string("BM_attention_cuda/") + kernel + (backward ? "/bwd/" : "/fwd/") +
-                                 (causal ? "causal" : "full");
-        benchmark::RegisterBenchmark(name.c_str(),
-                                     [=](benchmark::State& s) { bm_attention_cuda(s, kernel, backward, causal); })
-            ->RangeMultiplier(2)
-            ->Range(1024, 4096)
-            ->UseManualTime()
-            ->MinTime(0.3)
-            ->Unit(benchmark::kMillisecond);
-      }
+  // The backward is attention.cuh's SIMT kernel under both forward kernels: timed once.
+  struct CudaCase {
+    const char* kernel;
+    bool backward;
+  };
+  for (const CudaCase c : {CudaCase{"tc", false}, CudaCase{"simt", false}, CudaCase{"tc", true}})
+    for (bool causal : {false, true}) {
+      const std::string name = std::string("BM_attention_cuda/") + (c.backward ? "bwd" : std::string("fwd_") + c.kernel) +
+                               (causal ? "/causal" : "/full");
+      benchmark::RegisterBenchmark(name.c_str(),
+                                   [=](benchmark::State& s) { bm_attention_cuda(s, c.kernel, c.backward, causal); })
+          ->RangeMultiplier(2)
+          ->Range(1024, 4096)
+          ->UseManualTime()
+          ->MinTime(0.3)
+          ->Unit(benchmark::kMillisecond);
+    }
   return true;
 }();
 
