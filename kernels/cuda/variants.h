@@ -42,10 +42,11 @@ bool conv_benchmark();
 void set_spmm_variant(std::string_view name);
 std::string spmm_variant();
 
-// The fused attention forward (scaled_dot_product_attention's flash path). EMBER_FLASH
-// sets the starting choice: "auto" (the tensor-core kernel of attention_tc.cuh for bf16
-// and f16 with head dims 64 and 128 on sm_80 and newer, the SIMT kernel of attention.cuh
-// otherwise) or "simt" (the SIMT kernel always). The backward is the SIMT kernel's.
+// The fused attention kernels (scaled_dot_product_attention's flash path), forward and
+// backward. EMBER_FLASH sets the starting choice: "auto" (the tensor-core kernels of
+// attention_tc.cuh / attention_tc_bwd.cuh for bf16 and f16 with head dims 64 and 128 on
+// sm_80 and newer, the SIMT kernels of attention.cuh otherwise) or "simt" (the SIMT
+// kernels always).
 void set_attention_variant(std::string_view name);
 std::string attention_variant();
 

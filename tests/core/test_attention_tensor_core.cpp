@@ -38,13 +38,13 @@ const std::vector<TcCase> kTcCases = {
     {1, 129, 17, 2}, {2, 70, 33, 3}, {2, 33, 70, 1}, {1, 129, 65, 0},
 };
 
-Tensor tc_mask(const TcCase& c, uint64_t seed) {
+Tensor tc_mask(const TcCase& c, DType dtype, uint64_t seed) {
   if (c.mask_kind == 1) {
     Tensor m = bool_mask({c.B, c.L, c.S}, seed);
     m.select(0, c.B - 1).select(0, c.L / 2).fill_(false);
     return m;
   }
-  if (c.mask_kind == 2) return random_tensor({c.L, c.S}, kFloat32, Layout::Contiguous, seed);
+  if (c.mask_kind == 2) return random_tensor({c.L, c.S}, dtype, Layout::Contiguous, seed);
   return {};
 }
 
@@ -54,7 +54,7 @@ Reference tc_reference(const Tensor& q, const Tensor& k, const Tensor& v, const 
   Reference want = reference(q, k, v, c.mask_kind, mask, scale, kFloat32);
   const double u = dtype_unit_roundoff(dtype);
   for (size_t i = 0; i < want.out.size(); ++i)
-    want.tol[i] += u * (std::fabs(want.out[i]) + want.weighted[i]) + dtype_underflow(dtype);
+    want.tol[i] += u * (std::fabs(want.out[i]) + want.magnitude[i]) + dtype_underflow(dtype);
   return want;
 }
 
@@ -69,7 +69,7 @@ TEST(TensorCoreAttention, MatchesTheFloat64Reference) {
         const Tensor q = random_tensor({c.B, c.L, D}, dtype, Layout::Contiguous, ++seed);
         const Tensor k = random_tensor({c.B, c.S, D}, dtype, Layout::Contiguous, ++seed);
         const Tensor v = random_tensor({c.B, c.S, D}, dtype, Layout::Contiguous, ++seed);
-        const Tensor mask = tc_mask(c, ++seed);
+        const Tensor mask = tc_mask(c, dtype, ++seed);
         const double scale = 1 / std::sqrt(double(D));
         const Reference want = tc_reference(q, k, v, c, mask, scale, dtype);
         const Tensor got = scaled_dot_product_attention(q, k, v, {.attn_mask = mask, .is_causal = c.mask_kind == 3});
@@ -120,6 +120,40 @@ TEST(TensorCoreAttention, LogSumExpOfEachRow) {
     }
 }
 
+// Gradients through autograd against the float64 loop. Computed in float32 with the
+// operands of each product rounded to the dtype (P Z and dS, as FlashAttention does; q, k,
+// v, dout are the dtype already) and each gradient rounded once: the float32 bound plus
+// u_dtype (2 magnitude + |grad|).
+TEST(TensorCoreAttention, GradientsMatchTheFloat64Reference) {
+  ::setenv("EMBER_ATTENTION", "flash", 1);
+  uint64_t seed = 4000;
+  for (DType dtype : {kBFloat16, kFloat16})
+    for (int64_t D : {64, 128})
+      for (size_t ci : {size_t(0), size_t(2), size_t(3), size_t(4), size_t(5), size_t(6)}) {
+        const TcCase& c = kTcCases[ci];
+        SCOPED_TRACE(std::string(dtype_name(dtype)) + " D " + std::to_string(D) + " case " + std::to_string(ci));
+        std::vector<Tensor> x = {random_tensor({c.B, c.L, D}, dtype, Layout::Contiguous, ++seed),
+                                 random_tensor({c.B, c.S, D}, dtype, Layout::Contiguous, ++seed),
+                                 random_tensor({c.B, c.S, D}, dtype, Layout::Contiguous, ++seed)};
+        const Tensor dout = random_tensor({c.B, c.L, D}, dtype, Layout::Contiguous, ++seed);
+        const Tensor mask = tc_mask(c, dtype, ++seed);
+        for (Tensor& t : x) t.requires_grad_();
+        const double scale = 1 / std::sqrt(double(D));
+        scaled_dot_product_attention(x[0], x[1], x[2], {.attn_mask = mask, .is_causal = c.mask_kind == 3})
+            .backward(dout);
+        const GradReference want = reference_grads(x[0], x[1], x[2], dout, c.mask_kind, mask, scale, kFloat32);
+        const double u = dtype_unit_roundoff(dtype);
+        const Reference* refs[3] = {&want.dq, &want.dk, &want.dv};
+        for (int i = 0; i < 3; ++i) {
+          std::vector<double> tol = refs[i]->tol;
+          for (size_t e = 0; e < tol.size(); ++e)
+            tol[e] += u * (2 * refs[i]->magnitude[e] + std::fabs(refs[i]->out[e])) + dtype_underflow(dtype);
+          EXPECT_TRUE(all_close_tol(x[i].grad(), refs[i]->out, refs[i]->shape, tol)) << "input " << i;
+        }
+      }
+  ::unsetenv("EMBER_ATTENTION");
+}
+
 // On a CUDA device: the tensor-core kernel ("auto") and the SIMT kernel on one call, with
 // dropout: both within their bound of the float64 result of the same kept weights, so
 // within the sum of the bounds of each other; a different draw would differ by O(1).
@@ -146,7 +180,7 @@ TEST(TensorCoreAttention, AgreesWithTheSimtKernelUnderDropout) {
     const Reference r = tc_reference(q, k, v, c, Tensor(), params.scale, kBFloat16);
     const double u = dtype_unit_roundoff(kBFloat16);
     std::vector<double> tol(r.tol.size());
-    for (size_t i = 0; i < tol.size(); ++i) tol[i] = 2 * (r.tol[i] + u * r.weighted[i]) / (1 - params.dropout_p);
+    for (size_t i = 0; i < tol.size(); ++i) tol[i] = 2 * (r.tol[i] + u * r.magnitude[i]) / (1 - params.dropout_p);
     EXPECT_TRUE(all_close_tol(outs[0], values(outs[1]), r.shape, tol)) << "D " << D;
   }
 }
