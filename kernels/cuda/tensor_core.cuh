@@ -30,6 +30,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "kernels/cuda/launch.h"
@@ -170,13 +171,15 @@ using ::ember::emu::tensor_core::shared_address;
 template <class T>
 __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   static_assert(is_mma_type_v<T>, "fragments hold bf16 or f16");
+  uint32_t r;
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {
     const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&v);
+    memcpy(&r, &v, 4);
   } else {
     const __half2 v = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&v);
+    memcpy(&r, &v, 4);
   }
+  return r;
 }
 
 }  // namespace ember::kernels::cuda::tc
