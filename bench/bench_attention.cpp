@@ -137,8 +137,8 @@ void bm_attention_cuda(benchmark::State& state, const char* kernel, bool backwar
   };
   for (const CudaCase c : {CudaCase{"tc", false}, CudaCase{"simt", false}, CudaCase{"tc", true}})
     for (bool causal : {false, true}) {
-      const std::string name = std::string("BM_attention_cuda/") + (c.backward ? "bwd" : std::string("fwd_") + c.kernel) +
-                               (causal ? "/causal" : "/full");
+      const std::string pass = c.backward ? "bwd" : std::string("fwd_") + c.kernel;
+      const std::string name = "BM_attention_cuda/" + pass + (causal ? "/causal" : "/full");
       benchmark::RegisterBenchmark(name.c_str(),
                                    [=](benchmark::State& s) { bm_attention_cuda(s, c.kernel, c.backward, causal); })
           ->RangeMultiplier(2)

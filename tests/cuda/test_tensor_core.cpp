@@ -204,9 +204,11 @@ Mismatches check_mma(int warps, uint32_t seed) {
         const int row = g + 8 * (j % 2), k = 2 * t + 8 * (j / 2);
         a[size_t(i) * (kK / 4) + j] = pack(Ab(row, k), Ab(row, k + 1));
       }
-      for (int j = 0; j < kK / 8; ++j) b[size_t(i) * (kK / 8) + j] = pack(Bb(2 * t + 8 * j, g), Bb(2 * t + 8 * j + 1, g));
+      for (int j = 0; j < kK / 8; ++j)
+        b[size_t(i) * (kK / 8) + j] = pack(Bb(2 * t + 8 * j, g), Bb(2 * t + 8 * j + 1, g));
       // c_j = C[g + 8 (j / 2)][2t + j % 2].
-      for (int j = 0; j < 4; ++j) c[size_t(i) * 4 + j] = float(C[size_t(w) * 128 + (g + 8 * (j / 2)) * 8 + 2 * t + j % 2]);
+      for (int j = 0; j < 4; ++j)
+        c[size_t(i) * 4 + j] = float(C[size_t(w) * 128 + (g + 8 * (j / 2)) * 8 + 2 * t + j % 2]);
     }
   }
   DeviceArray<uint32_t> da(a), db(b);
@@ -220,7 +222,8 @@ Mismatches check_mma(int warps, uint32_t seed) {
       for (int j = 0; j < 4; ++j) {
         const int row = lane / 4 + 8 * (j / 2), col = 2 * (lane % 4) + j % 2;
         double want = C[size_t(w) * 128 + row * 8 + col];
-        for (int k = 0; k < kK; ++k) want += A[size_t(w) * 16 * kK + row * kK + k] * B[size_t(w) * kK * 8 + k * 8 + col];
+        for (int k = 0; k < kK; ++k)
+          want += A[size_t(w) * 16 * kK + row * kK + k] * B[size_t(w) * kK * 8 + k * 8 + col];
         const float have = d[size_t(w * 32 + lane) * 4 + j];
         if (double(have) != want)
           bad.add("warp " + std::to_string(w) + " D[" + std::to_string(row) + "][" + std::to_string(col) +
