@@ -114,7 +114,8 @@ export CCACHE_BASEDIR=$root
 gen=()
 command -v ninja >/dev/null 2>&1 && gen=(-G Ninja)
 targets=(ember_tests_gpu ember_tests_cuda_gpu ember_tests_core ember_tests_layers ember_tests_optim ember_tests_comm
-         ember_tests_data ember_mlp ember_cnn ember-run ember_bench_cuda_kernels ember_bench_allocator ember_bench_ddp)
+         ember_tests_data ember_mlp ember_cnn ember-run ember_bench_cuda_kernels ember_bench_allocator ember_bench_ddp
+         ember_bench_attention)
 [ -z "${EMBER_GPU_PREBUILT:-}" ] && step build 420 bash -c "cmake -S '$root' -B '$build' ${gen[*]} -DCMAKE_BUILD_TYPE=Release -DEMBER_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES=native && cmake --build '$build' --parallel $(nproc) --target ${targets[*]}"
 
@@ -188,6 +189,8 @@ if [ -z "${EMBER_GPU_CHECK_QUICK:-}" ]; then
   # Per-bucket ready times measured with CUDA events and the 8/64/512-GPU prediction from
   # them (docs/ddp-scaling.md); the Gloo scaling part runs on the CPU only.
   step bench_ddp 120 "$build/bench/ember_bench_ddp" --device cuda
+  # The flash attention forward (tensor cores and SIMT) and backward at bf16, D = 128, T up to 4096.
+  step bench_attention_cuda 180 "$build/bench/ember_bench_attention" --benchmark_filter=cuda
 fi
 
 # 6. The kernel tests under compute-sanitizer: a memory error, a race on shared memory or

@@ -22,16 +22,14 @@
 //   whose rows are not 16-byte aligned (leading dimension not a multiple of 8, or an odd
 //   base) are copied element by element instead, synchronously: correct, slower.
 //
-// The emulator cannot run inline PTX: the PTX exists only for __CUDA_ARCH__ >= 800, and the
-// emulator build gets models of the three primitives (cp.async, ldmatrix, mma; see "The
-// tensor-core primitives" below), so CI still runs everything around them.
+// cp.async, ldmatrix and mma.sync come from tensor_core.cuh: inline PTX on a GPU, the
+// emulator's models of the PTX ISA's fragment layouts and commit groups in CI.
 #pragma once
 
-#include <bit>
-#include <cstring>
 #include <type_traits>
 
 #include "kernels/cuda/gemm_common.cuh"
+#include "kernels/cuda/tensor_core.cuh"
 
 namespace ember::kernels::cuda {
 
@@ -55,168 +53,10 @@ struct Tile {
   }
 };
 
-// --- The tensor-core primitives -------------------------------------------------------------
-// On sm_80+: inline PTX. In the emulator (host compiler): the same operations as the PTX
-// ISA defines them, done warp-synchronously through a per-warp scratch area, so that the
-// emulator runs this kernel's tiling, swizzle, pipeline, fragment addressing and edges
-// against the reference. Only a GPU run confirms the PTX itself. Shared-memory addresses
-// are 32-bit shared-window addresses on the GPU, offsets into the block's dynamic shared
-// memory in the emulator.
-//
-// Fragments of mma.m16n8k16 (lane = 4 g + t): A (16 x 16, row-major) a0 = A[g][2t, 2t+1],
-// a1 = A[g+8][2t..], a2 = A[g][2t+8..], a3 = A[g+8][2t+8..]; B (16 x 8) b0 = B[2t, 2t+1][g],
-// b1 = B[2t+8, 2t+9][g]; C/D (16 x 8) d0, d1 = C[g][2t, 2t+1], d2, d3 = C[g+8][2t, 2t+1].
-// ldmatrix.x4: lanes 8q..8q+7 give the row addresses of matrix q; register q of lane
-// 4 g + t receives row g, elements 2t, 2t+1 of matrix q (with .trans: elements [2t][g] and
-// [2t+1][g], i.e. the same of the transposed matrix).
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-
-__device__ __forceinline__ uint32_t shared_address(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
-
-// The "memory" clobbers keep the compiler from moving plain shared-memory loads or stores
-// across a copy or a wait (none are today; a shared-memory epilogue would be).
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(__cvta_generic_to_global(src)),
-               "r"(src_bytes)
-               : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-}
-
-template <bool kTrans>
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
-  if constexpr (kTrans)
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr));
-  else
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr));
-}
-
-// d += a (16 x 16, row) @ b (16 x 8, col), bf16 inputs, f32 accumulators.
-__device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
-#elif defined(__CUDACC__)  // nvcc's host pass, or a GPU below sm_80 (the host launcher refuses those)
-
-__device__ __forceinline__ uint32_t shared_address(const void*) { return 0; }
-__device__ __forceinline__ void cp_async16(uint32_t, const void*, int) { __trap(); }
-__device__ __forceinline__ void cp_async_commit() {}
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {}
-template <bool kTrans>
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&)[4], uint32_t) { __trap(); }
-__device__ __forceinline__ void mma_bf16_16816(float (&)[4], const uint32_t (&)[4], const uint32_t (&)[2]) { __trap(); }
-
-#else  // the emulator
-
-inline unsigned char* shared_base() { return static_cast<unsigned char*>(::ember::emu::detail::dynamic_shared()); }
-inline uint32_t shared_address(const void* p) { return uint32_t(static_cast<const unsigned char*>(p) - shared_base()); }
-
-// cp.async: each thread's copies wait in a queue and land as late as the PTX allows, at
-// the cp.async.wait_group that retires their group, so reading a stage before waiting for
-// it reads stale bytes here as it may on a GPU.
-struct EmuCopy {
-  uint32_t dst;
-  const void* src;
-  int bytes, group;  // group -1: not committed yet
-};
-struct EmuCopyQueue {
-  static constexpr int kCapacity = 64;
-  EmuCopy copy[kCapacity];
-  int size = 0, committed = 0;
-};
-inline EmuCopyQueue& copy_queue() {
-  __shared__ EmuCopyQueue queues[kBf16Threads];
-  EMBER_CHECK(threadIdx.x < unsigned(kBf16Threads), "emulated cp.async: blocks of at most ", kBf16Threads, " threads");
-  return queues[threadIdx.x];
-}
-inline void cp_async16(uint32_t dst, const void* src, int src_bytes) {
-  EmuCopyQueue& q = copy_queue();
-  EMBER_CHECK(q.size < EmuCopyQueue::kCapacity, "emulated cp.async: more than ", EmuCopyQueue::kCapacity,
-              " copies in flight");
-  q.copy[q.size++] = {dst, src, src_bytes, -1};
-}
-inline void cp_async_commit() {
-  EmuCopyQueue& q = copy_queue();
-  for (int i = 0; i < q.size; ++i)
-    if (q.copy[i].group < 0) q.copy[i].group = q.committed;
-  ++q.committed;
-}
-template <int kPending>
-void cp_async_wait() {  // lands every committed group but the kPending most recent
-  EmuCopyQueue& q = copy_queue();
-  int kept = 0;
-  for (int i = 0; i < q.size; ++i) {
-    const EmuCopy& c = q.copy[i];
-    if (c.group >= 0 && c.group < q.committed - kPending) {
-      unsigned char* d = shared_base() + c.dst;
-      std::memcpy(d, c.src, size_t(c.bytes));
-      std::memset(d + c.bytes, 0, size_t(16 - c.bytes));
-    } else {
-      q.copy[kept++] = c;
-    }
-  }
-  q.size = kept;
-}
-
-// Each lane publishes its operands in its warp's row of `scratch`, then reads the others'.
-inline constexpr int kEmuWarps = 32;
-template <bool kTrans>
-void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
-  __shared__ uint32_t row_addr[kEmuWarps][32];
-  const int warp = int(threadIdx.x / 32), lane = int(threadIdx.x % 32), g = lane / 4, t = lane % 4;
-  row_addr[warp][lane] = addr;
-  __syncwarp();
-  auto half = [&](int q, int row, int col) {  // element [row][col] of matrix q
-    uint16_t v;
-    std::memcpy(&v, shared_base() + row_addr[warp][8 * q + row] + 2 * col, 2);
-    return uint32_t(v);
-  };
-  for (int q = 0; q < 4; ++q)
-    r[q] = kTrans ? half(q, 2 * t, g) | half(q, 2 * t + 1, g) << 16 : half(q, g, 2 * t) | half(q, g, 2 * t + 1) << 16;
-  __syncwarp();  // row_addr is reused by the next call
-}
-
-inline void mma_bf16_16816(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-  __shared__ uint32_t frag[kEmuWarps][32][6];
-  const int warp = int(threadIdx.x / 32), lane = int(threadIdx.x % 32), g = lane / 4, t = lane % 4;
-  for (int i = 0; i < 4; ++i) frag[warp][lane][i] = a[i];
-  frag[warp][lane][4] = b[0], frag[warp][lane][5] = b[1];
-  __syncwarp();
-  auto bf16 = [&](int from_lane, int reg, int kk) {  // the half of a register that holds k index kk
-    const uint32_t bits = (frag[warp][from_lane][reg] >> (16 * (kk % 2))) & 0xFFFFu;
-    return std::bit_cast<float>(bits << 16);
-  };
-  for (int h = 0; h < 2; ++h)      // row g + 8h of D
-    for (int c = 0; c < 2; ++c) {  // column 2t + c
-      float sum = d[2 * h + c];
-      for (int kk = 0; kk < 16; ++kk) {
-        const float av = bf16(4 * g + kk % 8 / 2, h + 2 * (kk / 8), kk);
-        const float bv = bf16(4 * (2 * t + c) + kk % 8 / 2, 4 + kk / 8, kk);
-        sum += av * bv;
-      }
-      d[2 * h + c] = sum;
-    }
-  __syncwarp();  // frag is reused by the next call
-}
-
-#endif
-
 // Copies the 128 x 64 tile of a panel at (mn0, k0) into the shared tile at `dst` (shared
 // address; `dst_ptr` the same bytes as a pointer), zero outside [0, mn_ext) x [0, k_ext).
 template <bool KContig>
-__device__ __forceinline__ void load_tile(uint32_t dst, unsigned char* dst_ptr, const __nv_bfloat16* x, int64_t ld,
+__device__ __forceinline__ void load_tile(tc::SharedAddr dst, unsigned char* dst_ptr, const __nv_bfloat16* x, int64_t ld,
                                           int mn_ext, int k_ext, int mn0, int k0, bool async, int tid) {
   using T = Tile<KContig>;
   constexpr int kPerThread = T::kRows * T::kChunks / kBf16Threads;
@@ -229,7 +69,7 @@ __device__ __forceinline__ void load_tile(uint32_t dst, unsigned char* dst_ptr, 
     const __nv_bfloat16* src = valid > 0 ? (KContig ? x + int64_t(mn) * ld + kk : x + int64_t(kk) * ld + mn) : x;
     const uint32_t off = T::offset(row, chunk);
     if (async) {
-      cp_async16(dst + off, src, valid * 2);
+      tc::cp_async<16>(dst + off, src, valid * 2);
     } else {
       unsigned short e[8];
       const unsigned short* s = reinterpret_cast<const unsigned short*>(src);
@@ -248,7 +88,7 @@ __device__ __forceinline__ void load_tile(uint32_t dst, unsigned char* dst_ptr, 
 // offset 8 * (q / 2) when kMnFirst (A: fragments a0..a3), the other way round otherwise
 // (B: b0, b1 of one n8 tile, then of the next).
 template <bool KContig, bool kMnFirst>
-__device__ __forceinline__ uint32_t fragment_addr(uint32_t tile, int mn_base, int k_base, int lane) {
+__device__ __forceinline__ tc::SharedAddr fragment_addr(tc::SharedAddr tile, int mn_base, int k_base, int lane) {
   const int q = lane / 8, r = lane % 8;
   const int mn_off = kMnFirst ? 8 * (q % 2) : 8 * (q / 2), k_off = kMnFirst ? 8 * (q / 2) : 8 * (q % 2);
   if (KContig) return tile + Tile<true>::offset(mn_base + mn_off + r, (k_base + k_off) / 8);
@@ -290,7 +130,7 @@ __global__ void __launch_bounds__(kBf16Threads, 2)
   constexpr bool kA = !TransA, kB = TransB;  // which panels are k-contiguous
   constexpr int BM = kBf16BM, BN = kBf16BN, BK = kBf16BK, S = kBf16Stages;
   EMBER_DYNAMIC_SHARED(unsigned char, smem);
-  const uint32_t smem_base = shared_address(smem);
+  const tc::SharedAddr smem_base = tc::shared_address(smem);
   int tm, tn;
   block_tile((g.m + BM - 1) / BM, (g.n + BN - 1) / BN, tm, tn);
   const int tid = int(threadIdx.x), lane = tid % 32, warp = tid / 32, wm = warp % 2, wn = warp / 2;
@@ -298,7 +138,7 @@ __global__ void __launch_bounds__(kBf16Threads, 2)
   const __nv_bfloat16* b = g.b + int64_t(blockIdx.z) * g.stride_b;
 
   auto load_stage = [&](int stage, int t) {
-    const uint32_t at = smem_base + stage * kBf16StageBytes, bt = at + kBf16TileBytes;
+    const tc::SharedAddr at = smem_base + stage * kBf16StageBytes, bt = at + kBf16TileBytes;
     unsigned char* ap = smem + stage * kBf16StageBytes;
     load_tile<kA>(at, ap, a, g.lda, g.m, g.k, tm * BM, t * BK, async_a, tid);
     load_tile<kB>(bt, ap + kBf16TileBytes, b, g.ldb, g.n, g.k, tn * BN, t * BK, async_b, tid);
@@ -309,32 +149,32 @@ __global__ void __launch_bounds__(kBf16Threads, 2)
   EMBER_UNROLL
   for (int s = 0; s < S - 1; ++s) {
     if (s < tiles) load_stage(s, s);
-    cp_async_commit();  // one group per stage, empty or not, so the counting below holds
+    tc::cp_async_commit();  // one group per stage, empty or not, so the counting below holds
   }
   for (int t = 0; t < tiles; ++t) {
-    cp_async_wait<S - 2>();  // this thread's copies of tile t have landed
+    tc::cp_async_wait<S - 2>();  // this thread's copies of tile t have landed
     __syncthreads();         // everyone's have; and everyone is done with tile t - 1's stage
     if (t + S - 1 < tiles) load_stage((t + S - 1) % S, t + S - 1);
-    cp_async_commit();
-    const uint32_t at = smem_base + (t % S) * kBf16StageBytes, bt = at + kBf16TileBytes;
+    tc::cp_async_commit();
+    const tc::SharedAddr at = smem_base + (t % S) * kBf16StageBytes, bt = at + kBf16TileBytes;
     EMBER_UNROLL
     for (int ks = 0; ks < BK; ks += 16) {
       uint32_t fa[4][4], fb[8][2];
       EMBER_UNROLL
-      for (int i = 0; i < 4; ++i) ldmatrix_x4<!kA>(fa[i], fragment_addr<kA, true>(at, wm * 64 + i * 16, ks, lane));
+      for (int i = 0; i < 4; ++i) tc::ldmatrix<4, !kA>(fa[i], fragment_addr<kA, true>(at, wm * 64 + i * 16, ks, lane));
       EMBER_UNROLL
       for (int j = 0; j < 4; ++j) {
         uint32_t r[4];
-        ldmatrix_x4<!kB>(r, fragment_addr<kB, false>(bt, wn * 64 + j * 16, ks, lane));
+        tc::ldmatrix<4, !kB>(r, fragment_addr<kB, false>(bt, wn * 64 + j * 16, ks, lane));
         fb[2 * j][0] = r[0], fb[2 * j][1] = r[1], fb[2 * j + 1][0] = r[2], fb[2 * j + 1][1] = r[3];
       }
       EMBER_UNROLL
       for (int i = 0; i < 4; ++i)
         EMBER_UNROLL
-        for (int j = 0; j < 8; ++j) mma_bf16_16816(acc[i][j], fa[i], fb[j]);
+        for (int j = 0; j < 8; ++j) tc::mma_16816<__nv_bfloat16>(acc[i][j], fa[i], fb[j]);
     }
   }
-  cp_async_wait<0>();
+  tc::cp_async_wait<0>();
 
   // Accumulator layout of m16n8: lane holds (row lane/4, cols 2*(lane%4) + {0, 1}) in
   // d0, d1 and the same 8 rows lower in d2, d3.

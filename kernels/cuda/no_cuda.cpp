@@ -58,6 +58,8 @@ void cuda::set_spmm_variant(std::string_view) { no_backend("set_spmm_variant"); 
 std::string cuda::spmm_variant() { no_backend("spmm_variant"); }
 void cuda::set_rnn_variant(std::string_view) { no_backend("set_rnn_variant"); }
 std::string cuda::rnn_variant() { no_backend("rnn_variant"); }
+void cuda::set_attention_variant(std::string_view) { no_backend("set_attention_variant"); }
+std::string cuda::attention_variant() { no_backend("attention_variant"); }
 
 // No CUDA backend: no CUDA kernel takes scratch.
 std::vector<std::size_t> cuda_conv2d_scratch(ConvPass, const Shape&, const Shape&, const Shape&, DType, bool,

@@ -1,6 +1,8 @@
 // The CUDA slots of fused attention (core/dispatch.h's attention and attention_backward):
 // the host launchers of attention.cuh's SIMT kernels, for every floating dtype (16-bit
-// inputs computed in float32, float64 in float64). Core has folded the batch dims, made
+// inputs computed in float32, float64 in float64), and of the tensor-core kernels
+// (attention_tc.cuh, attention_tc_bwd.cuh) where they apply: bf16 and f16, head dims 64
+// and 128, 16-byte aligned rows, sm_80+ (variants.h's set_attention_variant). Core has folded the batch dims, made
 // q, k, v contiguous and kept the head dims within the kernels' 256 (128 for float64,
 // whose tiles would not fit in shared memory). The backward's D = rowsum(dout * out) is
 // a workspace from the device's caching allocator, on the op's stream.
@@ -8,11 +10,25 @@
 #include "kernels/cuda/attention.cuh"
 
 #include <algorithm>
+#include <atomic>
 
+#include "kernels/cpu/variant.h"
+#include "kernels/cuda/attention_tc.cuh"
+#include "kernels/cuda/attention_tc_bwd.cuh"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/variants.h"
 
 namespace ember::kernels::cuda {
 namespace {
+
+// true: the SIMT kernel always; false ("auto"): the tensor-core kernel where it applies.
+bool parse_attention(std::string_view s) {
+  if (s == "auto") return false;
+  if (s == "simt") return true;
+  EMBER_FAIL("attention variant: expected auto or simt, got \"", s, "\"");
+}
+std::atomic<bool> g_attention_simt{
+    cpu::variant_from_env("EMBER_FLASH", false, +[](std::string_view s) { return parse_attention(s); })};
 
 template <class C>
 attention_detail::Params<C> params_of(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
@@ -56,6 +72,12 @@ void attention_kernel(const Tensor& out, const Tensor& lse, const Tensor& q, con
   visit_attention_dtype(q.dtype(), "attention", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using C = compute_t<T>;
+    if constexpr (tc::is_mma_type_v<T>) {
+      if (!g_attention_simt.load() &&
+          attention_tc_supported(ptr<const T>(q), ptr<const T>(k), ptr<const T>(v), q.size(2), v.size(2)))
+        return attention_tc_forward<T>(ptr<const T>(q), ptr<const T>(k), ptr<const T>(v), ptr<T>(out), ptr<C>(lse),
+                                       params_of<C>(q, k, v, mask, p), scope.stream());
+    }
     attention_forward<T, C>(ptr<const T>(q), ptr<const T>(k), ptr<const T>(v), ptr<T>(out), ptr<C>(lse),
                             params_of<C>(q, k, v, mask, p), scope.stream());
   });
@@ -69,6 +91,13 @@ void attention_backward_kernel(const Tensor& dq, const Tensor& dk, const Tensor&
     using T = typename decltype(tag)::type;
     using C = compute_t<T>;
     const Tensor d = empty({std::max<int64_t>(1, q.size(0) * q.size(1))}, {lse.dtype(), q.device()});
+    if constexpr (tc::is_mma_type_v<T>) {
+      if (!g_attention_simt.load() &&
+          attention_tc_supported(ptr<const T>(q), ptr<const T>(k), ptr<const T>(v), q.size(2), v.size(2)))
+        return attention_tc_backward<T>(ptr<const T>(q), ptr<const T>(k), ptr<const T>(v), ptr<const T>(out),
+                                        ptr<const T>(dout), ptr<const C>(lse), ptr<C>(d), ptr<T>(dq), ptr<T>(dk),
+                                        ptr<T>(dv), params_of<C>(q, k, v, mask, p), scope.stream());
+    }
     attention_backward<T, C>(ptr<const T>(q), ptr<const T>(k), ptr<const T>(v), ptr<const T>(out),
                              ptr<const T>(dout), ptr<const C>(lse), ptr<C>(d), ptr<T>(dq), ptr<T>(dk), ptr<T>(dv),
                              params_of<C>(q, k, v, mask, p), scope.stream());
@@ -76,6 +105,9 @@ void attention_backward_kernel(const Tensor& dq, const Tensor& dk, const Tensor&
 }
 
 }  // namespace
+
+void set_attention_variant(std::string_view name) { g_attention_simt = parse_attention(name); }
+std::string attention_variant() { return g_attention_simt.load() ? "simt" : "auto"; }
 
 void register_attention() {
   attention_stub.set(DeviceType::CUDA, attention_kernel);

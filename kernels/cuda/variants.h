@@ -51,4 +51,12 @@ std::string spmm_variant();
 void set_rnn_variant(std::string_view name);
 std::string rnn_variant();
 
+// The fused attention kernels (scaled_dot_product_attention's flash path), forward and
+// backward. EMBER_FLASH sets the starting choice: "auto" (the tensor-core kernels of
+// attention_tc.cuh / attention_tc_bwd.cuh for bf16 and f16 with head dims 64 and 128 on
+// sm_80 and newer, the SIMT kernels of attention.cuh otherwise) or "simt" (the SIMT
+// kernels always).
+void set_attention_variant(std::string_view name);
+std::string attention_variant();
+
 }  // namespace ember::kernels::cuda

@@ -162,6 +162,7 @@ class Worker {
 };
 
 thread_local Worker* current_worker = nullptr;
+thread_local uint64_t blocks_started = 0;  // block_serial()
 
 Worker& worker() {
   EMBER_CHECK(current_worker != nullptr, "CUDA emulator: a device function was called outside a kernel launch");
@@ -277,6 +278,7 @@ void Worker::run_block(const Launch& launch, uint3 block_index) {
   ASAN_POISON_MEMORY_REGION(shared_.get() + launch.shared_bytes, kCanaryBytes);
 #endif
 
+  ++blocks_started;
   block_idx = block_index;
   block_dim = launch.block;
   grid_dim = launch.grid;
@@ -473,6 +475,7 @@ Worker& this_thread_worker() {
 void run_block(const Launch& launch, uint3 block_index) { this_thread_worker().run_block(launch, block_index); }
 
 void* dynamic_shared() { return worker().dynamic_shared(); }
+uint64_t block_serial() { return blocks_started; }
 void syncthreads(const std::source_location& site) { worker().syncthreads(site); }
 uint64_t warp_collective(WarpOp op, unsigned mask, uint64_t value, int param, int width,
                          const std::source_location& site) {

@@ -20,6 +20,9 @@ struct Reference {
   std::vector<double> out;
   std::vector<double> tol;  // per element: the rounding bound of the dtype's computation
   Shape shape;
+  // Per element, the sum of its terms' absolute values (reference(): sum_j p_j |v_j|), on
+  // which the bound of a computation with further roundings (16-bit operands) is built.
+  std::vector<double> magnitude;
 };
 
 // softmax(q k^T scale + mask) v in double, row by row, over the broadcast batch. mask_kind:
@@ -76,6 +79,7 @@ inline Reference reference(const Tensor& q, const Tensor& k, const Tensor& v, in
           bnd += p * std::fabs(val);
         }
         r.out.push_back(o);
+        r.magnitude.push_back(bnd);
         r.tol.push_back((2 * gamma_n(static_cast<double>(E + 2), u) * A + gamma_n(static_cast<double>(2 * S + 8), u)) *
                             bnd +
                         64 * dtype_underflow(dtype) + (dtype == kFloat64 ? 1e-15 : 0));
@@ -177,8 +181,10 @@ inline GradReference reference_grads(const Tensor& q, const Tensor& k, const Ten
           r.dv.tol[vj] += P[at] * std::fabs(gv[gi]);
         }
       }
-  for (Reference* x : {&r.dq, &r.dk, &r.dv})
+  for (Reference* x : {&r.dq, &r.dk, &r.dv}) {
+    x->magnitude = x->tol;
     for (double& t : x->tol) t = rel * t + floor;
+  }
   return r;
 }
 
