@@ -23,11 +23,11 @@ struct ConvTranspose2dOptions {
   std::pair<int64_t, int64_t> dilation{1, 1};
 };
 
-class ConvTranspose2d : public Module {
+class ConvTranspose2d : public Callable<ConvTranspose2d> {
  public:
   ConvTranspose2d(int64_t in_channels, int64_t out_channels, std::pair<int64_t, int64_t> kernel_size,
                   ConvTranspose2dOptions options = {});
-  Tensor forward(const Tensor& x) override;
+  Tensor forward(const Tensor& x);
   std::string name() const override;
   Tensor& weight;  // [in, out / groups, kh, kw]
   Tensor& bias;    // [out], or undefined
@@ -39,30 +39,30 @@ class ConvTranspose2d : public Module {
 };
 
 // Zeroes whole channels of [N, C, H, W] (or [N, C, L]) in training mode, as F.dropout2d.
-class Dropout2d : public Module {
+class Dropout2d : public Callable<Dropout2d> {
  public:
   explicit Dropout2d(double p = 0.5);
-  Tensor forward(const Tensor& x) override { return dropout2d(x, p_, is_training()); }
+  Tensor forward(const Tensor& x) { return dropout2d(x, p_, is_training()); }
   std::string name() const override;
 
  private:
   double p_;
 };
 
-class PixelShuffle : public Module {
+class PixelShuffle : public Callable<PixelShuffle> {
  public:
   explicit PixelShuffle(int64_t upscale_factor);
-  Tensor forward(const Tensor& x) override { return pixel_shuffle(x, r_); }
+  Tensor forward(const Tensor& x) { return pixel_shuffle(x, r_); }
   std::string name() const override;
 
  private:
   int64_t r_;
 };
 
-class PixelUnshuffle : public Module {
+class PixelUnshuffle : public Callable<PixelUnshuffle> {
  public:
   explicit PixelUnshuffle(int64_t downscale_factor);
-  Tensor forward(const Tensor& x) override { return pixel_unshuffle(x, r_); }
+  Tensor forward(const Tensor& x) { return pixel_unshuffle(x, r_); }
   std::string name() const override;
 
  private:
@@ -70,10 +70,10 @@ class PixelUnshuffle : public Module {
 };
 
 // nn.Upsample: interpolate with fixed options (exactly one of size and scale_factor).
-class Upsample : public Module {
+class Upsample : public Callable<Upsample> {
  public:
   explicit Upsample(InterpolateOptions options);
-  Tensor forward(const Tensor& x) override { return interpolate(x, options_); }
+  Tensor forward(const Tensor& x) { return interpolate(x, options_); }
   std::string name() const override;
 
  private:

@@ -108,7 +108,7 @@ int main(int argc, char** argv) {
     // state carried over (repackaged: cut from the previous batch's graph).
     Hidden hidden;
     auto run = [&](const Tensor& input) {
-      if (transformer) return std::static_pointer_cast<TransformerModel>(model)->forward(input).view({-1, ntokens});
+      if (transformer) return (*std::static_pointer_cast<TransformerModel>(model))(input).view({-1, ntokens});
       hidden = {hidden.h.detach(), hidden.c.defined() ? hidden.c.detach() : Tensor()};
       Tensor output;
       std::tie(output, hidden) = (*std::static_pointer_cast<RNNModel>(model))(input, hidden);
