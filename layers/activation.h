@@ -1,5 +1,6 @@
-// Activation and dropout layers: ReLU, GELU, Tanh, Sigmoid, LeakyReLU, SiLU, ELU, Dropout. Dropout is active in
-// training mode only (Module::train / eval), as in PyTorch.
+// Activation and dropout layers: ReLU, GELU, Tanh, Sigmoid, LeakyReLU, SiLU, ELU, Dropout,
+// Dropout2d. The dropouts are active in training mode only (Module::train / eval), as in
+// PyTorch.
 #pragma once
 
 #include <string>
@@ -62,6 +63,17 @@ class Dropout : public Callable<Dropout> {
  public:
   explicit Dropout(double p = 0.5);
   Tensor forward(const Tensor& x) { return functional::dropout(x, p_, is_training()); }
+  std::string name() const override;
+
+ private:
+  double p_;
+};
+
+// Zeroes whole channels of [N, C, H, W] (or [N, C, L]) in training mode, as F.dropout2d.
+class Dropout2d : public Callable<Dropout2d> {
+ public:
+  explicit Dropout2d(double p = 0.5);
+  Tensor forward(const Tensor& x) { return dropout2d(x, p_, is_training()); }
   std::string name() const override;
 
  private:

@@ -1,6 +1,9 @@
-// Convolution and pooling layers (NCHW): Conv2d, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d.
-// Each mirrors its PyTorch namesake: parameter names, shapes and default initialisation
+// Convolution and pooling layers (NCHW): Conv2d, ConvTranspose2d, MaxPool2d, AvgPool2d,
+// AdaptiveAvgPool2d. Each mirrors its PyTorch namesake: parameter names, shapes
+// (ConvTranspose2d's weight is [in, out / groups, kh, kw]) and default initialisation
 // (Kaiming-uniform with a = sqrt(5), and the same bound 1/sqrt(fan_in) for biases).
+// ConvTranspose2d's options are a designated-initializer struct:
+//   nn::ConvTranspose2d up(512, 256, {4, 4}, {.stride = {2, 2}, .padding = {1, 1}, .bias = false});
 #pragma once
 
 #include <string>
@@ -28,6 +31,30 @@ class Conv2d : public Callable<Conv2d> {
  private:
   int64_t in_, out_, groups_;
   Pair kernel_, stride_, padding_, dilation_;
+};
+
+struct ConvTranspose2dOptions {
+  Pair stride{1, 1};
+  Pair padding{0, 0};
+  Pair output_padding{0, 0};
+  int64_t groups = 1;
+  bool bias = true;
+  Pair dilation{1, 1};
+};
+
+class ConvTranspose2d : public Callable<ConvTranspose2d> {
+ public:
+  ConvTranspose2d(int64_t in_channels, int64_t out_channels, Pair kernel_size,
+                  ConvTranspose2dOptions options = {});
+  Tensor forward(const Tensor& x);
+  std::string name() const override;
+  Tensor& weight;  // [in, out / groups, kh, kw]
+  Tensor& bias;    // [out], or undefined
+
+ private:
+  int64_t in_, out_;
+  Pair kernel_;
+  ConvTranspose2dOptions options_;
 };
 
 class MaxPool2d : public Callable<MaxPool2d> {
