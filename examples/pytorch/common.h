@@ -1,8 +1,9 @@
 // What the ports of PyTorch's examples share in their main(): the house's flags as far as
 // they apply to a port (DESIGN.md's command-line conventions: --device, --threads, --seed,
 // --epochs, --batch-size, --lr, --data, --limit-train, --limit-test; each numeric one with
-// its range in --help) plus the originals' --dry-run, and Fashion-MNIST standing in for
-// MNIST. The models themselves are in each folder's model.h, written as the originals.
+// its range in --help) plus the originals' --dry-run and --check-flags (parse, check, exit),
+// and Fashion-MNIST standing in for MNIST. The models themselves are in each folder's
+// model.h, written as the originals.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -29,6 +30,7 @@ struct Flags {
   int64_t limit_train = 0;  // 0: all
   int64_t limit_test = 0;   // 0: all
   bool dry_run = false;     // one batch of training and one of testing
+  bool check_flags = false;  // check the flags and the device, then exit (main returns after setup)
 };
 
 // Adds the flags, their defaults being `f`'s (the original's).
@@ -53,6 +55,9 @@ inline void add_flags(CLI::App& app, Flags& f, bool with_data = true) {
                      "INT");
   }
   app.add_flag("--dry-run", f.dry_run, "one batch of training (and of testing), as the original's --dry-run");
+  // What tests/examples/test_hostile_values.cpp gives the ports that have no data folder
+  // to stop at, so that an accepted value ends the run before any training.
+  app.add_flag("--check-flags", f.check_flags, "check the flags and the device, then exit before loading data");
 }
 
 // Threads, seed and device, as the flags say; returns the device.

@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
     app.add_flag("--restore-from-checkpoint", restore, "start from the checkpoints in the working folder");
     CLI11_PARSE(app, argc, argv);
     const ember::Device device = ember::pt::setup(flags);
+    if (flags.check_flags) return 0;
     const ember::TensorOptions on_device(ember::kFloat32, device);
 
     auto generator = std::make_shared<pt_cpp_dcgan::DCGANGenerator>(kNoiseSize);

@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
     app.add_option("--outf", outf, "folder to write the model checkpoints to (default: none written)");
     CLI11_PARSE(app, argc, argv);
     const ember::Device device = ember::pt::setup(flags);
+    if (flags.check_flags) return 0;
     constexpr int64_t nc = 1, image_size = 64;
 
     ember::data::DataLoader dataloader(

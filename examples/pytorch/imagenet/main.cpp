@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
     app.add_option("--image-size", image_size, "pixels a side the images are resized to")->check(CLI::Range(int64_t{32}, int64_t{1024}).description(""))->type_name("INT in [32, 1024]")->capture_default_str();
     CLI11_PARSE(app, argc, argv);
     const ember::Device device = ember::pt::setup(flags);
+    if (flags.check_flags) return 0;
 
     const ember::data::Transform rgb = [](const Tensor& b, ember::Generator&) {
       return b.expand({b.size(0), 3, b.size(2), b.size(3)}).contiguous();

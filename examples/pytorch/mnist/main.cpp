@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
         ->type_name("FLOAT in [0, 1]")->capture_default_str();
     CLI11_PARSE(app, argc, argv);
     const ember::Device device = ember::pt::setup(flags);
+    if (flags.check_flags) return 0;
 
     const auto normalize = ember::data::normalize({ember::pt::kFashionMean}, {ember::pt::kFashionStd});
     ember::data::DataLoader train_loader(ember::pt::fashion_mnist(flags, true),

@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
     CLI11_PARSE(app, argc, argv);
     args.batch_size = flags.batch_size;
     const ember::Device device = ember::pt::setup(flags);
+    if (flags.check_flags) return 0;
 
     // The class token has one row per sample of a full batch: the last, partial one is dropped.
     const ember::data::DataLoaderOptions load{.batch_size = flags.batch_size, .shuffle = true, .drop_last = true,

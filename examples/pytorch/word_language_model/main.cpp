@@ -86,6 +86,7 @@ int main(int argc, char** argv) {
     app.add_option("--dropout", dropout, "dropout applied to layers (0 = no dropout)")->check(CLI::Range(0.0, 1.0).description(""))->type_name("FLOAT in [0, 1]")->capture_default_str();
     CLI11_PARSE(app, argc, argv);
     const ember::Device device = ember::pt::setup(flags);
+    if (flags.check_flags) return 0;
 
     const Corpus corpus(data);
     const int64_t eval_batch_size = 10;
