@@ -15,7 +15,7 @@
 #include "core/tensor.h"
 #include "tests/core/reference.h"
 
-namespace ember {
+namespace ember::test {
 namespace {
 
 struct InPlaceOp {
@@ -190,4 +190,4 @@ TEST(InPlaceArith, OutOfPlaceSpellingDifferentiates) {
 }
 
 }  // namespace
-}  // namespace ember
+}  // namespace ember::test
