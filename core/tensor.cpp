@@ -479,8 +479,11 @@ const Tensor& binary_into(const kernels::OpStub<kernels::BinaryFn>& stub, const 
   return self;
 }
 
-// The Scalar forms: the value as a host 0-d tensor of this tensor's dtype.
-Tensor host_scalar(Scalar value, DType dtype) { return scalar_tensor(value, {dtype, Device::cpu()}); }
+// The Scalar forms: the value as a host 0-d tensor of self's dtype.
+Tensor host_scalar(const char* op, const Tensor& self, Scalar value) {
+  detail::check_defined(op, self);
+  return scalar_tensor(value, {self.dtype(), Device::cpu()});
+}
 
 // True division into an integer tensor has no integer result (PyTorch refuses it too).
 void check_div_dtype(const Tensor& self) {
@@ -490,17 +493,23 @@ void check_div_dtype(const Tensor& self) {
 
 }  // namespace
 
-const Tensor& Tensor::add_(const Tensor& other) const { return binary_into(kernels::add_stub, "add_", "+", *this, other); }
+const Tensor& Tensor::add_(const Tensor& other) const {
+  return binary_into(kernels::add_stub, "add_", "+", *this, other);
+}
 const Tensor& Tensor::add_(Scalar other) const {
-  return binary_into(kernels::add_stub, "add_", "+", *this, host_scalar(other, dtype()), true);
+  return binary_into(kernels::add_stub, "add_", "+", *this, host_scalar("add_", *this, other), true);
 }
-const Tensor& Tensor::sub_(const Tensor& other) const { return binary_into(kernels::sub_stub, "sub_", "-", *this, other); }
+const Tensor& Tensor::sub_(const Tensor& other) const {
+  return binary_into(kernels::sub_stub, "sub_", "-", *this, other);
+}
 const Tensor& Tensor::sub_(Scalar other) const {
-  return binary_into(kernels::sub_stub, "sub_", "-", *this, host_scalar(other, dtype()), true);
+  return binary_into(kernels::sub_stub, "sub_", "-", *this, host_scalar("sub_", *this, other), true);
 }
-const Tensor& Tensor::mul_(const Tensor& other) const { return binary_into(kernels::mul_stub, "mul_", "*", *this, other); }
+const Tensor& Tensor::mul_(const Tensor& other) const {
+  return binary_into(kernels::mul_stub, "mul_", "*", *this, other);
+}
 const Tensor& Tensor::mul_(Scalar other) const {
-  return binary_into(kernels::mul_stub, "mul_", "*", *this, host_scalar(other, dtype()), true);
+  return binary_into(kernels::mul_stub, "mul_", "*", *this, host_scalar("mul_", *this, other), true);
 }
 const Tensor& Tensor::div_(const Tensor& other) const {
   check_div_dtype(*this);
@@ -508,7 +517,7 @@ const Tensor& Tensor::div_(const Tensor& other) const {
 }
 const Tensor& Tensor::div_(Scalar other) const {
   check_div_dtype(*this);
-  return binary_into(kernels::div_stub, "div_", "/", *this, host_scalar(other, dtype()), true);
+  return binary_into(kernels::div_stub, "div_", "/", *this, host_scalar("div_", *this, other), true);
 }
 
 const Tensor& Tensor::fill_(Scalar value) const {
