@@ -200,7 +200,7 @@ class Callable : public Base {
   // Derived::forward when it maps one tensor to one, Base's otherwise. Instantiated once
   // Derived is complete (a virtual's body is), so the concept sees Derived's forward.
   Tensor one_tensor_forward(const Tensor& x) override {
-    if constexpr (detail::OneTensorForward<Derived>) {
+    if constexpr (::ember::detail::OneTensorForward<Derived>) {
       return static_cast<Derived&>(*this).forward(x);
     } else {
       return Base::one_tensor_forward(x);
@@ -219,7 +219,7 @@ class Child {
   M* get() const {
     if (slot_ == nullptr || slot_->second == nullptr) return nullptr;
     auto* m = dynamic_cast<M*>(slot_->second.get());
-    if (m == nullptr) detail::throw_child_error(&slot_->first, slot_->second.get(), typeid(M));
+    if (m == nullptr) ::ember::detail::throw_child_error(&slot_->first, slot_->second.get(), typeid(M));
     return m;
   }
   M* operator->() const { return checked(); }
@@ -240,7 +240,7 @@ class Child {
   explicit Child(const Module::ChildSlots::value_type* slot) : slot_(slot) {}
   M* checked() const {
     M* m = get();
-    if (m == nullptr) detail::throw_child_error(slot_ ? &slot_->first : nullptr, nullptr, typeid(M));
+    if (m == nullptr) ::ember::detail::throw_child_error(slot_ ? &slot_->first : nullptr, nullptr, typeid(M));
     return m;
   }
   const Module::ChildSlots::value_type* slot_ = nullptr;
