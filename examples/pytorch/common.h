@@ -8,8 +8,10 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "base/program.h"
@@ -58,6 +60,22 @@ inline void add_flags(CLI::App& app, Flags& f, bool with_data = true) {
   // What tests/examples/test_hostile_values.cpp gives the ports that have no data folder
   // to stop at, so that an accepted value ends the run before any training.
   app.add_flag("--check-flags", f.check_flags, "check the flags and the device, then exit before loading data");
+}
+
+// The range check of a port's own FLOAT option. CLI::Range alone lets NaN through (no
+// comparison with it is true); this refuses NaN, infinities and non-numbers first, as the
+// house flags do (Note [Flag ranges] in examples/common/flags.h).
+inline CLI::Validator finite_range(double lo, double hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        if (text.empty() || *end != '\0' || !std::isfinite(v)) return "'" + text + "' is not a finite number";
+        if (v < lo || v > hi)
+          return ember::detail::str("'", text, "' is not in [", lo, ", ", hi, "]");
+        return "";
+      },
+      "");
 }
 
 // Threads, seed and device, as the flags say; returns the device.
