@@ -339,7 +339,7 @@ Tensor DistributedDataParallel::forward(const Tensor& x) {
     if (im.in_iteration && im.sync) im.complete_missing("forward");
     if (im.in_iteration && im.next_launch == im.buckets.size()) im.finish();
   }
-  Tensor out = module_->forward(x);
+  Tensor out = module_->one_tensor_forward(x);
   if (im.opt.find_unused_parameters && im.sync && grad_enabled() && out.requires_grad()) {
     // The accumulators the graph reaches; the parameters whose accumulator it does not
     // reach get no gradient in this backward: ready now, with the gradient they hold

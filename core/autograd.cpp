@@ -149,7 +149,12 @@ class AccumulateGrad final : public Node {
     const bool own = sole_owner(g);  // asked before any copy of the handle
     Tensor gc = g.shape() == leaf_->shape ? g : sum_to(g, leaf_->shape);
     if (gc.dtype() != leaf_->dtype) gc = gc.to(leaf_->dtype);
-    if (meta.grad.defined()) {
+    if (meta.grad.defined() && grad_enabled() && (gc.requires_grad() || meta.grad.requires_grad())) {
+      // create_graph: the sum is recorded, so the accumulated gradient differentiates again
+      // (Note [In-place arithmetic and autograd] in core/tensor.cpp), as PyTorch's
+      // AccumulateGrad does under grad mode.
+      meta.grad = add(meta.grad, gc);
+    } else if (meta.grad.defined()) {
       // In place, as PyTorch: the gradient keeps its address from step to step, which a
       // captured CUDA graph and gradient buckets rely on.
       meta.grad.add_(gc);

@@ -9,8 +9,8 @@
 // SavedOutput (a node cannot own its output, which owns the node). Where a formula calls
 // a fused kernel, the kernel call is itself a recorded op with its own backward
 // (relu_backward, dropout's and embedding's backward), or the formula composes the same
-// gradient from differentiable ops when grad mode is on (cross entropy, layer norm, batch
-// norm). An op whose backward has neither records with record_once_differentiable: a
+// gradient from differentiable ops when grad mode is on (cross entropy, layer norm, group
+// norm, batch norm). An op whose backward has neither records with record_once_differentiable: a
 // second derivative through it is then an error naming it.
 #pragma once
 

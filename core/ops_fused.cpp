@@ -6,6 +6,7 @@
 #include "core/autograd.h"
 #include "core/autograd_graph.h"
 #include "core/dispatch.h"
+#include "core/norm_composed.h"
 #include "core/op_utils.h"
 
 namespace ember {
@@ -56,21 +57,18 @@ Tensor cross_entropy_grad_composed(const Tensor& x, const Tensor& t, const Tenso
   return mul(r, div(gx, total));
 }
 
-// (x - mean) rstd over `dims` of x, and rstd, from differentiable ops (layer norm's
-// create_graph backward).
-std::pair<Tensor, Tensor> normalize_composed(const Tensor& x, const std::vector<int64_t>& dims, double eps) {
+}  // namespace
+
+std::pair<Tensor, Tensor> detail::normalize_composed(const Tensor& x, const std::vector<int64_t>& dims, double eps) {
   const Tensor xc = sub(x, mean(x, dims, true));
   const Tensor rstd = rsqrt(add(mean(mul(xc, xc), dims, true), Scalar(eps)));
   return {mul(xc, rstd), rstd};
 }
 
-// The gradient of a normalized input, given g = dy * weight: rstd (g - mean(g) - xhat
-// mean(g xhat)) over `dims`.
-Tensor normalized_input_grad(const Tensor& g, const Tensor& xhat, const Tensor& rstd, const std::vector<int64_t>& dims) {
+Tensor detail::normalized_input_grad(const Tensor& g, const Tensor& xhat, const Tensor& rstd,
+                                     const std::vector<int64_t>& dims) {
   return mul(rstd, sub(sub(g, mean(g, dims, true)), mul(xhat, mean(mul(g, xhat), dims, true))));
 }
-
-}  // namespace
 
 Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, int64_t ignore_index, Reduction reduction,
                      const Tensor& weight, double label_smoothing) {
@@ -161,8 +159,8 @@ Tensor layer_norm(const Tensor& x_in, int64_t normalized_dims, const Tensor& wei
                           [x, w, mean, rstd, has_w = w.defined(), has_b = b.defined(), eps](const Tensor& g) {
     const Tensor dy = g.to(x.dtype()).contiguous().reshape(x.shape());
     if (grad_enabled()) {  // create_graph: the same gradients from differentiable ops
-      const auto [xhat, r] = normalize_composed(x, {1}, eps);
-      return std::vector<Tensor>{normalized_input_grad(has_w ? mul(dy, w) : dy, xhat, r, {1}),
+      const auto [xhat, r] = detail::normalize_composed(x, {1}, eps);
+      return std::vector<Tensor>{detail::normalized_input_grad(has_w ? mul(dy, w) : dy, xhat, r, {1}),
                                  has_w ? sum(mul(dy, xhat), {0}) : Tensor(), has_b ? sum(dy, {0}) : Tensor()};
     }
     Tensor dx = autograd::needs_input_grad(0) ? empty_like(x) : Tensor();

@@ -8,6 +8,7 @@
 #include "core/autograd.h"
 #include "core/autograd_graph.h"
 #include "core/dispatch.h"
+#include "core/norm_composed.h"
 #include "core/op_utils.h"
 
 namespace ember {
@@ -175,16 +176,25 @@ Tensor group_norm(const Tensor& x_in, int64_t G, const Tensor& weight, const Ten
   Tensor y = empty_like(x), mean = empty({N, G}, {stat, x.device()}), rstd = empty({N, G}, {stat, x.device()});
   const Tensor wd = w.defined() ? w.detach() : Tensor(), bd = b.defined() ? b.detach() : Tensor();
   if (x.numel() > 0) kernels::group_norm_stub(x.device(), y, mean, rstd, x.detach(), wd, bd, G, eps);
-  return autograd::record_once_differentiable("group_norm", {x, w, b}, y.view(x_in.shape()),
-                                              [x = x.detach(), wd, mean, rstd, G, has_w = w.defined(),
-                                               has_b = b.defined()](const Tensor& g) {
+  return autograd::record("group_norm", {x, w, b}, y.view(x_in.shape()),
+                          [x, w, wd, mean, rstd, G, eps, has_w = w.defined(), has_b = b.defined()](const Tensor& g) {
     const Tensor dy = g.to(x.dtype()).contiguous().reshape(x.shape());
+    const int64_t N = x.size(0), C = x.size(1), S = x.size(2);
+    if (grad_enabled() && x.numel() > 0) {  // create_graph: the same gradients composed, over [N, G, C / G * S]
+      const auto [xhat_g, r] = detail::normalize_composed(x.reshape({N, G, -1}), {2}, eps);
+      const Tensor xhat = xhat_g.reshape({N, C, S});
+      const Tensor dxhat = has_w ? mul(dy, w.view({1, C, 1})) : dy;
+      return std::vector<Tensor>{
+          detail::normalized_input_grad(dxhat.reshape({N, G, -1}), xhat_g, r, {2}).reshape({N, C, S}),
+          has_w ? sum(mul(dy, xhat), {0, 2}) : Tensor(), has_b ? sum(dy, {0, 2}) : Tensor()};
+    }
+    const Tensor xd = x.detach();
     const TensorOptions opt{x.dtype(), x.device()};
-    Tensor dx = autograd::needs_input_grad(0) ? empty_like(x) : Tensor();
-    Tensor dw = has_w && autograd::needs_input_grad(1) ? empty({x.size(1)}, opt) : Tensor();
-    Tensor db = has_b && autograd::needs_input_grad(2) ? empty({x.size(1)}, opt) : Tensor();
+    Tensor dx = autograd::needs_input_grad(0) ? empty_like(xd) : Tensor();
+    Tensor dw = has_w && autograd::needs_input_grad(1) ? empty({C}, opt) : Tensor();
+    Tensor db = has_b && autograd::needs_input_grad(2) ? empty({C}, opt) : Tensor();
     if (x.numel() > 0)
-      kernels::group_norm_backward_stub(x.device(), dx, dw, db, dy, x, mean, rstd, wd, G);
+      kernels::group_norm_backward_stub(x.device(), dx, dw, db, dy, xd, mean, rstd, wd, G);
     else
       for (Tensor* p : {&dw, &db})
         if (p->defined()) p->zero_();

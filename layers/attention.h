@@ -53,7 +53,7 @@ class MultiheadAttention : public Callable<MultiheadAttention> {
   const MultiheadAttentionOptions& options() const { return options_; }
 
   Tensor in_proj_weight, q_proj_weight, k_proj_weight, v_proj_weight, in_proj_bias, bias_k, bias_v;
-  std::shared_ptr<Linear> out_proj;
+  Child<Linear> out_proj;
 
  private:
   int64_t embed_dim_, num_heads_;

@@ -1,6 +1,7 @@
 #include "layers/containers.h"
 
 #include <optional>
+#include <typeinfo>
 #include <vector>
 
 #include "base/error.h"
@@ -22,14 +23,14 @@ Tensor Checkpoint::forward(const Tensor& x) {
   bool any = false;
   for (const Tensor& t : inputs) any = any || t.requires_grad();
   const MemoryScope scope(inner_mod.get());
-  if (!grad_enabled() || !any) return inner_mod->forward(x);
+  if (!grad_enabled() || !any) return inner_mod->one_tensor_forward(x);
   // The recompute repeats the forward's random draws and its autocast dtype.
   const Generator saved = default_generator();
   const std::optional<DType> autocast = autocast_dtype();
   Tensor y;
   {
     NoGradGuard no_grad;
-    y = inner_mod->forward(x);
+    y = inner_mod->one_tensor_forward(x);
   }
   return autograd::custom_function("checkpoint", inputs, y,
                          [inner = inner_mod, x = x.detach(), needs_x = x.requires_grad(), saved, autocast,
@@ -44,7 +45,7 @@ Tensor Checkpoint::forward(const Tensor& x) {
       if (autocast) autocast_on.emplace(*autocast);
       Tensor xi = needs_x ? x.detach().requires_grad_() : x;
       const MemoryScope scope(inner.get());
-      Tensor yi = inner->forward(xi);
+      Tensor yi = inner->one_tensor_forward(xi);
       yi.backward(g);  // the parameters' gradients accumulate here
       if (needs_x) grads[0] = xi.grad();
     }
@@ -61,6 +62,18 @@ Module& Sequential::operator[](size_t i) const {
   EMBER_CHECK(i < size(), "Sequential: index ", i, " is out of range for ", size(), " modules");
   return *registered_modules()[i].second;
 }
+
+namespace {
+
+// A module of exactly type T, not a subclass (whose forward may differ: Note [Calling a
+// module]), or null.
+template <class T>
+T* exactly(Module* m) {
+  return m != nullptr && typeid(*m) == typeid(T) ? static_cast<T*>(m) : nullptr;
+}
+
+}  // namespace
+
 // Note [Fused activations]. A ReLU after a Linear or Conv2d costs a pass over their output
 // in forward (read, write) and one in backward (read the gradient and the output, write),
 // each as large as the layer's activations: in the Fashion-MNIST CNN, 12.8 MB per step
@@ -74,8 +87,8 @@ Module& Sequential::operator[](size_t i) const {
 // What the user sees is one autograd node instead of two.
 Tensor Sequential::forward(const Tensor& x) {
   const auto& mods = registered_modules();
-  auto is_relu = [&](size_t i) { return i < mods.size() && dynamic_cast<ReLU*>(mods[i].second.get()); };
-  auto pool_at = [&](size_t i) { return i < mods.size() ? dynamic_cast<MaxPool2d*>(mods[i].second.get()) : nullptr; };
+  auto is_relu = [&](size_t i) { return i < mods.size() && exactly<ReLU>(mods[i].second.get()); };
+  auto pool_at = [&](size_t i) { return i < mods.size() ? exactly<MaxPool2d>(mods[i].second.get()) : nullptr; };
   Tensor y = x;
   for (size_t i = 0; i < mods.size(); ++i) {
     Module* m = mods[i].second.get();
@@ -86,18 +99,18 @@ Tensor Sequential::forward(const Tensor& x) {
       continue;
     }
     if (fuse_ && is_relu(i + 1) && !pool_at(i + 2)) {
-      if (auto* l = dynamic_cast<Linear*>(m)) {
+      if (auto* l = exactly<Linear>(m)) {
         y = l->forward(y, Activation::kReLU);
         ++i;
         continue;
       }
-      if (auto* c = dynamic_cast<Conv2d*>(m)) {
+      if (auto* c = exactly<Conv2d>(m)) {
         y = c->forward(y, Activation::kReLU);
         ++i;
         continue;
       }
     }
-    y = m->forward(y);
+    y = m->one_tensor_forward(y);
   }
   return y;
 }

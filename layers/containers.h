@@ -18,10 +18,10 @@ namespace ember::nn {
 // it. Memory: the activations inside `inner` live only while its backward runs, at the
 // price of a second forward. The parameters of `inner` get their gradients during that
 // backward (their post-accumulate hooks fire from it).
-class Checkpoint : public Module {
+class Checkpoint : public Callable<Checkpoint> {
  public:
   explicit Checkpoint(std::shared_ptr<Module> inner);
-  Tensor forward(const Tensor& x) override;
+  Tensor forward(const Tensor& x);
   std::string name() const override { return "Checkpoint"; }
   // The checkpointed module (registered as "inner"; replace_module("inner", m) changes it).
   const std::shared_ptr<Module>& inner() const { return registered_modules().front().second; }
@@ -29,7 +29,7 @@ class Checkpoint : public Module {
 
 // Iterates a container's modules as registered (a module held twice comes twice).
 struct ModuleIterator {
-  Module::NamedModules::const_iterator it;
+  Module::ChildSlots::const_iterator it;
   const std::shared_ptr<Module>& operator*() const { return it->second; }
   ModuleIterator& operator++() {
     ++it;
@@ -43,13 +43,14 @@ struct ModuleIterator {
 // Conv2d followed by a ReLU runs as one op with the ReLU fused into it (Note [Fused
 // activations] in containers.cpp): the same results bit for bit, passes over the
 // activations saved. set_fusion(false) runs the modules one by one. A module given twice
-// runs twice (its parameters are listed once).
-class Sequential : public Module {
+// runs twice (its parameters are listed once). Each module's forward maps one tensor to
+// one (Note [Calling a module]); running one that has none is an error naming it.
+class Sequential : public Callable<Sequential> {
  public:
   Sequential() = default;
   Sequential(std::initializer_list<std::shared_ptr<Module>> modules);
   void push_back(std::shared_ptr<Module> m);
-  Tensor forward(const Tensor& x) override;
+  Tensor forward(const Tensor& x);
   void set_fusion(bool on) { fuse_ = on; }
   std::string name() const override { return "Sequential"; }
   size_t size() const { return registered_modules().size(); }

@@ -22,6 +22,15 @@ Tensor conv_weight(int64_t in, int64_t out, Pair k, int64_t groups) {
   return empty({out, in / groups, k.first, k.second});
 }
 
+// The weight, checked before it is allocated (the members bind to it first).
+Tensor transposed_weight(int64_t in, int64_t out, Pair k, const ConvTranspose2dOptions& o) {
+  EMBER_CHECK(in > 0 && out > 0 && o.groups > 0 && in % o.groups == 0 && out % o.groups == 0,
+              "ConvTranspose2d: channels in=", in, " out=", out, " must be positive and divisible by groups=",
+              o.groups);
+  EMBER_CHECK(k.first > 0 && k.second > 0, "ConvTranspose2d: kernel_size must be positive, got ", pair_str(k));
+  return empty({in, out / o.groups, k.first, k.second});
+}
+
 }  // namespace
 
 Conv2d::Conv2d(int64_t in, int64_t out, Pair k, Pair stride, Pair padding, Pair dilation, int64_t groups, bool with_bias)
@@ -46,6 +55,31 @@ Tensor Conv2d::forward(const Tensor& x, Activation act) {
 std::string Conv2d::name() const {
   return "Conv2d(" + std::to_string(in_) + ", " + std::to_string(out_) + ", kernel_size=" + pair_str(kernel_) +
          ", stride=" + pair_str(stride_) + ", padding=" + pair_str(padding_) + ")";
+}
+
+// PyTorch's reset_parameters: kaiming_uniform(a = sqrt(5)) and a bias bound of
+// 1 / sqrt(fan_in), fan_in computed from the weight as stored ([in, out / groups, k]:
+// size(1) times the kernel, so out / groups * kh * kw).
+ConvTranspose2d::ConvTranspose2d(int64_t in, int64_t out, Pair k, ConvTranspose2dOptions o)
+    : weight(register_parameter("weight", transposed_weight(in, out, k, o))),
+      bias(register_parameter("bias", o.bias ? empty({out}) : Tensor())),
+      in_(in),
+      out_(out),
+      kernel_(k),
+      options_(o) {
+  init::kaiming_uniform_(weight, {.a = std::sqrt(5.0)});
+  if (o.bias) {
+    const double b = 1.0 / std::sqrt(static_cast<double>(init::calculate_fan_in_and_fan_out(weight).first));
+    init::uniform_(bias, -b, b);
+  }
+}
+Tensor ConvTranspose2d::forward(const Tensor& x) {
+  const ConvTranspose2dOptions& o = options_;
+  return conv_transpose2d(x, weight, bias, o.stride, o.padding, o.output_padding, o.groups, o.dilation);
+}
+std::string ConvTranspose2d::name() const {
+  return "ConvTranspose2d(" + std::to_string(in_) + ", " + std::to_string(out_) + ", kernel_size=" +
+         pair_str(kernel_) + ", stride=" + pair_str(options_.stride) + ", padding=" + pair_str(options_.padding) + ")";
 }
 
 std::string MaxPool2d::name() const { return pool_str("MaxPool2d", options_); }

@@ -15,10 +15,10 @@
 
 namespace ember::nn {
 
-class Linear : public Module {
+class Linear : public Callable<Linear> {
  public:
   Linear(int64_t in_features, int64_t out_features, bool bias = true);
-  Tensor forward(const Tensor& x) override { return forward(x, Activation::kNone); }
+  Tensor forward(const Tensor& x) { return forward(x, Activation::kNone); }
   // With an activation fused into the op (what Sequential does for Linear, ReLU).
   Tensor forward(const Tensor& x, Activation act);
   std::string name() const override;
@@ -29,10 +29,10 @@ class Linear : public Module {
   int64_t in_, out_;
 };
 
-class Embedding : public Module {
+class Embedding : public Callable<Embedding> {
  public:
   Embedding(int64_t num_embeddings, int64_t embedding_dim, std::optional<int64_t> padding_idx = std::nullopt);
-  Tensor forward(const Tensor& indices) override { return functional::embedding(indices, weight, padding_idx_); }
+  Tensor forward(const Tensor& indices) { return functional::embedding(indices, weight, padding_idx_); }
   std::string name() const override;
   Tensor& weight;  // [num, dim], N(0, 1); the padding row starts at zero
 
@@ -41,10 +41,10 @@ class Embedding : public Module {
   std::optional<int64_t> padding_idx_;
 };
 
-class Flatten : public Module {
+class Flatten : public Callable<Flatten> {
  public:
   explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1) : start_(start_dim), end_(end_dim) {}
-  Tensor forward(const Tensor& x) override { return x.flatten(start_, end_); }
+  Tensor forward(const Tensor& x) { return x.flatten(start_, end_); }
   std::string name() const override;
 
  private:

@@ -17,9 +17,9 @@
 namespace ember::nn {
 namespace {
 
-// The dynamic type's name without its namespaces: "MyNet" for ember::nn::MyNet or ::MyNet.
-std::string class_name(const Module& m) {
-  const char* mangled = typeid(m).name();
+// A type's name without its namespaces: "MyNet" for ember::nn::MyNet or ::MyNet.
+std::string type_name(const std::type_info& type) {
+  const char* mangled = type.name();
   int status = 0;
   std::unique_ptr<char, void (*)(void*)> demangled(abi::__cxa_demangle(mangled, nullptr, nullptr, &status), std::free);
   std::string n = status == 0 && demangled ? demangled.get() : mangled;
@@ -27,6 +27,9 @@ std::string class_name(const Module& m) {
   if (const auto colons = n.rfind("::"); colons != std::string::npos) n.erase(0, colons + 2);
   return n;
 }
+
+// The dynamic type's name.
+std::string class_name(const Module& m) { return type_name(typeid(m)); }
 
 std::string dotted(const std::string& prefix, const std::string& name) {
   return prefix.empty() ? name : prefix + "." + name;
@@ -36,8 +39,9 @@ std::string dotted(const std::string& prefix, const std::string& name) {
 
 std::string Module::name() const { return class_name(*this); }
 
-Tensor Module::forward(const Tensor&) {
-  throw Error(name() + ": forward does not take one tensor; call the module with the arguments its forward takes");
+Tensor Module::one_tensor_forward(const Tensor&) {
+  throw Error(name() + ": has no forward that takes one tensor and returns one (Note [Calling a module] in "
+              "layers/module.h); call it with the arguments its forward takes");
 }
 
 // ----- registration -----
@@ -70,10 +74,10 @@ Tensor& Module::register_buffer(const std::string& name, Tensor t) {
   return buffers_.back().second;
 }
 
-void Module::add_child(const std::string& name, std::shared_ptr<Module> m) {
+Module::ChildSlots::value_type& Module::add_child(const std::string& name, std::shared_ptr<Module> m) {
   EMBER_CHECK(m != nullptr, "register_module: submodule '", name, "' is null");
   check_new_name("register_module", name);
-  children_.emplace_back(name, std::move(m));
+  return children_.emplace_back(name, std::move(m));
 }
 
 Tensor& Module::slot(const char* op, Slots& slots, const char* kind, const std::string& name) {
@@ -98,12 +102,12 @@ Tensor& Module::replace_buffer(const std::string& name, Tensor t) {
   return s;
 }
 
-void Module::set_child(const std::string& name, std::shared_ptr<Module> m) {
+Module::ChildSlots::value_type& Module::set_child(const std::string& name, std::shared_ptr<Module> m) {
   EMBER_CHECK(m != nullptr, "replace_module: the module for '", name, "' is null");
-  for (auto& [n, c] : children_) {
-    if (n != name) continue;
-    c = std::move(m);
-    return;
+  for (auto& slot : children_) {
+    if (slot.first != name) continue;
+    slot.second = std::move(m);
+    return slot;
   }
   std::string held;
   for (const auto& [n, c] : children_) held += (held.empty() ? "" : ", ") + n;
@@ -282,3 +286,14 @@ void Module::str_into(std::string& out, int indent) const {
 }
 
 }  // namespace ember::nn
+
+namespace ember::detail {
+
+void throw_child_error(const std::string* slot_name, const nn::Module* now, const std::type_info& wanted) {
+  const std::string slot = slot_name ? "submodule '" + *slot_name + "'" : "an empty nn::Child";
+  if (now == nullptr) throw Error(slot + ": no module is registered there");
+  throw Error(str(slot, " now holds a ", nn::class_name(*now), " (put there by replace_module), not the ",
+                  nn::type_name(wanted), " this handle reads; read the slot through a handle of the new type"));
+}
+
+}  // namespace ember::detail

@@ -17,16 +17,31 @@
 // encoder->weight` (tying, as word_language_model and GPT do) and
 // `decoder->replace_parameter("weight", t)` both write that place, and the forward, the
 // listings, state_dict() and the optimizer all read it. Modules are therefore not
-// copyable (a copy's references would point into the original). Submodules held in
-// members (`std::shared_ptr<Linear> fc`) are the exception, as in libtorch: replace_module
-// returns the new module, and a module that keeps a member must assign it,
-// `fc = replace_module("fc", ...)`; ember's containers read their registry and need nothing.
+// copyable (a copy's references would point into the original). Submodules work the same
+// way through nn::Child<M> (below): register_module returns a handle on the registry's
+// slot, and a member `nn::Child<Linear> fc` reads that slot on every use, so after
+// replace_module("fc", ...) it sees the new module, or, when a subclass put another type
+// there (word_language_model's Linear in place of nn::Transformer's decoder stack), is an
+// ember::Error naming both rather than the module replaced. A `std::shared_ptr<Linear>`
+// member still compiles (the handle converts to it) and is a snapshot, as in libtorch:
+// after a replace_module it must be assigned again.
+//
+// Note [Calling a module]. forward is not virtual: a module declares whatever forward it
+// needs (one tensor to one, q/k/v to a pair, one tensor to a tuple, as the VAE does) and
+// derives from nn::Callable<Self>, whose operator() runs Self::forward in the module's
+// memory scope (core/meta.h) so memory estimates and the profiler see it. Containers, which
+// hold modules as nn::Module, reach a forward of one tensor to one through the virtual
+// one_tensor_forward that Callable fills in when Self has one; Module's own operator()(x)
+// runs it. A subclass of a Callable layer with its own forward re-derives Callable:
+// `class TransformerModel : public nn::Callable<TransformerModel, nn::Transformer>`.
 #pragma once
 
+#include <concepts>
 #include <deque>
 #include <functional>
 #include <memory>
 #include <string>
+#include <typeinfo>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -35,23 +50,42 @@
 #include "core/tensor.h"
 
 namespace ember::nn {
+class Module;
+}  // namespace ember::nn
+
+namespace ember::detail {
+// A forward that takes one tensor and returns one (Note [Calling a module]).
+template <class D>
+concept OneTensorForward = requires(D& d, const Tensor& x) {
+  { d.forward(x) } -> std::same_as<Tensor>;
+};
+[[noreturn]] void throw_child_error(const std::string* slot_name, const nn::Module* now, const std::type_info& wanted);
+}  // namespace ember::detail
+
+namespace ember::nn {
+
+template <class M>
+class Child;
 
 class Module : public std::enable_shared_from_this<Module> {
  public:
   using NamedModules = std::vector<std::pair<std::string, std::shared_ptr<Module>>>;
+  // The registry's submodule slots: a deque, so a slot's address never changes (Child).
+  using ChildSlots = std::deque<std::pair<std::string, std::shared_ptr<Module>>>;
 
   Module() = default;
   Module(const Module&) = delete;  // Note [One place per parameter]
   Module& operator=(const Module&) = delete;
   virtual ~Module() = default;
-  // The one-tensor forward, what Sequential calls. A module whose forward takes or returns
-  // other things (attention, recurrent layers) derives from Callable (below) instead; this
-  // default then says so when it is called with one tensor.
-  virtual Tensor forward(const Tensor& x);
-  // forward(x) in this module's memory scope (core/meta.h), for memory estimates.
+  // The module's forward of one tensor to one, whatever this handle's static type: what
+  // Sequential, Checkpoint and DistributedDataParallel run (Note [Calling a module]). An
+  // ember::Error naming the module when it has none (its forward takes q, k and v, or
+  // returns a tuple).
+  virtual Tensor one_tensor_forward(const Tensor& x);
+  // one_tensor_forward(x) in this module's memory scope (core/meta.h), for memory estimates.
   Tensor operator()(const Tensor& x) {
     const MemoryScope scope(this);
-    return forward(x);
+    return one_tensor_forward(x);
   }
   // "Linear(in_features=784, out_features=512, bias=true)"; by default the class's name.
   virtual std::string name() const;
@@ -104,33 +138,33 @@ class Module : public std::enable_shared_from_this<Module> {
   // returns its slot, which a layer binds its handle to (Note [One place per parameter]).
   Tensor& register_parameter(const std::string& name, Tensor t);
   Tensor& register_buffer(const std::string& name, Tensor t);
+  // Registers `m` and returns a handle on its slot: keep it in an nn::Child<M> member
+  // (Note [One place per parameter]). It lives as long as this module.
   template <class M>
-  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
-    add_child(name, m);
-    return m;
+  Child<M> register_module(const std::string& name, std::shared_ptr<M> m) {
+    return Child<M>(&add_child(name, std::move(m)));
   }
   // Puts `t` in the slot of an existing parameter or buffer (an ember::Error if there is
   // none): to tie, pass the other module's tensor. Returns the slot.
   Tensor& replace_parameter(const std::string& name, Tensor t);
   Tensor& replace_buffer(const std::string& name, Tensor t);
-  // Puts `m` in place of the submodule `name` and returns it (assign it to the member
-  // that holds the old one, if any: Note [One place per parameter]).
+  // Puts `m` in the slot of the submodule `name` and returns a handle on it; Child members
+  // of that slot see `m` from now on.
   template <class M>
-  std::shared_ptr<M> replace_module(const std::string& name, std::shared_ptr<M> m) {
-    set_child(name, m);
-    return m;
+  Child<M> replace_module(const std::string& name, std::shared_ptr<M> m) {
+    return Child<M>(&set_child(name, std::move(m)));
   }
 
  protected:
   // The submodules as registered, a module held twice included: what a container runs.
-  const NamedModules& registered_modules() const { return children_; }
+  const ChildSlots& registered_modules() const { return children_; }
 
  private:
   using Slots = std::deque<std::pair<std::string, Tensor>>;
   void check_new_name(const char* op, const std::string& name) const;
   Tensor& slot(const char* op, Slots& slots, const char* kind, const std::string& name);
-  void add_child(const std::string& name, std::shared_ptr<Module> m);
-  void set_child(const std::string& name, std::shared_ptr<Module> m);
+  ChildSlots::value_type& add_child(const std::string& name, std::shared_ptr<Module> m);
+  ChildSlots::value_type& set_child(const std::string& name, std::shared_ptr<Module> m);
   void walk(const std::string& prefix, std::shared_ptr<Module> me, NamedModules& out,
             std::unordered_set<const Module*>& seen) const;
   NamedTensors named_members(bool params, bool recurse) const;
@@ -139,27 +173,77 @@ class Module : public std::enable_shared_from_this<Module> {
   std::shared_ptr<Module> self() const;
 
   Slots params_, buffers_;
-  NamedModules children_;
+  ChildSlots children_;
   bool training_ = true;
 };
 
-// The base of a module whose forward takes or returns more than one tensor (attention
-// takes q, k and v; an LSTM returns its output and its state). Calling the module calls
-// Derived::forward with the same arguments, in the module's memory scope as
-// Module::operator() does, so memory estimates and the profiler see it:
+// The base of every module with a forward (Note [Calling a module]). Calling the module
+// calls Derived::forward with the same arguments, in the module's memory scope, whatever
+// those arguments and its result are:
 //   class Attention : public nn::Callable<Attention> {
 //    public:
 //     std::pair<Tensor, Tensor> forward(const Tensor& q, const Tensor& k, const Tensor& v);
 //   };
 //   auto [out, weights] = (*attention)(q, k, v);
-template <class Derived>
-class Callable : public Module {
+// Base is the module derived from: nn::Module, or a layer whose forward Derived replaces
+// (`class Model : public nn::Callable<Model, nn::Transformer>`; Base's constructors are
+// inherited).
+template <class Derived, class Base = Module>
+class Callable : public Base {
  public:
+  using Base::Base;
   template <class... Args>
   decltype(auto) operator()(Args&&... args) {
     const MemoryScope scope(this);
     return static_cast<Derived&>(*this).forward(std::forward<Args>(args)...);
   }
+  // Derived::forward when it maps one tensor to one, Base's otherwise. Instantiated once
+  // Derived is complete (a virtual's body is), so the concept sees Derived's forward.
+  Tensor one_tensor_forward(const Tensor& x) override {
+    if constexpr (::ember::detail::OneTensorForward<Derived>) {
+      return static_cast<Derived&>(*this).forward(x);
+    } else {
+      return Base::one_tensor_forward(x);
+    }
+  }
+};
+
+// A typed handle on a submodule slot (Note [One place per parameter]): it reads the slot on
+// every use, so it always sees what register_module or replace_module last put there. When
+// that is not an M, using it is an ember::Error naming the slot and the module now in it.
+// Default-constructed: no submodule (an optional one not given; false in a test).
+template <class M>
+class Child {
+ public:
+  Child() = default;
+  M* get() const {
+    if (slot_ == nullptr || slot_->second == nullptr) return nullptr;
+    auto* m = dynamic_cast<M*>(slot_->second.get());
+    if (m == nullptr) ::ember::detail::throw_child_error(&slot_->first, slot_->second.get(), typeid(M));
+    return m;
+  }
+  M* operator->() const { return checked(); }
+  M& operator*() const { return *checked(); }
+  explicit operator bool() const { return get() != nullptr; }
+  // The module as a shared_ptr (sharing the registry's ownership); null when empty.
+  template <class T>
+    requires std::convertible_to<M*, T*>
+  operator std::shared_ptr<T>() const {  // NOLINT: a handle is used where a module pointer is
+    M* m = get();
+    if (m == nullptr) return nullptr;
+    return std::shared_ptr<T>(slot_->second, m);
+  }
+  std::shared_ptr<M> ptr() const { return *this; }
+
+ private:
+  friend class Module;
+  explicit Child(const Module::ChildSlots::value_type* slot) : slot_(slot) {}
+  M* checked() const {
+    M* m = get();
+    if (m == nullptr) ::ember::detail::throw_child_error(slot_ ? &slot_->first : nullptr, nullptr, typeid(M));
+    return m;
+  }
+  const Module::ChildSlots::value_type* slot_ = nullptr;
 };
 
 }  // namespace ember::nn

@@ -12,10 +12,10 @@
 namespace ember::nn {
 
 // BatchNorm over dim 1: [N, C] or [N, C, L] (1d), [N, C, H, W] (2d).
-class BatchNorm : public Module {
+class BatchNorm : public Callable<BatchNorm> {
  public:
   BatchNorm(int64_t num_features, int64_t dims, double eps = 1e-5, double momentum = 0.1, bool affine = true);
-  Tensor forward(const Tensor& x) override;
+  Tensor forward(const Tensor& x);
   std::string name() const override;
   // Slots of the registry (Note [One place per parameter] in layers/module.h); weight and
   // bias are undefined when not affine.
@@ -40,10 +40,10 @@ class BatchNorm2d : public BatchNorm {
       : BatchNorm(num_features, 2, eps, momentum, affine) {}
 };
 
-class LayerNorm : public Module {
+class LayerNorm : public Callable<LayerNorm> {
  public:
   explicit LayerNorm(Shape normalized_shape, double eps = 1e-5, bool affine = true);
-  Tensor forward(const Tensor& x) override;
+  Tensor forward(const Tensor& x);
   std::string name() const override;
   Tensor& weight;  // normalized_shape, or undefined when not affine
   Tensor& bias;
@@ -54,10 +54,10 @@ class LayerNorm : public Module {
 };
 
 // GroupNorm over [N, C, *]: weight ones and bias zeros [C] when affine.
-class GroupNorm : public Module {
+class GroupNorm : public Callable<GroupNorm> {
  public:
   GroupNorm(int64_t num_groups, int64_t num_channels, double eps = 1e-5, bool affine = true);
-  Tensor forward(const Tensor& x) override { return group_norm(x, groups_, weight, bias, eps_); }
+  Tensor forward(const Tensor& x) { return group_norm(x, groups_, weight, bias, eps_); }
   std::string name() const override;
   Tensor& weight;  // [C], or undefined when not affine
   Tensor& bias;
@@ -76,10 +76,10 @@ struct InstanceNormOptions {
 
 // InstanceNorm2d over [N, C, H, W] or unbatched [C, H, W]: each plane by its own
 // statistics, or (eval with track_running_stats) by the running ones.
-class InstanceNorm2d : public Module {
+class InstanceNorm2d : public Callable<InstanceNorm2d> {
  public:
   explicit InstanceNorm2d(int64_t num_features, InstanceNormOptions options = {});
-  Tensor forward(const Tensor& x) override;
+  Tensor forward(const Tensor& x);
   std::string name() const override;
   Tensor& weight;  // [C] when affine
   Tensor& bias;

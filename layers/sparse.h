@@ -12,12 +12,12 @@
 
 namespace ember::nn {
 
-class SparseLinear : public Module {
+class SparseLinear : public Callable<SparseLinear> {
  public:
   // The nonzeros of `dense`'s weight become the pattern and "values" [nnz]; "bias" is a
   // copy of dense's (or undefined). Same device and dtype as dense.
   explicit SparseLinear(const Linear& dense);
-  Tensor forward(const Tensor& x) override { return forward(x, Activation::kNone); }
+  Tensor forward(const Tensor& x) { return forward(x, Activation::kNone); }
   Tensor forward(const Tensor& x, Activation act);
   std::string name() const override;
   // The weight as a dense [out, in] tensor (a copy, outside autograd).

@@ -154,8 +154,8 @@ std::shared_ptr<TransformerDecoderLayer> TransformerDecoderLayer::clone() const 
 
 TransformerEncoder::TransformerEncoder(const TransformerEncoderLayer& layer, int64_t num_layers,
                                        std::shared_ptr<LayerNorm> norm_)
-    : layers(register_module("layers", clones("TransformerEncoder", layer, num_layers))), norm(std::move(norm_)) {
-  if (norm) register_module("norm", norm);
+    : layers(register_module("layers", clones("TransformerEncoder", layer, num_layers))) {
+  if (norm_) norm = register_module("norm", std::move(norm_));
 }
 
 Tensor TransformerEncoder::forward(const Tensor& src, const Tensor& mask, const Tensor& src_key_padding_mask) {
@@ -167,8 +167,8 @@ Tensor TransformerEncoder::forward(const Tensor& src, const Tensor& mask, const 
 
 TransformerDecoder::TransformerDecoder(const TransformerDecoderLayer& layer, int64_t num_layers,
                                        std::shared_ptr<LayerNorm> norm_)
-    : layers(register_module("layers", clones("TransformerDecoder", layer, num_layers))), norm(std::move(norm_)) {
-  if (norm) register_module("norm", norm);
+    : layers(register_module("layers", clones("TransformerDecoder", layer, num_layers))) {
+  if (norm_) norm = register_module("norm", std::move(norm_));
 }
 
 Tensor TransformerDecoder::forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask,

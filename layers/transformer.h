@@ -35,7 +35,7 @@ struct TransformerLayerOptions {
 class TransformerEncoderLayer : public Callable<TransformerEncoderLayer> {
  public:
   TransformerEncoderLayer(int64_t d_model, int64_t nhead, TransformerLayerOptions options = {});
-  Tensor forward(const Tensor& src) override { return forward(src, Tensor()); }
+  Tensor forward(const Tensor& src) { return forward(src, Tensor()); }
   // src [S, N, E] ([N, S, E] with batch_first; unbatched [S, E]); src_mask and
   // src_key_padding_mask as MultiheadAttention's attn_mask and key_padding_mask.
   Tensor forward(const Tensor& src, const Tensor& src_mask, const Tensor& src_key_padding_mask = {});
@@ -43,10 +43,10 @@ class TransformerEncoderLayer : public Callable<TransformerEncoderLayer> {
   // A new layer with this one's configuration, parameter values, device and mode.
   std::shared_ptr<TransformerEncoderLayer> clone() const;
 
-  std::shared_ptr<MultiheadAttention> self_attn;
-  std::shared_ptr<Linear> linear1, linear2;
-  std::shared_ptr<Dropout> dropout, dropout1, dropout2;
-  std::shared_ptr<LayerNorm> norm1, norm2;
+  Child<MultiheadAttention> self_attn;
+  Child<Linear> linear1, linear2;
+  Child<Dropout> dropout, dropout1, dropout2;
+  Child<LayerNorm> norm1, norm2;
 
  private:
   int64_t d_model_, nhead_;
@@ -65,10 +65,10 @@ class TransformerDecoderLayer : public Callable<TransformerDecoderLayer> {
   std::string name() const override;
   std::shared_ptr<TransformerDecoderLayer> clone() const;
 
-  std::shared_ptr<MultiheadAttention> self_attn, multihead_attn;
-  std::shared_ptr<Linear> linear1, linear2;
-  std::shared_ptr<Dropout> dropout, dropout1, dropout2, dropout3;
-  std::shared_ptr<LayerNorm> norm1, norm2, norm3;
+  Child<MultiheadAttention> self_attn, multihead_attn;
+  Child<Linear> linear1, linear2;
+  Child<Dropout> dropout, dropout1, dropout2, dropout3;
+  Child<LayerNorm> norm1, norm2, norm3;
 
  private:
   int64_t d_model_, nhead_;
@@ -81,11 +81,11 @@ class TransformerEncoder : public Callable<TransformerEncoder> {
  public:
   TransformerEncoder(const TransformerEncoderLayer& layer, int64_t num_layers,
                      std::shared_ptr<LayerNorm> norm = nullptr);
-  Tensor forward(const Tensor& src) override { return forward(src, Tensor()); }
+  Tensor forward(const Tensor& src) { return forward(src, Tensor()); }
   Tensor forward(const Tensor& src, const Tensor& mask, const Tensor& src_key_padding_mask = {});
 
-  std::shared_ptr<ModuleList> layers;
-  std::shared_ptr<LayerNorm> norm;  // null when not given
+  Child<ModuleList> layers;
+  Child<LayerNorm> norm;  // empty when not given
 };
 
 class TransformerDecoder : public Callable<TransformerDecoder> {
@@ -96,8 +96,8 @@ class TransformerDecoder : public Callable<TransformerDecoder> {
                  const Tensor& memory_mask = {}, const Tensor& tgt_key_padding_mask = {},
                  const Tensor& memory_key_padding_mask = {});
 
-  std::shared_ptr<ModuleList> layers;
-  std::shared_ptr<LayerNorm> norm;
+  Child<ModuleList> layers;
+  Child<LayerNorm> norm;
 };
 
 // torch.nn.Transformer's arguments, its defaults.
@@ -121,8 +121,8 @@ class Transformer : public Callable<Transformer> {
   // The causal mask [sz, sz] for tgt_mask: 0 on and below the diagonal, -inf above.
   static Tensor generate_square_subsequent_mask(int64_t sz, TensorOptions options = {});
 
-  std::shared_ptr<TransformerEncoder> encoder;
-  std::shared_ptr<TransformerDecoder> decoder;
+  Child<TransformerEncoder> encoder;
+  Child<TransformerDecoder> decoder;
 
  private:
   TransformerOptions options_;

@@ -1,9 +1,8 @@
-// Image layers: ConvTranspose2d, Dropout2d, PixelShuffle, PixelUnshuffle and Upsample.
-// Each mirrors its PyTorch namesake: parameter names and shapes (ConvTranspose2d's weight
-// is [in, out / groups, kh, kw]), defaults and initialisation; options are designated-
-// initializer structs:
-//   nn::ConvTranspose2d up(512, 256, {4, 4}, {.stride = {2, 2}, .padding = {1, 1}, .bias = false});
+// PyTorch's vision layers: PixelShuffle, PixelUnshuffle and Upsample, with PyTorch's
+// names and defaults; Upsample's options are a designated-initializer struct:
 //   nn::Upsample grow({.scale_factor = std::pair{2.0, 2.0}, .mode = InterpolateMode::kBilinear});
+// (ConvTranspose2d is with the convolutions in layers/conv.h, Dropout2d with the dropouts
+// in layers/activation.h.)
 #pragma once
 
 #include <string>
@@ -14,55 +13,20 @@
 
 namespace ember::nn {
 
-struct ConvTranspose2dOptions {
-  std::pair<int64_t, int64_t> stride{1, 1};
-  std::pair<int64_t, int64_t> padding{0, 0};
-  std::pair<int64_t, int64_t> output_padding{0, 0};
-  int64_t groups = 1;
-  bool bias = true;
-  std::pair<int64_t, int64_t> dilation{1, 1};
-};
-
-class ConvTranspose2d : public Module {
- public:
-  ConvTranspose2d(int64_t in_channels, int64_t out_channels, std::pair<int64_t, int64_t> kernel_size,
-                  ConvTranspose2dOptions options = {});
-  Tensor forward(const Tensor& x) override;
-  std::string name() const override;
-  Tensor& weight;  // [in, out / groups, kh, kw]
-  Tensor& bias;    // [out], or undefined
-
- private:
-  int64_t in_, out_;
-  std::pair<int64_t, int64_t> kernel_;
-  ConvTranspose2dOptions options_;
-};
-
-// Zeroes whole channels of [N, C, H, W] (or [N, C, L]) in training mode, as F.dropout2d.
-class Dropout2d : public Module {
- public:
-  explicit Dropout2d(double p = 0.5);
-  Tensor forward(const Tensor& x) override { return dropout2d(x, p_, is_training()); }
-  std::string name() const override;
-
- private:
-  double p_;
-};
-
-class PixelShuffle : public Module {
+class PixelShuffle : public Callable<PixelShuffle> {
  public:
   explicit PixelShuffle(int64_t upscale_factor);
-  Tensor forward(const Tensor& x) override { return pixel_shuffle(x, r_); }
+  Tensor forward(const Tensor& x) { return pixel_shuffle(x, r_); }
   std::string name() const override;
 
  private:
   int64_t r_;
 };
 
-class PixelUnshuffle : public Module {
+class PixelUnshuffle : public Callable<PixelUnshuffle> {
  public:
   explicit PixelUnshuffle(int64_t downscale_factor);
-  Tensor forward(const Tensor& x) override { return pixel_unshuffle(x, r_); }
+  Tensor forward(const Tensor& x) { return pixel_unshuffle(x, r_); }
   std::string name() const override;
 
  private:
@@ -70,10 +34,10 @@ class PixelUnshuffle : public Module {
 };
 
 // nn.Upsample: interpolate with fixed options (exactly one of size and scale_factor).
-class Upsample : public Module {
+class Upsample : public Callable<Upsample> {
  public:
   explicit Upsample(InterpolateOptions options);
-  Tensor forward(const Tensor& x) override { return interpolate(x, options_); }
+  Tensor forward(const Tensor& x) { return interpolate(x, options_); }
   std::string name() const override;
 
  private:

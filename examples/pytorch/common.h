@@ -1,14 +1,17 @@
 // What the ports of PyTorch's examples share in their main(): the house's flags as far as
 // they apply to a port (DESIGN.md's command-line conventions: --device, --threads, --seed,
 // --epochs, --batch-size, --lr, --data, --limit-train, --limit-test; each numeric one with
-// its range in --help) plus the originals' --dry-run, and Fashion-MNIST standing in for
-// MNIST. The models themselves are in each folder's model.h, written as the originals.
+// its range in --help) plus the originals' --dry-run and --check-flags (parse, check, exit),
+// and Fashion-MNIST standing in for MNIST. The models themselves are in each folder's
+// model.h, written as the originals.
 #pragma once
 
 #include <CLI/CLI.hpp>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "base/program.h"
@@ -29,6 +32,7 @@ struct Flags {
   int64_t limit_train = 0;  // 0: all
   int64_t limit_test = 0;   // 0: all
   bool dry_run = false;     // one batch of training and one of testing
+  bool check_flags = false;  // check the flags and the device, then exit (main returns after setup)
 };
 
 // Adds the flags, their defaults being `f`'s (the original's).
@@ -53,6 +57,25 @@ inline void add_flags(CLI::App& app, Flags& f, bool with_data = true) {
                      "INT");
   }
   app.add_flag("--dry-run", f.dry_run, "one batch of training (and of testing), as the original's --dry-run");
+  // What tests/examples/test_hostile_values.cpp gives the ports that have no data folder
+  // to stop at, so that an accepted value ends the run before any training.
+  app.add_flag("--check-flags", f.check_flags, "check the flags and the device, then exit before loading data");
+}
+
+// The range check of a port's own FLOAT option. CLI::Range alone lets NaN through (no
+// comparison with it is true); this refuses NaN, infinities and non-numbers first, as the
+// house flags do (Note [Flag ranges] in examples/common/flags.h).
+inline CLI::Validator finite_range(double lo, double hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        if (text.empty() || *end != '\0' || !std::isfinite(v)) return "'" + text + "' is not a finite number";
+        if (v < lo || v > hi)
+          return ember::detail::str("'", text, "' is not in [", lo, ", ", hi, "]");
+        return "";
+      },
+      "");
 }
 
 // Threads, seed and device, as the flags say; returns the device.

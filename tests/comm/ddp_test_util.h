@@ -53,7 +53,7 @@ inline std::pair<Tensor, Tensor> batch(int step, int64_t global, DType dt, Model
 }
 
 inline Tensor loss_of(nn::Module& m, const Tensor& x, const Tensor& y) {
-  return nn::functional::mse_loss(m.forward(x), y);
+  return nn::functional::mse_loss(m(x), y);
 }
 
 // Ten SGD steps of one process on the global batch; returns the final parameters.

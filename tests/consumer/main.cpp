@@ -38,7 +38,7 @@ bool matmul_works() {
   return true;
 }
 
-class Net : public nn::Module {
+class Net : public nn::Callable<Net> {
  public:
   Net() {
     features = register_module("features", std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
@@ -53,7 +53,7 @@ class Net : public nn::Module {
       }
     });
   }
-  Tensor forward(const Tensor& x) override { return (*head)((*features)(x)); }
+  Tensor forward(const Tensor& x) { return (*head)((*features)(x)); }
   std::shared_ptr<nn::Sequential> features;
   std::shared_ptr<nn::Linear> head;
 };

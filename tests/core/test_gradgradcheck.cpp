@@ -3,9 +3,9 @@
 // broadcasting and Scalar operands, pow, the unary functions and activations (relu and
 // the fused linear + ReLU through relu_backward), reductions, matmul in all its forms,
 // linear, softmax / log_softmax, cross entropy (every reduction, class weights, label
-// smoothing, ignore_index), nll and mse losses, layer norm, embedding, dropout, avg_pool2d,
-// every view, cat / stack and the indexing ops. Small shapes: each check runs a forward
-// and a create_graph backward per element of every input.
+// smoothing, ignore_index), nll and mse losses, layer norm, group and instance norm,
+// embedding, dropout, avg_pool2d, every view, cat / stack and the indexing ops. Small
+// shapes: each check runs a forward and a create_graph backward per element of every input.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -142,6 +142,13 @@ TEST(Gradgradcheck, LayerNormEmbeddingDropoutPooling) {
   const Tensor x = leaf({2, 3}, 60), w = leaf({3}, 61), b = leaf({3}, 62);
   EXPECT_GRADGRAD([](const Ins& v) { return layer_norm(v[0], 1, v[1], v[2]); }, {x, w, b});
   EXPECT_GRADGRAD([](const Ins& v) { return layer_norm(v[0], 2); }, {leaf({2, 2, 2}, 63)});
+  // group_norm over [N, C, S] in groups of C / G channels: two groups of two channels, and
+  // one channel per group without affine (what instance_norm runs).
+  EXPECT_GRADGRAD([](const Ins& v) { return group_norm(v[0], 2, v[1], v[2]); },
+                  {leaf({2, 4, 3}, 80), leaf({4}, 81), leaf({4}, 82)});
+  EXPECT_GRADGRAD([](const Ins& v) { return group_norm(v[0] * v[0], 3); }, {leaf({1, 3, 2, 2}, 83)});
+  EXPECT_GRADGRAD([](const Ins& v) { return instance_norm(v[0], {}, {}, {}, {}, true, 0.1, 1e-5); },
+                  {leaf({2, 2, 3}, 84)});
   const Tensor table = leaf({4, 2}, 64);
   const Tensor idx = tensor({1, 3, 1, 0, 2, 1}, {2, 3}, kInt64);
   EXPECT_GRADGRAD([&](const Ins& v) { return embedding(idx, v[0]) * embedding(idx, v[0]); }, {table});

@@ -126,6 +126,21 @@ TEST_F(Checksums, AFileWithoutThemLoadsUnverifiedWithANote) {
                      "without verifying its bytes\n");
 }
 
+// The files the Python twins write (tests/refcases/twin_io.py) carry checksums that
+// ember's loader verifies, as its own files do. (The files made with libtorch beside them,
+// conv2d.safetensors and the rest, predate checksums and load with the note.)
+TEST(TwinFiles, CarryChecksumsThatVerify) {
+  for (const char* name : {"attention", "module_api", "nn_init", "nn_ops", "optim_ext", "recurrent", "vision"}) {
+    const std::string p = std::string(EMBER_REFCASES_DIR) + "/" + name + ".safetensors";
+    testing::internal::CaptureStderr();
+    const SafetensorsFile f = load_safetensors(p);
+    const std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_TRUE(f.checksummed) << p;
+    EXPECT_EQ(err, "") << p;
+    for (const auto& [key, value] : f.metadata) EXPECT_NE(key.rfind("crc32c:", 0), 0u) << p << ": " << key;
+  }
+}
+
 TEST_F(Checksums, AHeaderWithSomeWrongOrForeignOnesIsRefused) {
   const std::string good = read(file());
   const nlohmann::json h = header(good).first;

@@ -1,10 +1,11 @@
-// Every flag of every program (the examples, ember-run, ember-memviz), read from the
-// program's own --help so that a new flag is covered when it is added, run with a table of
-// hostile values (0, -1, huge, NaN, inf, empty, not a number, a directory, a missing file,
-// a file without permission), and the environment variables with theirs. Each run must end
-// by itself with a status below 128 (no signal, no uncaught exception), and either accept
-// the value (the examples then stop at the empty data folder) or refuse it on one line of
-// stderr that names the flag. A numeric flag's range, as --help shows it, is its
+// Every flag of every program (the examples, the ports of PyTorch's examples, ember-run,
+// ember-memviz), read from the program's own --help so that a new flag is covered when it
+// is added, run with a table of hostile values (0, -1, huge, NaN, inf, empty, not a number,
+// a directory, a missing file, a file without permission), and the environment variables
+// with theirs. Each run must end by itself with a status below 128 (no signal, no uncaught
+// exception), and either accept the value (the examples then stop at the empty data
+// folder, or after checking their flags) or refuse it on one line of stderr that names
+// the flag. A numeric flag's range, as --help shows it, is its
 // documented meaning: its ends are accepted, the values beyond them refused.
 //
 // Fast: the programs stop before they load data (30 ms a run); runs go four at a time.
@@ -187,7 +188,7 @@ TEST_F(HostileValues, EveryFlagOfEveryProgram) {
     std::vector<std::string> skip_hi;  // ranges whose top is not worth running here
     bool shares_flags = false;  // the previous program's flags are its own too (examples/common/flags.cpp)
   };
-  const std::vector<Program> programs = {
+  std::vector<Program> programs = {
       {EMBER_MLP_BIN, "--device cpu --data " + path("empty"), "load_fashion_mnist: neither", {}},
       {EMBER_CNN_BIN, "--device cpu --data " + path("empty"), "load_fashion_mnist: neither", {}, true},
       {EMBER_HELLO_BIN, "--device cpu", "", {}},
@@ -196,6 +197,17 @@ TEST_F(HostileValues, EveryFlagOfEveryProgram) {
       // needs --nnodes 65536 (it is refused, naming both, with one node).
       {EMBER_RUN_BIN, "--nproc-per-node 1 /bin/true", "", {"--nproc-per-node", "--node-rank"}},
   };
+  // The ports of PyTorch's examples (examples/pytorch): those that read Fashion-MNIST stop
+  // at the empty folder, as the MLP does; the others stop after checking their flags
+  // (--check-flags). Each shares the house flags of examples/pytorch/common.h with the port
+  // before it, so only its own are run again.
+  const std::string pt = std::string(EMBER_PT_BIN_DIR) + "/ember_pt_";
+  for (const char* name : {"mnist", "cpp_mnist", "vae", "cpp_dcgan", "dcgan", "mnist_rnn", "siamese_network",
+                           "super_resolution", "vision_transformer", "imagenet"})
+    programs.push_back({pt + name, "--device cpu --data " + path("empty"), "load_fashion_mnist: neither", {},
+                        programs.back().bin.rfind(pt, 0) == 0});
+  for (const char* name : {"regression", "cpp_autograd", "time_sequence_prediction", "word_language_model"})
+    programs.push_back({pt + name, "--device cpu --check-flags", "", {}, true});
   size_t flags_seen = 0, runs = 0;
   std::vector<Flag> previous;
   for (const Program& p : programs) {

@@ -32,18 +32,18 @@ void set_values(const Tensor& t, const std::vector<double>& v) {
 }
 
 // ----- a nested model -----
-class Block : public nn::Module {
+class Block : public nn::Callable<Block> {
  public:
   Block() {
     fc = register_module("fc", std::make_shared<nn::Linear>(4, 3));
     bn = register_module("bn", std::make_shared<nn::BatchNorm1d>(3));
   }
-  Tensor forward(const Tensor& x) override { return bn->forward(fc->forward(x)); }
+  Tensor forward(const Tensor& x) { return bn->forward(fc->forward(x)); }
   std::string name() const override { return "Block"; }
   std::shared_ptr<nn::Linear> fc;
   std::shared_ptr<nn::BatchNorm1d> bn;
 };
-class Net : public nn::Module {
+class Net : public nn::Callable<Net> {
  public:
   Net() {
     scale = register_parameter("scale", ones({2}));
@@ -55,7 +55,7 @@ class Net : public nn::Module {
     drop = register_module("drop", std::make_shared<nn::Dropout>(0.5));
     register_buffer("calls", zeros({}, kInt64));
   }
-  Tensor forward(const Tensor& x) override { return mul(drop->forward(features->forward(x)), scale); }
+  Tensor forward(const Tensor& x) { return mul(drop->forward(features->forward(x)), scale); }
   std::string name() const override { return "Net"; }
   Tensor scale;
   std::shared_ptr<nn::Sequential> features;
@@ -106,10 +106,10 @@ TEST(Module, DottedNamesAndCounts) {
   EXPECT_EQ(nn::Linear(3, 2, false).named_parameters().size(), 1u);
 }
 
-class BadName : public nn::Module {
+class BadName : public nn::Callable<BadName> {
  public:
   explicit BadName(const std::string& n) { register_parameter(n, zeros({1})); }
-  Tensor forward(const Tensor& x) override { return x; }
+  Tensor forward(const Tensor& x) { return x; }
   std::string name() const override { return "BadName"; }
 };
 TEST(Module, RejectsBadNames) {

@@ -148,7 +148,7 @@ TEST(NormRefcases, Modules) {
     mod->to(dt);
     mod->load_state_dict(state);
     Tensor x = fresh_leaf(f.field(i, "input"));
-    Tensor out = mod->forward(x);
+    Tensor out = (*mod)(x);
     EXPECT_TRUE(matches(out, f.field(i, "out"), tol));
     out.backward(f.field(i, "grad_out"));
     EXPECT_TRUE(matches(x.grad(), f.field(i, "grad_input"), tol)) << "grad_input";

@@ -197,7 +197,7 @@ TEST(Transformer, StacksHoldIndependentCopiesOfTheLayer) {
   layer.to(kFloat64);
   nn::TransformerEncoder enc(layer, 3);
   EXPECT_EQ(enc.layers->size(), 3u);
-  EXPECT_EQ(enc.norm, nullptr);
+  EXPECT_FALSE(enc.norm);
   const NamedTensors want = layer.state_dict();
   for (size_t l = 0; l < 3; ++l) {
     const NamedTensors got = enc.layers->at<nn::TransformerEncoderLayer>(l)->state_dict();

@@ -1,4 +1,5 @@
-// The image layers (layers/vision.h, GroupNorm and InstanceNorm2d): PyTorch's parameter
+// The image layers (ConvTranspose2d in layers/conv.h, Dropout2d in layers/activation.h, the
+// layers of layers/vision.h, GroupNorm and InstanceNorm2d): PyTorch's parameter
 // names, shapes, defaults and initialisation bounds, their forwards equal to the
 // functional ops, modes (Dropout2d, InstanceNorm2d's running statistics), bad options.
 #include <gtest/gtest.h>

@@ -25,7 +25,7 @@ TEST(PyTorchTwin, WordLanguageModelTransformer) {
   for (int64_t step = 0; step < t.steps(); ++step) {
     const std::string s = "step" + std::to_string(step);
     model->zero_grad();
-    Tensor output = model->forward(t.at(s + ".data")).view({-1, ntoken});
+    Tensor output = (*model)(t.at(s + ".data")).view({-1, ntoken});
     Tensor loss = criterion(output, t.at(s + ".targets"));
     t.check_loss(step, loss);
     loss.backward();

@@ -158,6 +158,7 @@ inline Twin load(const std::string& name) {
   Twin t;
   t.name = name;
   t.st = load_safetensors(std::string(EMBER_REFCASES_DIR) + "/../pytorch/" + name + ".safetensors");
+  EXPECT_TRUE(t.st.checksummed) << name << ": written without tensor checksums (tests/refcases/twin_io.py writes them)";
   t.config = json::parse(t.st.metadata.at("config"));
   t.init = json::parse(t.st.metadata.at("init"));
   return t;

@@ -64,6 +64,7 @@ int main(int argc, char** argv) {
     ember::pt::add_flags(app, flags, /*with_data=*/false);
     CLI11_PARSE(app, argc, argv);
     ember::pt::setup(flags);
+    if (flags.check_flags) return 0;
     basic_autograd_operations_example();
     std::cout << "\n";
     compute_higher_order_gradients_example();

@@ -26,10 +26,11 @@ int main(int argc, char** argv) {
     bool restore = false;
     ember::pt::add_flags(app, flags);
     app.add_option("--checkpoint-every", checkpoint_every, "batches between checkpoints")
-        ->check(CLI::Range(int64_t{1}, int64_t{1} << 40).description(""))->type_name("INT in [1, 2^40]")->capture_default_str();
+        ->check(CLI::Range(int64_t{1}, int64_t{1} << 40).description(""))->type_name("INT in [1, 1099511627776]")->capture_default_str();
     app.add_flag("--restore-from-checkpoint", restore, "start from the checkpoints in the working folder");
     CLI11_PARSE(app, argc, argv);
     const ember::Device device = ember::pt::setup(flags);
+    if (flags.check_flags) return 0;
     const ember::TensorOptions on_device(ember::kFloat32, device);
 
     auto generator = std::make_shared<pt_cpp_dcgan::DCGANGenerator>(kNoiseSize);

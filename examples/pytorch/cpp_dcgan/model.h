@@ -17,7 +17,7 @@ namespace nn = ember::nn;
 // The size of the noise vector fed to the generator.
 inline constexpr int64_t kNoiseSize = 100;
 
-class DCGANGenerator : public nn::Module {
+class DCGANGenerator : public nn::Callable<DCGANGenerator> {
  public:
   explicit DCGANGenerator(int64_t noise_size)
       : conv1(register_module("conv1", std::make_shared<nn::ConvTranspose2d>(noise_size, 256, nn::Pair{4, 4},
@@ -35,7 +35,7 @@ class DCGANGenerator : public nn::Module {
         batch_norm2(register_module("batch_norm2", std::make_shared<nn::BatchNorm2d>(128))),
         batch_norm3(register_module("batch_norm3", std::make_shared<nn::BatchNorm2d>(64))) {}
 
-  Tensor forward(const Tensor& input) override {
+  Tensor forward(const Tensor& input) {
     Tensor x = ember::relu((*batch_norm1)((*conv1)(input)));
     x = ember::relu((*batch_norm2)((*conv2)(x)));
     x = ember::relu((*batch_norm3)((*conv3)(x)));

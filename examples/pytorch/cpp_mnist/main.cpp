@@ -17,10 +17,11 @@ int main(int argc, char** argv) {
     flags.lr = 0.01;
     double momentum = 0.5;
     ember::pt::add_flags(app, flags);
-    app.add_option("--momentum", momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0).description(""))
+    app.add_option("--momentum", momentum, "SGD momentum")->check(ember::pt::finite_range(0.0, 1.0))
         ->type_name("FLOAT in [0, 1]")->capture_default_str();
     CLI11_PARSE(app, argc, argv);
     const ember::Device device = ember::pt::setup(flags);
+    if (flags.check_flags) return 0;
 
     const auto normalize = ember::data::normalize({ember::pt::kFashionMean}, {ember::pt::kFashionStd});
     ember::data::DataLoader train_loader(ember::pt::fashion_mnist(flags, true),

@@ -14,7 +14,7 @@ namespace pt_cpp_mnist {
 using ember::Tensor;
 namespace nn = ember::nn;
 
-class Net : public nn::Module {
+class Net : public nn::Callable<Net> {
  public:
   Net()
       : conv1(register_module("conv1", std::make_shared<nn::Conv2d>(1, 10, nn::Pair{5, 5}))),
@@ -23,7 +23,7 @@ class Net : public nn::Module {
         fc1(register_module("fc1", std::make_shared<nn::Linear>(320, 50))),
         fc2(register_module("fc2", std::make_shared<nn::Linear>(50, 10))) {}
 
-  Tensor forward(const Tensor& input) override {
+  Tensor forward(const Tensor& input) {
     Tensor x = ember::relu(ember::max_pool2d((*conv1)(input), {.kernel_size = {2, 2}}));
     x = ember::relu(ember::max_pool2d((*conv2_drop)((*conv2)(x)), {.kernel_size = {2, 2}}));
     x = x.view({-1, 320});

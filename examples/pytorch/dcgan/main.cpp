@@ -30,11 +30,12 @@ int main(int argc, char** argv) {
         ->type_name("INT in [1, 4096]")->capture_default_str();
     app.add_option("--ndf", ndf, "discriminator features")->check(CLI::Range(int64_t{1}, int64_t{4096}).description(""))
         ->type_name("INT in [1, 4096]")->capture_default_str();
-    app.add_option("--beta1", beta1, "beta1 for adam")->check(CLI::Range(0.0, 1.0).description(""))
+    app.add_option("--beta1", beta1, "beta1 for adam")->check(ember::pt::finite_range(0.0, 1.0))
         ->type_name("FLOAT in [0, 1]")->capture_default_str();
     app.add_option("--outf", outf, "folder to write the model checkpoints to (default: none written)");
     CLI11_PARSE(app, argc, argv);
     const ember::Device device = ember::pt::setup(flags);
+    if (flags.check_flags) return 0;
     constexpr int64_t nc = 1, image_size = 64;
 
     ember::data::DataLoader dataloader(

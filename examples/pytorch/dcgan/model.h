@@ -28,7 +28,7 @@ inline void weights_init(nn::Module& m) {
   }
 }
 
-class Generator : public nn::Module {
+class Generator : public nn::Callable<Generator> {
  public:
   Generator(int64_t nz, int64_t ngf, int64_t nc)
       : main(register_module(
@@ -57,13 +57,13 @@ class Generator : public nn::Module {
                 // state size. (nc) x 64 x 64
             }))) {}
 
-  Tensor forward(const Tensor& input) override { return (*main)(input); }
+  Tensor forward(const Tensor& input) { return (*main)(input); }
   std::string name() const override { return "Generator"; }
 
   std::shared_ptr<nn::Sequential> main;
 };
 
-class Discriminator : public nn::Module {
+class Discriminator : public nn::Callable<Discriminator> {
  public:
   Discriminator(int64_t ndf, int64_t nc)
       : main(register_module(
@@ -82,7 +82,7 @@ class Discriminator : public nn::Module {
                         conv(ndf * 8, 1, 1, 0), std::make_shared<nn::Sigmoid>(),
                     }))) {}
 
-  Tensor forward(const Tensor& input) override { return (*main)(input).view({-1, 1}).squeeze(1); }
+  Tensor forward(const Tensor& input) { return (*main)(input).view({-1, 1}).squeeze(1); }
   std::string name() const override { return "Discriminator"; }
 
   std::shared_ptr<nn::Sequential> main;

@@ -21,11 +21,12 @@ int main(int argc, char** argv) {
     double momentum = 0.9, weight_decay = 1e-4;
     int64_t image_size = 64;
     ember::pt::add_flags(app, flags);
-    app.add_option("--momentum", momentum, "momentum")->check(CLI::Range(0.0, 1.0).description(""))->type_name("FLOAT in [0, 1]")->capture_default_str();
-    app.add_option("--wd,--weight-decay", weight_decay, "weight decay")->check(CLI::Range(0.0, 1.0).description(""))->type_name("FLOAT in [0, 1]")->capture_default_str();
+    app.add_option("--momentum", momentum, "momentum")->check(ember::pt::finite_range(0.0, 1.0))->type_name("FLOAT in [0, 1]")->capture_default_str();
+    app.add_option("--wd,--weight-decay", weight_decay, "weight decay")->check(ember::pt::finite_range(0.0, 1.0))->type_name("FLOAT in [0, 1]")->capture_default_str();
     app.add_option("--image-size", image_size, "pixels a side the images are resized to")->check(CLI::Range(int64_t{32}, int64_t{1024}).description(""))->type_name("INT in [32, 1024]")->capture_default_str();
     CLI11_PARSE(app, argc, argv);
     const ember::Device device = ember::pt::setup(flags);
+    if (flags.check_flags) return 0;
 
     const ember::data::Transform rgb = [](const Tensor& b, ember::Generator&) {
       return b.expand({b.size(0), 3, b.size(2), b.size(3)}).contiguous();

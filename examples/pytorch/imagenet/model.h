@@ -25,7 +25,7 @@ inline std::shared_ptr<nn::Conv2d> conv1x1(int64_t in_planes, int64_t out_planes
                                       nn::Pair{1, 1}, 1, /*bias=*/false);
 }
 
-class BasicBlock : public nn::Module {
+class BasicBlock : public nn::Callable<BasicBlock> {
  public:
   static constexpr int64_t expansion = 1;
   BasicBlock(int64_t inplanes, int64_t planes, int64_t stride = 1, std::shared_ptr<nn::Sequential> downsample_ = nullptr)
@@ -33,9 +33,10 @@ class BasicBlock : public nn::Module {
         bn1(register_module("bn1", std::make_shared<nn::BatchNorm2d>(planes))),
         relu(register_module("relu", std::make_shared<nn::ReLU>())),
         conv2(register_module("conv2", conv3x3(planes, planes))),
-        bn2(register_module("bn2", std::make_shared<nn::BatchNorm2d>(planes))),
-        downsample(downsample_ ? register_module("downsample", downsample_) : nullptr) {}
-  Tensor forward(const Tensor& x) override {
+        bn2(register_module("bn2", std::make_shared<nn::BatchNorm2d>(planes))) {
+    if (downsample_) downsample = register_module("downsample", std::move(downsample_));
+  }
+  Tensor forward(const Tensor& x) {
     Tensor identity = x;
     Tensor out = (*conv1)(x);
     out = (*bn1)(out);
@@ -56,7 +57,7 @@ class BasicBlock : public nn::Module {
   std::shared_ptr<nn::Sequential> downsample;
 };
 
-class ResNet : public nn::Module {
+class ResNet : public nn::Callable<ResNet> {
   int64_t inplanes_ = 64;  // first: make_layer reads and advances it while the layers are made
 
  public:
@@ -82,7 +83,7 @@ class ResNet : public nn::Module {
       }
     }
   }
-  Tensor forward(const Tensor& input) override {
+  Tensor forward(const Tensor& input) {
     Tensor x = (*conv1)(input);
     x = (*bn1)(x);
     x = (*relu)(x);

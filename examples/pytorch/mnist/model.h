@@ -10,7 +10,7 @@ using ember::Tensor;
 namespace nn = ember::nn;
 namespace F = ember::nn::functional;
 
-class Net : public nn::Module {
+class Net : public nn::Callable<Net> {
  public:
   Net()
       : conv1(register_module("conv1", std::make_shared<nn::Conv2d>(1, 32, nn::Pair{3, 3}, nn::Pair{1, 1}))),
@@ -20,7 +20,7 @@ class Net : public nn::Module {
         fc1(register_module("fc1", std::make_shared<nn::Linear>(9216, 128))),
         fc2(register_module("fc2", std::make_shared<nn::Linear>(128, 10))) {}
 
-  Tensor forward(const Tensor& input) override {
+  Tensor forward(const Tensor& input) {
     Tensor x = (*conv1)(input);
     x = ember::relu(x);
     x = (*conv2)(x);

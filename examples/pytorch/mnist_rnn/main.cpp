@@ -18,14 +18,15 @@ int main(int argc, char** argv) {
     double gamma = 0.7;
     int64_t test_batch_size = 1000, log_interval = 10;
     ember::pt::add_flags(app, flags);
-    app.add_option("--gamma", gamma, "learning rate step gamma")->check(CLI::Range(0.0, 1.0).description(""))
+    app.add_option("--gamma", gamma, "learning rate step gamma")->check(ember::pt::finite_range(0.0, 1.0))
         ->type_name("FLOAT in [0, 1]")->capture_default_str();
     app.add_option("--test-batch-size", test_batch_size, "input batch size for testing")
         ->check(CLI::Range(int64_t{1}, int64_t{1} << 20).description(""))->type_name("INT in [1, 1048576]")->capture_default_str();
     app.add_option("--log-interval", log_interval, "how many batches to wait before logging training status")
-        ->check(CLI::Range(int64_t{1}, int64_t{1} << 40).description(""))->type_name("INT in [1, 2^40]")->capture_default_str();
+        ->check(CLI::Range(int64_t{1}, int64_t{1} << 40).description(""))->type_name("INT in [1, 1099511627776]")->capture_default_str();
     CLI11_PARSE(app, argc, argv);
     const ember::Device device = ember::pt::setup(flags);
+    if (flags.check_flags) return 0;
 
     const auto normalize = ember::data::normalize({ember::pt::kFashionMean}, {ember::pt::kFashionStd});
     ember::data::DataLoader train_loader(ember::pt::fashion_mnist(flags, true),

@@ -16,7 +16,7 @@ using ember::Tensor;
 namespace nn = ember::nn;
 namespace F = ember::nn::functional;
 
-class Net : public nn::Module {
+class Net : public nn::Callable<Net> {
  public:
   Net()
       : rnn(register_module("rnn", std::make_shared<nn::LSTM>(28, 64, nn::RNNOptions{.batch_first = true}))),
@@ -26,7 +26,7 @@ class Net : public nn::Module {
         fc1(register_module("fc1", std::make_shared<nn::Linear>(64, 32))),
         fc2(register_module("fc2", std::make_shared<nn::Linear>(32, 10))) {}
 
-  Tensor forward(const Tensor& x) override {
+  Tensor forward(const Tensor& x) {
     // Shape of input is (batch_size, 1, 28, 28)
     // converting shape of input to (batch_size, 28, 28)
     // as required by RNN when batch_first is set True

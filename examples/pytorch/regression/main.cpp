@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
     ember::pt::add_flags(app, flags, /*with_data=*/false);
     CLI11_PARSE(app, argc, argv);
     ember::pt::setup(flags);
+    if (flags.check_flags) return 0;
 
     using namespace pt_regression;
     const Tensor W_target = ember::randn({kPolyDegree, 1}) * 5;

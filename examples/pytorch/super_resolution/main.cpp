@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
     app.add_option("--outf", outf, "folder to write a checkpoint to after each epoch (default: none written)");
     CLI11_PARSE(app, argc, argv);
     const ember::Device device = ember::pt::setup(flags);
+    if (flags.check_flags) return 0;
 
     std::printf("===> Loading datasets\n");
     ember::data::DataLoader training_data_loader(ember::pt::fashion_mnist(flags, true),

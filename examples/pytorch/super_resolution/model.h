@@ -15,7 +15,7 @@ using ember::Tensor;
 namespace nn = ember::nn;
 namespace init = ember::nn::init;
 
-class Net : public nn::Module {
+class Net : public nn::Callable<Net> {
  public:
   explicit Net(int64_t upscale_factor)
       : relu(register_module("relu", std::make_shared<nn::ReLU>())),
@@ -28,7 +28,7 @@ class Net : public nn::Module {
     initialize_weights();
   }
 
-  Tensor forward(const Tensor& input) override {
+  Tensor forward(const Tensor& input) {
     Tensor x = (*relu)((*conv1)(input));
     x = (*relu)((*conv2)(x));
     x = (*relu)((*conv3)(x));

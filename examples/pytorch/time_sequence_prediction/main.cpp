@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
     app.add_option("--length", L, "points per wave (generate_sine_wave.py's L)")->check(CLI::Range(int64_t{2}, int64_t{1000000}).description(""))->type_name("INT in [2, 1000000]")->capture_default_str();
     CLI11_PARSE(app, argc, argv);
     const ember::Device device = ember::pt::setup(flags);
+    if (flags.check_flags) return 0;
 
     const int64_t T = 20;
     std::mt19937_64 rng(flags.seed);

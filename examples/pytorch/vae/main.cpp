@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
     ember::pt::add_flags(app, flags);
     CLI11_PARSE(app, argc, argv);
     const ember::Device device = ember::pt::setup(flags);
+    if (flags.check_flags) return 0;
 
     ember::data::DataLoader train_loader(ember::pt::fashion_mnist(flags, true),
                                          {.batch_size = flags.batch_size, .shuffle = true, .seed = flags.seed});

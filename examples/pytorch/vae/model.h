@@ -12,8 +12,7 @@ namespace pt_vae {
 using ember::Tensor;
 namespace nn = ember::nn;
 
-// forward returns three tensors, so VAE is an nn::Callable; it takes x by value because
-// a forward(const Tensor&) cannot return anything but a Tensor (Module::forward's signature).
+// forward returns three tensors: VAE is an nn::Callable, whose forward may return anything.
 class VAE : public nn::Callable<VAE> {
  public:
   VAE()
@@ -37,7 +36,7 @@ class VAE : public nn::Callable<VAE> {
     return ember::sigmoid((*fc4)(h3));
   }
   // (reconstruction, mu, logvar)
-  std::tuple<Tensor, Tensor, Tensor> forward(Tensor x) {
+  std::tuple<Tensor, Tensor, Tensor> forward(const Tensor& x) {
     auto [mu, logvar] = encode(x.view({-1, 784}));
     const Tensor z = reparameterize(mu, logvar);
     return {decode(z), mu, logvar};

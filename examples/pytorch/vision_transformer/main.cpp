@@ -27,12 +27,13 @@ int main(int argc, char** argv) {
     app.add_option("--latent-size", args.latent_size, "latent size")->check(CLI::Range(int64_t{1}, int64_t{65536}).description(""))->type_name("INT in [1, 65536]")->capture_default_str();
     app.add_option("--num-heads", args.num_heads, "attention heads")->check(CLI::Range(int64_t{1}, int64_t{1024}).description(""))->type_name("INT in [1, 1024]")->capture_default_str();
     app.add_option("--num-encoders", args.num_encoders, "encoder blocks")->check(CLI::Range(int64_t{1}, int64_t{1024}).description(""))->type_name("INT in [1, 1024]")->capture_default_str();
-    app.add_option("--dropout", args.dropout, "dropout value")->check(CLI::Range(0.0, 1.0).description(""))->type_name("FLOAT in [0, 1]")->capture_default_str();
+    app.add_option("--dropout", args.dropout, "dropout value")->check(ember::pt::finite_range(0.0, 1.0))->type_name("FLOAT in [0, 1]")->capture_default_str();
     app.add_option("--img-size", img_size, "image size to be reshaped to")->check(CLI::Range(int64_t{1}, int64_t{4096}).description(""))->type_name("INT in [1, 4096]")->capture_default_str();
-    app.add_option("--weight-decay", weight_decay, "weight decay value")->check(CLI::Range(0.0, 1.0).description(""))->type_name("FLOAT in [0, 1]")->capture_default_str();
+    app.add_option("--weight-decay", weight_decay, "weight decay value")->check(ember::pt::finite_range(0.0, 1.0))->type_name("FLOAT in [0, 1]")->capture_default_str();
     CLI11_PARSE(app, argc, argv);
     args.batch_size = flags.batch_size;
     const ember::Device device = ember::pt::setup(flags);
+    if (flags.check_flags) return 0;
 
     // The class token has one row per sample of a full batch: the last, partial one is dropped.
     const ember::data::DataLoaderOptions load{.batch_size = flags.batch_size, .shuffle = true, .drop_last = true,

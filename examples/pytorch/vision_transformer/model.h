@@ -27,10 +27,10 @@ struct Args {  // the original's command-line arguments the model reads, with it
   int64_t batch_size = 4;
 };
 
-class PatchExtractor : public nn::Module {
+class PatchExtractor : public nn::Callable<PatchExtractor> {
  public:
   explicit PatchExtractor(int64_t patch_size = 16) : patch_size_(patch_size) {}
-  Tensor forward(const Tensor& input_data) override {
+  Tensor forward(const Tensor& input_data) {
     const int64_t batch_size = input_data.size(0), height = input_data.size(2), width = input_data.size(3);
     EMBER_CHECK(height % patch_size_ == 0 && width % patch_size_ == 0, "Input height (", height, ") and width (", width,
                 ") must be divisible by patch size (", patch_size_, ")");
@@ -47,7 +47,7 @@ class PatchExtractor : public nn::Module {
   int64_t patch_size_;
 };
 
-class InputEmbedding : public nn::Module {
+class InputEmbedding : public nn::Callable<InputEmbedding> {
  public:
   explicit InputEmbedding(const Args& args)
       : patch_size(args.patch_size),
@@ -55,7 +55,7 @@ class InputEmbedding : public nn::Module {
             "LinearProjection", std::make_shared<nn::Linear>(args.patch_size * args.patch_size * args.n_channels, args.latent_size))),
         class_token(register_parameter("class_token", ember::randn({args.batch_size, 1, args.latent_size}))),
         pos_embedding(register_parameter("pos_embedding", ember::randn({args.batch_size, 1, args.latent_size}))) {}
-  Tensor forward(const Tensor& input_data) override {
+  Tensor forward(const Tensor& input_data) {
     PatchExtractor patchify(patch_size);
     const Tensor patches = patchify(input_data);
     Tensor linear_projection = (*LinearProjection)(patches);
@@ -72,7 +72,7 @@ class InputEmbedding : public nn::Module {
   Tensor& pos_embedding;
 };
 
-class EncoderBlock : public nn::Module {
+class EncoderBlock : public nn::Callable<EncoderBlock> {
  public:
   explicit EncoderBlock(const Args& args)
       : norm(register_module("norm", std::make_shared<nn::LayerNorm>(ember::Shape{args.latent_size}))),
@@ -83,7 +83,7 @@ class EncoderBlock : public nn::Module {
                                                std::make_shared<nn::GELU>(), std::make_shared<nn::Dropout>(args.dropout),
                                                std::make_shared<nn::Linear>(args.latent_size * 4, args.latent_size),
                                                std::make_shared<nn::Dropout>(args.dropout)}))) {}
-  Tensor forward(const Tensor& emb_patches) override {
+  Tensor forward(const Tensor& emb_patches) {
     const Tensor first_norm = (*norm)(emb_patches);
     const Tensor attention_out = (*attention)(first_norm, first_norm, first_norm).first;
     const Tensor first_added = attention_out + emb_patches;
@@ -98,7 +98,7 @@ class EncoderBlock : public nn::Module {
   std::shared_ptr<nn::Sequential> enc_MLP;
 };
 
-class ViT : public nn::Module {
+class ViT : public nn::Callable<ViT> {
  public:
   explicit ViT(const Args& args)
       : embedding(register_module("embedding", std::make_shared<InputEmbedding>(args))),
@@ -109,7 +109,7 @@ class ViT : public nn::Module {
                                                std::make_shared<nn::Linear>(args.latent_size, args.num_classes)}))) {
     for (int64_t i = 0; i < args.num_encoders; ++i) encoders->push_back(std::make_shared<EncoderBlock>(args));
   }
-  Tensor forward(const Tensor& test_input) override {
+  Tensor forward(const Tensor& test_input) {
     Tensor enc_output = (*embedding)(test_input);
     for (const auto& enc_layer : *encoders) enc_output = (*enc_layer)(enc_output);
     const Tensor class_token_embed = enc_output.select(1, 0);

@@ -82,10 +82,11 @@ int main(int argc, char** argv) {
     app.add_option("--nlayers", nlayers, "number of layers")->check(CLI::Range(int64_t{1}, int64_t{1024}).description(""))->type_name("INT in [1, 1024]")->capture_default_str();
     app.add_option("--nhead", nhead, "the number of heads in the encoder")->check(CLI::Range(int64_t{1}, int64_t{1024}).description(""))->type_name("INT in [1, 1024]")->capture_default_str();
     app.add_option("--bptt", bptt, "sequence length")->check(CLI::Range(int64_t{1}, int64_t{5000}).description(""))->type_name("INT in [1, 5000]")->capture_default_str();
-    app.add_option("--clip", clip, "gradient clipping")->check(CLI::Range(0.0, 1e6).description(""))->type_name("FLOAT in [0, 1e6]")->capture_default_str();
-    app.add_option("--dropout", dropout, "dropout applied to layers (0 = no dropout)")->check(CLI::Range(0.0, 1.0).description(""))->type_name("FLOAT in [0, 1]")->capture_default_str();
+    app.add_option("--clip", clip, "gradient clipping")->check(ember::pt::finite_range(0.0, 1e6))->type_name("FLOAT in [0, 1e6]")->capture_default_str();
+    app.add_option("--dropout", dropout, "dropout applied to layers (0 = no dropout)")->check(ember::pt::finite_range(0.0, 1.0))->type_name("FLOAT in [0, 1]")->capture_default_str();
     CLI11_PARSE(app, argc, argv);
     const ember::Device device = ember::pt::setup(flags);
+    if (flags.check_flags) return 0;
 
     const Corpus corpus(data);
     const int64_t eval_batch_size = 10;
@@ -108,7 +109,7 @@ int main(int argc, char** argv) {
     // state carried over (repackaged: cut from the previous batch's graph).
     Hidden hidden;
     auto run = [&](const Tensor& input) {
-      if (transformer) return std::static_pointer_cast<TransformerModel>(model)->forward(input).view({-1, ntokens});
+      if (transformer) return (*std::static_pointer_cast<TransformerModel>(model))(input).view({-1, ntokens});
       hidden = {hidden.h.detach(), hidden.c.defined() ? hidden.c.detach() : Tensor()};
       Tensor output;
       std::tie(output, hidden) = (*std::static_pointer_cast<RNNModel>(model))(input, hidden);

@@ -100,13 +100,13 @@ class RNNModel : public nn::Callable<RNNModel> {
   int64_t ntoken_, nhid_, nlayers_;
 };
 
-class PositionalEncoding : public nn::Module {
+class PositionalEncoding : public nn::Callable<PositionalEncoding> {
  public:
   explicit PositionalEncoding(int64_t d_model, double dropout = 0.1, int64_t max_len = 5000)
       : dropout_(register_module("dropout", std::make_shared<nn::Dropout>(dropout))),
         pe(register_buffer("pe", make_pe(d_model, max_len))) {}
   // x [S, N, E]
-  Tensor forward(const Tensor& x) override { return (*dropout_)(x + pe.slice(0, 0, x.size(0))); }
+  Tensor forward(const Tensor& x) { return (*dropout_)(x + pe.slice(0, 0, x.size(0))); }
   std::string name() const override { return "PositionalEncoding"; }
 
  private:
@@ -127,14 +127,14 @@ class PositionalEncoding : public nn::Module {
 };
 
 // Container module with an encoder, a transformer module, and a decoder. As in the
-// original, nn::Transformer's decoder stack is replaced by the Linear named "decoder"; the
-// base's `decoder` member still points at the stack replaced, so this class's own
-// `decoder` hides it. Call it as model->forward(src): an nn::Callable's operator() runs
-// nn::Transformer's forward (its CRTP type), not this one.
-class TransformerModel : public nn::Transformer {
+// original, nn::Transformer's decoder stack is replaced by the Linear named "decoder" (the
+// base's own `decoder` handle now reads that Linear, and using it as a decoder stack is an
+// error). Deriving from nn::Callable<TransformerModel, nn::Transformer> makes (*model)(src)
+// run this class's forward.
+class TransformerModel : public nn::Callable<TransformerModel, nn::Transformer> {
  public:
   TransformerModel(int64_t ntoken, int64_t ninp, int64_t nhead, int64_t nhid, int64_t nlayers, double dropout = 0.5)
-      : nn::Transformer({.d_model = ninp, .nhead = nhead, .num_encoder_layers = nlayers, .layer = {.dim_feedforward = nhid}}),
+      : Callable({.d_model = ninp, .nhead = nhead, .num_encoder_layers = nlayers, .layer = {.dim_feedforward = nhid}}),
         pos_encoder(register_module("pos_encoder", std::make_shared<PositionalEncoding>(ninp, dropout))),
         input_emb(register_module("input_emb", std::make_shared<nn::Embedding>(ntoken, ninp))),
         decoder(replace_module("decoder", std::make_shared<nn::Linear>(ninp, ntoken))),
@@ -167,9 +167,9 @@ class TransformerModel : public nn::Transformer {
   }
   std::string name() const override { return "TransformerModel"; }
 
-  std::shared_ptr<PositionalEncoding> pos_encoder;
-  std::shared_ptr<nn::Embedding> input_emb;
-  std::shared_ptr<nn::Linear> decoder;
+  nn::Child<PositionalEncoding> pos_encoder;
+  nn::Child<nn::Embedding> input_emb;
+  nn::Child<nn::Linear> decoder;
   Tensor src_mask;
 
  private:
