@@ -12,9 +12,12 @@ median validation loss at the end of each. --iters N overrides the preset's iter
 (the cosine decay then ends at N too): a shorter run measures the time per iteration
 only, its losses are not the preset's.
 
-The peer runs with OpenMP OpenBLAS when installed (libopenblas0-openmp), as
-compare.py's libtorch peer does: PyTorch's OpenMP threads and Debian's default pthreads
-OpenBLAS oversubscribe the cores otherwise.
+The peer runs with OPENBLAS_NUM_THREADS=1 (unless it is set): PyTorch's --threads
+OpenMP threads then run its ops, and OpenBLAS's own threads do not oversubscribe the
+cores. Measured here (2 cores, --preset cpu, 20 iterations at --threads 2, two rounds
+under a load average near 6): 735 / 377 ms per iteration with OPENBLAS_NUM_THREADS=1,
+1083 / 633 with the OpenMP OpenBLAS (compare.py's choice for libtorch), 1860 / 1254 with
+Debian's default pthreads OpenBLAS at 2 threads.
 """
 import argparse
 import json
@@ -24,7 +27,6 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-OPENMP_BLAS = "/usr/lib/x86_64-linux-gnu/openblas-openmp"
 
 
 def last_json(cmd, env=None):
@@ -53,8 +55,7 @@ def main():
     if a.iters is not None:
         common += ["--iters", str(a.iters)]
     peer_env = dict(os.environ)
-    if os.path.isdir(OPENMP_BLAS):
-        peer_env["LD_LIBRARY_PATH"] = OPENMP_BLAS + (":" + peer_env["LD_LIBRARY_PATH"] if "LD_LIBRARY_PATH" in peer_env else "")
+    peer_env.setdefault("OPENBLAS_NUM_THREADS", "1")
     print(f"load average before: {loadavg()}")
     ours, theirs = [], []
     for seed in a.seeds.split(","):

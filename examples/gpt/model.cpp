@@ -28,9 +28,11 @@ CausalSelfAttention::CausalSelfAttention(const GPTConfig& c)
 
 std::vector<Tensor> CausalSelfAttention::heads(const Tensor& x) {
   const int64_t B = x.size(0), T = x.size(1);
-  std::vector<Tensor> qkv = (*c_attn)(x).split(n_embd_, 2);  // 3 x [B, T, C]
-  for (Tensor& t : qkv) t = t.reshape({B, T, n_head_, n_embd_ / n_head_}).transpose(1, 2);
-  return qkv;
+  // One copy into [3, B, n_head, T, head dim]: q, k and v are then contiguous views, as the
+  // fused attention takes them (nanoGPT's split, view and transpose copy each of them).
+  const Tensor qkv =
+      (*c_attn)(x).reshape({B, T, 3, n_head_, n_embd_ / n_head_}).permute({2, 0, 3, 1, 4}).contiguous();
+  return {qkv.select(0, 0), qkv.select(0, 1), qkv.select(0, 2)};
 }
 
 Tensor CausalSelfAttention::project(const Tensor& y) {

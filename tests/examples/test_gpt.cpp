@@ -105,7 +105,8 @@ TEST_F(Gpt, KvCacheSamplesWhatRecomputationSamples) {
 // allocator's peak over a run's steps, beyond what it held before the model.
 TEST_F(Gpt, EstimateMemoryIsWithinFivePercentOfTheStepPeak) {
   for (const char* extra : {"", " --checkpoint", " --precision bf16"}) {
-      const std::string flags = std::string("--device cpu --iters 3 --eval-interval 100 --eval-iters 1 --block-size 64") + extra;
+    const std::string flags =
+        std::string("--device cpu --iters 3 --eval-interval 100 --eval-iters 1 --block-size 64") + extra;
     const nlohmann::json est = train(flags + " --estimate-memory");
     const nlohmann::json real = train(flags);
     ASSERT_FALSE(est.empty() || real.empty());
