@@ -60,7 +60,7 @@ void clip_gradients(const std::vector<Tensor>& params, double max_norm) {
       clamp(div(full({}, Scalar(max_norm), {total.dtype(), total.device()}), add(sqrt(total), Scalar(1e-6))),
             std::nullopt, 1.0);
   for (const Tensor& p : params)
-    if (p.grad().defined()) p.grad().mul_(coef);
+    if (p.grad().defined()) p.grad().copy_(mul(p.grad(), coef));  // in place: DDP's buckets hold the gradients
 }
 
 struct Losses {
@@ -141,6 +141,7 @@ int train(const GptOptions& o) {
   const int64_t rank_batch = c.batch_size / world, T = o.model.block_size;
 
   const TextData data = make_text_data(load_text(o.data), T);
+  check_model_flags(o);
   GPTConfig config = o.model;
   config.vocab_size = data.vocab_size();
   config.checkpoint = c.checkpoint;
@@ -231,7 +232,7 @@ int train(const GptOptions& o) {
     if (o.grad_clip > 0) clip_gradients(params, o.grad_clip);
     if (zero && o.weight_decay > 0) {
       NoGradGuard no_grad;
-      for (const Tensor& p : decayed) p.detach().mul_(Scalar(1 - get_lr(o, it) * o.weight_decay));
+      for (const Tensor& p : decayed) p.detach().copy_(mul(p.detach(), Scalar(1 - get_lr(o, it) * o.weight_decay)));
     }
     opt->step();
   };

@@ -1,6 +1,7 @@
 // ember_gpt's flags and presets (options.h).
 #include "examples/gpt/options.h"
 
+#include <algorithm>
 #include <functional>
 #include <vector>
 
@@ -123,6 +124,9 @@ void apply_preset(const CLI::App& app, GptOptions& o) {
   for (const PresetValue& p : presets())
     if (app.count(p.flag) == 0) p.set(o, gpu);
   if (o.lr_decay_iters == 0) o.lr_decay_iters = std::max<int64_t>(o.iters, 1);
+}
+
+void check_model_flags(const GptOptions& o) {
   EMBER_CHECK(o.model.n_embd % o.model.n_head == 0, "--n-embd ", o.model.n_embd, " must be a multiple of --n-head ",
               o.model.n_head);
 }

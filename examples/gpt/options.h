@@ -37,8 +37,11 @@ struct GptOptions {
 
 void add_gpt_flags(CLI::App& app, GptOptions& o);
 // After parsing: the preset's value for every preset flag the command line did not give,
-// then --lr-decay-iters from --iters when not given. An ember::Error when --n-embd is not a
-// multiple of --n-head.
+// then --lr-decay-iters from --iters when not given.
 void apply_preset(const CLI::App& app, GptOptions& o);
+// An ember::Error naming the flags when --n-embd is not a multiple of --n-head. Checked
+// once the text is loaded, as the model's other needs are: each flag's range alone is
+// what its values may be (Note [Flag ranges]).
+void check_model_flags(const GptOptions& o);
 
 }  // namespace ember::examples::gpt
