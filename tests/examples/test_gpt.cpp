@@ -38,9 +38,10 @@ class Gpt : public test::TempDirTest {
   }
   // A 2-layer model of width 32 on a context of 16: about a second for 40 iterations.
   std::string cmd(const std::string& flags) const {
-    return std::string(EMBER_GPT_BIN) + " --data " + data_ +
-           " --n-layer 2 --n-head 2 --n-embd 32 --block-size 16 --batch-size 8 --eval-iters 4 --warmup-iters 5 "
-           "--lr 3e-3 --threads 1 --json " +
+    const std::string block = flags.find("--block-size") == std::string::npos ? " --block-size 16" : "";
+    return std::string(EMBER_GPT_BIN) + " --data " + data_ + block +
+           " --n-layer 2 --n-head 2 --n-embd 32 --batch-size 8 --eval-iters 4 --warmup-iters 5 --lr 3e-3 --threads 1 "
+           "--json " +
            flags + " 2>&1";
   }
   nlohmann::json train(const std::string& flags) const {
@@ -65,11 +66,13 @@ TEST_F(Gpt, TrainingLowersTheLoss) {
 }
 
 // Training 40 iterations, or 20 then 20 more from the checkpoint, ends with the same
-// weights: the losses and the sampled text are equal, not close.
+// weights: the losses and the sampled text are equal, not close. (The first 20 follow the
+// 40 iterations' schedule: --lr-decay-iters 40.)
 TEST_F(Gpt, ResumeContinuesBitForBit) {
-  const std::string once = "--device cpu --eval-interval 20 --sample 40 --iters 40";
+  const std::string once = "--device cpu --eval-interval 20 --lr-decay-iters 40 --sample 40 --iters 40";
   const nlohmann::json a = train(once);
-  const nlohmann::json b = train("--device cpu --eval-interval 20 --iters 20 --save " + path("b.safetensors"));
+  const nlohmann::json b =
+      train("--device cpu --eval-interval 20 --lr-decay-iters 40 --iters 20 --save " + path("b.safetensors"));
   const nlohmann::json c = train(once + " --resume " + path("b.safetensors"));
   ASSERT_FALSE(a.empty() || b.empty() || c.empty());
   EXPECT_EQ(c["steps"], 20);
@@ -106,7 +109,7 @@ TEST_F(Gpt, KvCacheSamplesWhatRecomputationSamples) {
 TEST_F(Gpt, EstimateMemoryIsWithinFivePercentOfTheStepPeak) {
   for (const char* extra : {"", " --checkpoint", " --precision bf16"}) {
     const std::string flags =
-        std::string("--device cpu --iters 3 --eval-interval 100 --eval-iters 1 --block-size 64") + extra;
+        std::string("--device cpu --iters 3 --eval-interval 100 --block-size 64") + extra;
     const nlohmann::json est = train(flags + " --estimate-memory");
     const nlohmann::json real = train(flags);
     ASSERT_FALSE(est.empty() || real.empty());
@@ -120,7 +123,7 @@ TEST_F(Gpt, EstimateMemoryIsWithinFivePercentOfTheStepPeak) {
 // better than the 1e-2 a wrong gradient moves them.
 TEST_F(Gpt, EmulatedCudaTrainsAsTheCpu) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device (EMBER_CUDA=EMULATED gives one)";
-  const std::string flags = " --iters 20 --eval-interval 20 --eval-iters 2 --batch-size 4";
+  const std::string flags = " --iters 20 --eval-interval 20";
   const nlohmann::json cpu = train("--device cpu" + flags), cuda = train("--device cuda" + flags);
   ASSERT_FALSE(cpu.empty() || cuda.empty());
   EXPECT_EQ(cuda["device"], "cuda:0");
@@ -128,7 +131,7 @@ TEST_F(Gpt, EmulatedCudaTrainsAsTheCpu) {
 }
 
 TEST_F(Gpt, TwoProcessesTrainAsOne) {
-  const std::string flags = "--device cpu --iters 20 --eval-interval 20 --eval-iters 2";
+  const std::string flags = "--device cpu --iters 20 --eval-interval 20";
   const nlohmann::json one = train(flags);
   for (const std::string zero : {"", " --zero 1"}) {
     auto [out, rc] = run(std::string(EMBER_RUN_BIN) + " --nproc-per-node 2 " + cmd(flags + zero));
