@@ -132,9 +132,6 @@ int train(const GptOptions& o) {
                 " processes");
     pg = comm::init_process_group(launch);
   }
-  EMBER_CHECK(c.zero == 0 || pg, "--zero ", c.zero, " needs several processes (run under ember-run)");
-  EMBER_CHECK(!(c.zero == 2 && o.grad_clip > 0), "--zero 2 keeps only each process's shard of the gradients, so "
-              "the global norm --grad-clip needs is not there: pass --grad-clip 0, or --zero 1");
   const Device device = training_device(c, launch, pg != nullptr);
   check_graph_flags(o, device, world);
   const std::size_t budget = c.max_memory.empty() ? 0 : parse_memory_size(c.max_memory, device);
@@ -142,6 +139,10 @@ int train(const GptOptions& o) {
 
   const TextData data = make_text_data(load_text(o.data), T);
   check_model_flags(o);
+  // After the data, as the other examples: a flag's range alone is what it may be.
+  EMBER_CHECK(c.zero == 0 || pg, "--zero ", c.zero, " needs several processes (run under ember-run)");
+  EMBER_CHECK(!(c.zero == 2 && o.grad_clip > 0), "--zero 2 keeps only each process's shard of the gradients, so "
+              "the global norm --grad-clip needs is not there: pass --grad-clip 0, or --zero 1");
   GPTConfig config = o.model;
   config.vocab_size = data.vocab_size();
   config.checkpoint = c.checkpoint;
