@@ -124,6 +124,8 @@ void apply_preset(const CLI::App& app, GptOptions& o) {
   for (const PresetValue& p : presets())
     if (app.count(p.flag) == 0) p.set(o, gpu);
   if (o.lr_decay_iters == 0) o.lr_decay_iters = std::max<int64_t>(o.iters, 1);
+  EMBER_CHECK(app.count("--data") == 0 || !o.data.empty(),
+              "--data: the path is empty (leave --data out to train on the King James Version)");
 }
 
 void check_model_flags(const GptOptions& o) {
