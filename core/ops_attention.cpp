@@ -11,6 +11,7 @@
 #include "core/autograd.h"
 #include "core/autograd_graph.h"
 #include "core/dispatch.h"
+#include "core/meta.h"
 #include "core/op_utils.h"
 
 namespace ember {
@@ -99,7 +100,7 @@ std::pair<Tensor, Tensor> scaled_dot_product_attention_math(const Tensor& q, con
 // Note [Attention path]
 // scaled_dot_product_attention takes the fused kernels (the attention stubs) where they
 // can compute the call, and the math path otherwise: when the device has no fused kernel
-// (the meta device), the head dims exceed the CUDA kernel's 256 (128 in float64),
+// (meta tensors stand for meta_target()'s device), the head dims exceed the CUDA kernel's 256 (128 in float64),
 // dropout_p is 1, or an additive mask requires grad (its gradient is the L x S matrix dS
 // that the fused backward never stores). EMBER_ATTENTION, read at each call, forces a
 // path: "math", or "flash" (then a call the fused kernels cannot compute is an
@@ -128,12 +129,14 @@ AttentionPath attention_path() {
 
 // Why the fused kernels cannot compute this call; empty when they can.
 std::string fused_refusal(const Tensor& q, const Tensor& v, const AttentionOptions& o) {
-  const DeviceType d = q.device().type;
+  // Meta tensors take the path of the device they stand for, so that a memory estimate
+  // allocates what the fused kernels' run does (the stub call itself is skipped on meta).
+  const DeviceType d = q.device().is_meta() ? meta_target() : q.device().type;
   if (!kernels::attention_stub.has(d) || !kernels::attention_backward_stub.has(d))
     return "the " + q.device().str() + " device has no fused attention kernel";
   // The CUDA kernel's tiles in shared memory: head dims up to 256 (128 in float64).
   const int64_t max_head = q.dtype() == kFloat64 ? 128 : 256;
-  if (q.device().is_cuda() && (q.size(-1) > max_head || v.size(-1) > max_head))
+  if (d == DeviceType::CUDA && (q.size(-1) > max_head || v.size(-1) > max_head))
     return "the CUDA kernel takes " + std::string(dtype_name(q.dtype())) + " head dims up to " +
            std::to_string(max_head) + ", got " + std::to_string(q.size(-1)) + " and " + std::to_string(v.size(-1));
   if (o.dropout_p >= 1) return "dropout_p is 1";

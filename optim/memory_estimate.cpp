@@ -176,8 +176,8 @@ MemoryEstimate memory_estimate(nn::Module& model, const Shape& input_shape, cons
   {
     const MetaListenerScope listen(acc);
     std::unique_ptr<Optimizer> opt = make_optimizer(o.optimizer, run->parameters());
-    const Tensor x = empty(input_shape, {kFloat32, Device::meta()});
-    const Tensor y = empty({input_shape[0]}, {kInt64, Device::meta()});
+    const Tensor x = empty(input_shape, {o.token_inputs ? kInt64 : kFloat32, Device::meta()});
+    const Tensor y = empty(o.token_inputs ? input_shape : Shape{input_shape[0]}, {kInt64, Device::meta()});
     const int64_t N = input_shape[0], piece = o.micro_batch > 0 ? std::min(o.micro_batch, N) : N;
     nn::CrossEntropyLoss criterion;
     for (int step = 0; step < 2; ++step) {
@@ -197,7 +197,8 @@ MemoryEstimate memory_estimate(nn::Module& model, const Shape& input_shape, cons
             for (size_t r = 0; r + 1 < activations.size(); ++r) activations[r] -= before[r];  // the batch stays
           }
           const MemoryScope in_loss(&kLossTag);
-          loss = criterion(logits, y.narrow(0, s, n));
+          loss = o.token_inputs ? criterion(logits.reshape({-1, logits.size(-1)}), y.narrow(0, s, n).reshape({-1}))
+                                : criterion(logits, y.narrow(0, s, n));
           if (n < N) loss = mul(loss, Scalar(static_cast<double>(n) / static_cast<double>(N)));
         }
         loss.backward();

@@ -47,6 +47,10 @@ struct MemoryEstimateOptions {
   std::string optimizer = "adam";   // sgd (with momentum), adam or adamw
   int64_t optimizer_state_shards = 1;
   int64_t gradient_shards = 1;
+  // A language model's step: the input is int64 token ids [batch, T], the targets token
+  // ids of the same shape, and the loss the cross entropy of the logits [batch, T, V]
+  // taken as [batch * T, V] (examples/gpt).
+  bool token_inputs = false;
 };
 
 struct ModuleMemory {
@@ -71,7 +75,7 @@ struct MemoryEstimate {
 };
 
 // The estimate for a batch of `input_shape` (its first dim is the batch) of float32
-// inputs. `model` must be on the meta device (build it there: set_default_device, or
+// inputs (token ids with options.token_inputs). `model` must be on the meta device (build it there: set_default_device, or
 // Module::to(Device::meta())); its parameters stay there.
 MemoryEstimate memory_estimate(nn::Module& model, const Shape& input_shape, const MemoryEstimateOptions& options = {});
 

@@ -47,7 +47,27 @@ const std::vector<FlagRange>& table() {
       ints("--zero", 0, 2),
       ints("--memory-snapshot-steps", 0, 1000000000),
       reals("--prune", 0, 1),
-      ints("--image-size", 4, 28)};
+      ints("--image-size", 4, 28),
+      // examples/gpt
+      ints("--iters", 0, 100000000),
+      ints("--eval-interval", 1, 100000000),
+      ints("--eval-iters", 1, 1000000),
+      ints("--log-interval", 1, 100000000),
+      ints("--warmup-iters", 0, 100000000),
+      ints("--lr-decay-iters", 1, 100000000),
+      reals("--min-lr", 0, 1000),
+      reals("--weight-decay", 0, 100),
+      reals("--beta1", 0, 0.999999),
+      reals("--beta2", 0, 0.999999),
+      reals("--grad-clip", 0, 1e6, "(0: no clipping)"),
+      ints("--n-layer", 1, 1000),
+      ints("--n-head", 1, 1024),
+      ints("--n-embd", 1, 65536),
+      ints("--block-size", 1, 1 << 20),
+      reals("--dropout", 0, 0.99),
+      ints("--sample", 0, 100000000),
+      reals("--temperature", 0.001, 100),
+      ints("--top-k", 0, 1000000, "(0: every token)")};
   return t;
 }
 

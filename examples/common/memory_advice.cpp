@@ -12,6 +12,12 @@
 namespace ember::examples {
 namespace {
 
+Shape with_batch(int64_t batch, const Shape& sample) {
+  Shape s{batch};
+  s.insert(s.end(), sample.begin(), sample.end());
+  return s;
+}
+
 // The model as make_model builds it, on the meta device (shapes, no data).
 std::shared_ptr<nn::Module> meta_model(const ModelFactory& make_model) {
   const Device saved = default_device();
@@ -27,23 +33,25 @@ std::shared_ptr<nn::Module> meta_model(const ModelFactory& make_model) {
   return model;
 }
 
-optim::MemoryEstimateOptions estimate_options(const TrainConfig& c, Device device, int world) {
+optim::MemoryEstimateOptions estimate_options(const TrainConfig& c, Device device, int world,
+                                              const SampleInput& sample) {
   return {.target = device,
           .autocast = c.precision == "bf16" ? std::optional(kBFloat16) : std::nullopt,
-          .checkpoint = c.checkpoint,
+          .checkpoint = c.checkpoint && !sample.tokens,
           .optimizer = c.optimizer,
           // ZeRO: each rank's share of the state (and at stage 2, the gradients)
           .optimizer_state_shards = c.zero > 0 ? world : 1,
-          .gradient_shards = c.zero == 2 ? world : 1};
+          .gradient_shards = c.zero == 2 ? world : 1,
+          .token_inputs = sample.tokens};
 }
 
 }  // namespace
 
 void print_memory_estimate(const TrainConfig& c, Device device, int64_t batch, int world,
-                           const ModelFactory& make_model) {
+                           const ModelFactory& make_model, const SampleInput& sample) {
   const std::shared_ptr<nn::Module> model = meta_model(make_model);
-  const optim::MemoryEstimateOptions options = estimate_options(c, device, world);
-  const Shape input{batch, 1, c.image_size, c.image_size};
+  const optim::MemoryEstimateOptions options = estimate_options(c, device, world, sample);
+  const Shape input = with_batch(batch, sample.shape);
   const optim::MemoryEstimate est = optim::memory_estimate(*model, input, options);
   const std::size_t capacity =
       c.device_memory.empty() ? device_allocator(device).memory_limit() : parse_memory_size(c.device_memory, device);
@@ -62,7 +70,8 @@ void print_memory_estimate(const TrainConfig& c, Device device, int64_t batch, i
 }
 
 memory::AdviceTerms advice_terms(const TrainConfig& c, Device device, int world, std::size_t held,
-                                 const std::string& cap_origin, const ModelFactory& make_model) {
+                                 const std::string& cap_origin, const ModelFactory& make_model,
+                                 const SampleInput& sample) {
   memory::AdviceTerms t;
   t.raise_cap = "--max-memory";
   t.micro_batches = c.auto_microbatch ? "" : "--auto-microbatch";
@@ -77,12 +86,12 @@ memory::AdviceTerms advice_terms(const TrainConfig& c, Device device, int world,
     std::map<std::size_t, int64_t> fits;
   };
   auto memo = std::make_shared<Memo>();
-  t.largest_batch = [c, device, world, held, make_model, memo](std::size_t cap) -> int64_t {
+  t.largest_batch = [c, device, world, held, make_model, sample, memo](std::size_t cap) -> int64_t {
     std::lock_guard lock(memo->mu);
     if (const auto it = memo->fits.find(cap); it != memo->fits.end()) return it->second;
     const std::shared_ptr<nn::Module> model = meta_model(make_model);
-    const optim::MemoryEstimateOptions options = estimate_options(c, device, world);
-    const Shape one{1, 1, c.image_size, c.image_size};
+    const optim::MemoryEstimateOptions options = estimate_options(c, device, world, sample);
+    const Shape one = with_batch(1, sample.shape);
     // The step's room: what the cap leaves beyond what training started with, plus the
     // parameters (held then, and counted by the estimate). The free pieces of the segments
     // held then are left out: a step may not be able to use them (another pool), and a

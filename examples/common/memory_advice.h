@@ -18,14 +18,24 @@ namespace ember::examples {
 
 using ModelFactory = std::function<std::shared_ptr<nn::Module>()>;
 
+// One sample of the model's input: a float32 image [1, S, S] (the Fashion-MNIST examples,
+// S = --image-size), or int64 token ids [T] (examples/gpt: the model then checkpoints
+// itself, and the loss is over every position).
+struct SampleInput {
+  Shape shape;
+  bool tokens = false;
+};
+inline SampleInput image_sample(const TrainConfig& c) { return {{1, c.image_size, c.image_size}}; }
+
 // --estimate-memory: the model built on the meta device, one step of `batch` samples per
 // rank estimated and printed with the largest batch that fits, nothing allocated.
 void print_memory_estimate(const TrainConfig& c, Device device, int64_t batch, int world,
-                           const ModelFactory& make_model);
+                           const ModelFactory& make_model, const SampleInput& sample);
 
 // The terms for `device`'s allocator. `held` is what the allocator held when training
 // started (the datasets, the model); `cap_origin` says what set the cap ("" when none was).
 memory::AdviceTerms advice_terms(const TrainConfig& c, Device device, int world, std::size_t held,
-                                 const std::string& cap_origin, const ModelFactory& make_model);
+                                 const std::string& cap_origin, const ModelFactory& make_model,
+                                 const SampleInput& sample);
 
 }  // namespace ember::examples

@@ -112,6 +112,32 @@ void warn_if_oversubscribed(const TrainConfig& c, const comm::LaunchInfo& launch
 
 }  // namespace
 
+Device training_device(const TrainConfig& c, const comm::LaunchInfo& launch, bool distributed) {
+  // With several processes each takes its own device, cuda:LOCAL_RANK (torchrun's
+  // convention): --device cuda means that, and auto means it when this node has a CUDA
+  // device for each of its processes (comm::local_device), else the CPU.
+  std::string dev = c.device;
+  Device device;
+  if (distributed && (dev == "auto" || dev == "cuda")) {
+    device = dev == "auto" ? comm::local_device(launch) : Device::cuda(launch.local_rank);
+  } else {
+    if (dev == "auto") {
+      dev = default_device_name();
+      if (dev == "cpu" && launch.rank == 0) std::printf("no CUDA device found: training on the cpu\n");
+    }
+    device = Device::parse(dev);
+  }
+  dev = device.str();
+  if (device.is_cuda()) {
+    const int count = cuda_device_count();
+    EMBER_CHECK(device.index < count, "--device ", dev, ": ",
+                !cuda_backend_built() ? std::string("this build of ember has no CUDA backend")
+                : count == 0          ? std::string("no CUDA device is available")
+                                      : detail::str("this process sees ", count, " CUDA device(s)"));
+  }
+  return device;
+}
+
 void line_buffered_stdout() { std::setvbuf(stdout, nullptr, _IOLBF, BUFSIZ); }
 
 int train_main(const std::string& model_name, const TrainConfig& c,
@@ -139,34 +165,13 @@ int train_main(const std::string& model_name, const TrainConfig& c,
     const bool lead = launch.rank == 0;
     const int64_t rank_batch = c.batch_size / world;
 
-    // With several processes each takes its own device, cuda:LOCAL_RANK (torchrun's
-    // convention): --device cuda means that, and auto means it when this node has a CUDA
-    // device for each of its processes (comm::local_device), else the CPU.
-    std::string dev = c.device;
-    Device device;
-    if (pg && (dev == "auto" || dev == "cuda")) {
-      device = dev == "auto" ? comm::local_device(launch) : Device::cuda(launch.local_rank);
-    } else {
-      if (dev == "auto") {
-        dev = default_device_name();
-        if (dev == "cpu" && lead) std::printf("no CUDA device found: training on the cpu\n");
-      }
-      device = Device::parse(dev);
-    }
-    dev = device.str();
-    if (device.is_cuda()) {
-      const int count = cuda_device_count();
-      EMBER_CHECK(device.index < count, "--device ", dev, ": ",
-                  !cuda_backend_built() ? std::string("this build of ember has no CUDA backend")
-                  : count == 0          ? std::string("no CUDA device is available")
-                                        : detail::str("this process sees ", count, " CUDA device(s)"));
-    }
+    const Device device = training_device(c, launch, pg != nullptr);
 
     check_cuda_graph_flags(c, device, world);
     // Parsed now, before the data is loaded: a bad size fails at once.
     const std::size_t budget = c.max_memory.empty() ? 0 : parse_memory_size(c.max_memory, device);
     if (c.estimate_memory) {  // every rank's step is alike: rank 0 prints it
-      if (lead) print_memory_estimate(c, device, rank_batch, world, make_model);
+      if (lead) print_memory_estimate(c, device, rank_batch, world, make_model, image_sample(c));
       return 0;
     }
     EMBER_CHECK(c.device_memory.empty(), "--device-memory goes with --estimate-memory");
@@ -244,7 +249,7 @@ int train_main(const std::string& model_name, const TrainConfig& c,
     }
     // Out-of-memory reports in this program's words (examples/common/memory_advice.h).
     const memory::AdviceTerms saved_terms = mem.advice_terms();
-    mem.set_advice_terms(advice_terms(c, device, world, held, cap_origin, make_model));
+    mem.set_advice_terms(advice_terms(c, device, world, held, cap_origin, make_model, image_sample(c)));
     struct RestoreTerms {  // the allocator outlives this run (tests call train_main again)
       memory::CachingAllocator& mem;
       const memory::AdviceTerms& terms;

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "comm/rendezvous.h"
 #include "ember.h"
 #include "examples/common/flags.h"
 
@@ -16,6 +17,11 @@ namespace ember::examples {
 // Makes stdout line-buffered, into a pipe (ember-run's) too: a rank stopped because another
 // failed has then written every line it printed. Call it first in main, before any output.
 void line_buffered_stdout();
+
+// The device --device names for this process (with several processes each takes
+// cuda:LOCAL_RANK); auto without a CUDA device is the CPU, which rank 0 says on stdout. An
+// ember::Error when a CUDA device is named that this build or machine lacks.
+Device training_device(const TrainConfig& config, const comm::LaunchInfo& launch, bool distributed);
 
 // Trains the model `make_model` builds (on the default device, which it may set) and
 // prints one summary line per epoch; returns the process exit code. Errors are printed

@@ -191,6 +191,7 @@ TEST_F(HostileValues, EveryFlagOfEveryProgram) {
   std::vector<Program> programs = {
       {EMBER_MLP_BIN, "--device cpu --data " + path("empty"), "load_fashion_mnist: neither", {}},
       {EMBER_CNN_BIN, "--device cpu --data " + path("empty"), "load_fashion_mnist: neither", {}, true},
+      {EMBER_GPT_BIN, "--device cpu --data " + path("empty"), "gpt: --data", {}},
       {EMBER_HELLO_BIN, "--device cpu", "", {}},
       {EMBER_MEMVIZ_BIN, path("missing.json") + " -o " + path("out.svg"), "memviz: cannot open", {}},
       // 1024 ranks of /bin/true would run, but are not worth the time; --node-rank's top
