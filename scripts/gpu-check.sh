@@ -9,7 +9,7 @@
 #      with --cuda-graph (the whole step captured and replayed), and one epoch with
 #      --profile (where the time goes);
 #   4. the PyTorch peer of the same two models (bench/peers/gpu_peer.py), eager and with
-#      a CUDA graph, when python3 has torch;
+#      a CUDA graph, when python3 has torch; ember_gpt --preset gpu beside its PyTorch peer;
 #   5. the kernel and allocator benchmarks, and bench_ddp's per-bucket backward timeline on
 #      the GPU (it replaces the H200 estimate in docs/ddp-scaling.md with measurements);
 #   6. the hand-written kernels' tests under compute-sanitizer (memcheck by default), last
@@ -115,7 +115,7 @@ gen=()
 command -v ninja >/dev/null 2>&1 && gen=(-G Ninja)
 targets=(ember_tests_gpu ember_tests_cuda_gpu ember_tests_core ember_tests_layers ember_tests_optim ember_tests_comm
          ember_tests_data ember_mlp ember_cnn ember-run ember_bench_cuda_kernels ember_bench_allocator ember_bench_ddp
-         ember_bench_attention)
+         ember_bench_attention ember_gpt)
 [ -z "${EMBER_GPU_PREBUILT:-}" ] && step build 420 bash -c "cmake -S '$root' -B '$build' ${gen[*]} -DCMAKE_BUILD_TYPE=Release -DEMBER_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES=native && cmake --build '$build' --parallel $(nproc) --target ${targets[*]}"
 
@@ -182,6 +182,27 @@ else
   rows+=("| pytorch_peer | skipped: no torch with CUDA, or no data | |")
 fi
 
+# 4b. ember_gpt --preset gpu beside its PyTorch peer (bench/peers/nanogpt_peer.py, nanoGPT's
+# model and loop) on the same text: 300 iterations each (the time per iteration and tokens/s
+# of the --json line; losses after 300 iterations are no target), eagerly, and ember also
+# with --cuda-graph (which needs dropout off: the replayed masks would repeat).
+kjv=${EMBER_GPT_DATA:-$data/kjv.txt}
+if [ ! -f "$kjv" ] && command -v bible >/dev/null 2>&1; then bible -l80 gen1:1-rev22:21 > "$build/kjv.txt" && kjv=$build/kjv.txt; fi
+if [ -f "$kjv" ]; then
+  gpt=("$build/examples/ember_gpt" --preset gpu --device cuda --data "$kjv" --iters 300 --eval-interval 300 --eval-iters 20 --json)
+  step gpt_eager 150 "${gpt[@]}"
+  step gpt_graph 150 "${gpt[@]}" --dropout 0 --cuda-graph
+  figures+=("| ember gpt --preset gpu, 300 iterations | $(grep '^{' "$build/gpt_eager.log" | tail -n 1) |")
+  figures+=("| ember gpt --preset gpu --dropout 0 --cuda-graph | $(grep '^{' "$build/gpt_graph.log" | tail -n 1) |")
+  if python3 -c 'import torch; assert torch.cuda.is_available()' >/dev/null 2>&1; then
+    step gpt_pytorch 200 python3 "$root/bench/peers/nanogpt_peer.py" --preset gpu --device cuda --data "$kjv" \
+      --iters 300 --eval-interval 300 --eval-iters 20
+    figures+=("| pytorch nanoGPT --preset gpu, 300 iterations | $(grep '^{' "$build/gpt_pytorch.log" | tail -n 1) |")
+  fi
+else
+  rows+=("| gpt | skipped: no text (EMBER_GPT_DATA, the bundle's data/kjv.txt, or bible-kjv's bible) | |")
+fi
+
 # 5. Benchmarks: the caching allocator beside cudaMalloc, the kernels against the ceiling and cuBLAS.
 if [ -z "${EMBER_GPU_CHECK_QUICK:-}" ]; then
   step bench_allocator 120 "$build/bench/ember_bench_allocator"
@@ -191,6 +212,9 @@ if [ -z "${EMBER_GPU_CHECK_QUICK:-}" ]; then
   step bench_ddp 120 "$build/bench/ember_bench_ddp" --device cuda
   # The flash attention forward (tensor cores and SIMT) and backward at bf16, D = 128, T up to 4096.
   step bench_attention_cuda 180 "$build/bench/ember_bench_attention" --benchmark_filter=cuda
+  # PyTorch's scaled_dot_product_attention at the same shapes, each backend it has (FlashAttention-2's among them).
+  python3 -c 'import torch; assert torch.cuda.is_available()' >/dev/null 2>&1 &&
+    step attention_pytorch 120 python3 "$root/bench/peers/attention_peer.py"
 fi
 
 # 6. The kernel tests under compute-sanitizer: a memory error, a race on shared memory or

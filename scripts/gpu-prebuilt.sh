@@ -54,6 +54,9 @@ for f in "$data"/*-ubyte*; do
   if [[ $f == *.gz ]]; then zcat "$f" > "$dest/data/$name"; else cp "$f" "$dest/data/$name"; fi
 done
 
+# The King James Version for ember_gpt (bible-kjv's bible program, as the example reads it).
+command -v bible >/dev/null 2>&1 && bible -l80 gen1:1-rev22:21 > "$dest/data/kjv.txt"
+
 tar -C "$stage" -cf - ember-gpu | xz -6 -T0 > "$out"
 ls -la "$out"
 echo "built from commit $commit"
