@@ -18,17 +18,10 @@
 
 #include "core/runtime.h"
 #include "memory/oom.h"
+#include "kernels/cuda/cudnn_handle.h"
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/scratch.h"
 #include "kernels/cuda/variants.h"
-
-namespace ember::detail {
-// EMBER_CUDA_CHECK's overload for cuDNN's status (base/cuda_check.h).
-inline void check_cuda(cudnnStatus_t st, const char* call, const char* file, int line) {
-  if (st != CUDNN_STATUS_SUCCESS)
-    EMBER_FAIL("cuDNN call ", call, " failed at ", file, ":", line, ": ", cudnnGetErrorString(st));
-}
-}  // namespace ember::detail
 
 namespace ember::kernels::cuda {
 
@@ -36,17 +29,6 @@ namespace {
 
 // The largest workspace an algorithm may ask for; bigger ones are passed over.
 constexpr std::size_t kMaxWorkspace = std::size_t(1) << 30;
-
-// One handle per device and thread (a handle must not be used by two threads at once).
-// Never destroyed: at exit the CUDA runtime may be torn down before thread_local
-// destructors run (PyTorch leaks its handles for the same reason).
-cudnnHandle_t handle_for(int device, cudaStream_t stream) {
-  thread_local std::map<int, cudnnHandle_t> handles;
-  cudnnHandle_t& h = handles[device];
-  if (!h) EMBER_CUDA_CHECK(cudnnCreate(&h));
-  EMBER_CUDA_CHECK(cudnnSetStream(h, stream));
-  return h;
-}
 
 cudnnDataType_t cudnn_type(DType t) {
   switch (t) {
@@ -198,7 +180,7 @@ struct Scale {
 void cudnn_conv2d(const Tensor& out, const Tensor& in, const Tensor& weight, const Conv2dParams& p) {
   const OpScope scope(out);
   const int dev = out.device().index;
-  const cudnnHandle_t h = handle_for(dev, scope.stream());
+  const cudnnHandle_t h = cudnn_handle(dev, scope.stream());
   Descriptors d(in, weight, out, p);
   const Choice c = choose<cudnnConvolutionFwdAlgoPerf_t>(d, 0, "conv2d", [&](int n, int* got, auto* perf) {
     if (!conv_benchmark()) {
@@ -219,7 +201,7 @@ void cudnn_conv2d(const Tensor& out, const Tensor& in, const Tensor& weight, con
 void cudnn_conv2d_backward_input(const Tensor& gin, const Tensor& gout, const Tensor& weight, const Conv2dParams& p) {
   const OpScope scope(gin);
   const int dev = gin.device().index;
-  const cudnnHandle_t h = handle_for(dev, scope.stream());
+  const cudnnHandle_t h = cudnn_handle(dev, scope.stream());
   Descriptors d(gin, weight, gout, p);
   const Choice c =
       choose<cudnnConvolutionBwdDataAlgoPerf_t>(d, 1, "conv2d_backward_input", [&](int n, int* got, auto* perf) {
@@ -242,7 +224,7 @@ void cudnn_conv2d_backward_input(const Tensor& gin, const Tensor& gout, const Te
 void cudnn_conv2d_backward_weight(const Tensor& gw, const Tensor& gout, const Tensor& in, const Conv2dParams& p) {
   const OpScope scope(gw);
   const int dev = gw.device().index;
-  const cudnnHandle_t h = handle_for(dev, scope.stream());
+  const cudnnHandle_t h = cudnn_handle(dev, scope.stream());
   Descriptors d(in, gw, gout, p);
   const Choice c =
       choose<cudnnConvolutionBwdFilterAlgoPerf_t>(d, 2, "conv2d_backward_weight", [&](int n, int* got, auto* perf) {

@@ -38,29 +38,13 @@
 #include <cudnn.h>
 
 #include "core/runtime.h"
+#include "kernels/cuda/cudnn_handle.h"
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/rnn.cuh"
 #include "kernels/cuda/scratch.h"
 
-namespace ember::detail {
-// EMBER_CUDA_CHECK's overload for cuDNN's status (base/cuda_check.h), as conv_cudnn.cu's.
-inline void check_cuda(cudnnStatus_t st, const char* call, const char* file, int line) {
-  if (st != CUDNN_STATUS_SUCCESS)
-    EMBER_FAIL("cuDNN call ", call, " failed at ", file, ":", line, ": ", cudnnGetErrorString(st));
-}
-}  // namespace ember::detail
-
 namespace ember::kernels::cuda {
 namespace {
-
-// One handle per device and thread, never destroyed (conv_cudnn.cu's reasons).
-cudnnHandle_t handle_for(int device, cudaStream_t stream) {
-  thread_local std::map<int, cudnnHandle_t> handles;
-  cudnnHandle_t& h = handles[device];
-  if (!h) EMBER_CUDA_CHECK(cudnnCreate(&h));
-  EMBER_CUDA_CHECK(cudnnSetStream(h, stream));
-  return h;
-}
 
 int64_t gates_of(RnnCell cell) { return cell == RnnCell::kLstm ? 4 : cell == RnnCell::kGru ? 3 : 1; }
 
@@ -270,7 +254,7 @@ struct OrScratch {
 
 int64_t cudnn_rnn_reserve_bytes(const Tensor& x, int64_t hidden, const RnnLayerParams& p) {
   const OpScope scope(x);
-  const cudnnHandle_t h = handle_for(x.device().index, scope.stream());
+  const cudnnHandle_t h = cudnn_handle(x.device().index, scope.stream());
   return int64_t(config_for(h, x, hidden, p.cell).train_reserve);
 }
 
@@ -280,7 +264,7 @@ void cudnn_rnn_layer(const Tensor& y, const Tensor& h_n, const Tensor& c_n, cons
   const OpScope scope(x);
   const cudaStream_t s = scope.stream();
   const int dev = x.device().index;
-  const cudnnHandle_t h = handle_for(dev, s);
+  const cudnnHandle_t h = cudnn_handle(dev, s);
   Config& c = config_for(h, x, h0.size(1), p.cell);
   const bool training = reserve.defined();
   EMBER_CHECK(!training || std::size_t(reserve.numel()) == c.train_reserve, "rnn_layer (cudnn): the reserve has ",
@@ -311,7 +295,7 @@ void cudnn_rnn_layer_backward(const Tensor& dx, const Tensor& dh0, const Tensor&
   const OpScope scope(x);
   const cudaStream_t s = scope.stream();
   const int dev = x.device().index;
-  const cudnnHandle_t h = handle_for(dev, s);
+  const cudnnHandle_t h = cudnn_handle(dev, s);
   Config& c = config_for(h, x, h0.size(1), p.cell);
   EMBER_CHECK(reserve.defined() && std::size_t(reserve.numel()) == c.train_reserve,
               "rnn_layer_backward (cudnn): the reserve has ", reserve.defined() ? reserve.numel() : 0,
