@@ -28,6 +28,8 @@ struct Minimum {
 // relu's gradient from its output: g where y > 0, else 0 (relu'(0) = 0, as in PyTorch).
 // One pass instead of a comparison, a bool tensor and a where.
 struct ReluBackward { template <class T> EMBER_HD T operator()(T g, T y) const { return y > T(0) ? g : T(0); } };
+// tanh's gradient from its output y: g (1 - y^2).
+struct TanhBackward { template <class T> EMBER_HD T operator()(T g, T y) const { return g * (T(1) - y * y); } };
 struct Eq { template <class T> EMBER_HD bool operator()(T a, T b) const { return a == b; } };
 struct Ne { template <class T> EMBER_HD bool operator()(T a, T b) const { return a != b; } };
 struct Lt { template <class T> EMBER_HD bool operator()(T a, T b) const { return a < b; } };

@@ -13,6 +13,7 @@
 #include "kernels/cpu/variant.h"
 #include "kernels/cuda/blas.h"
 #include "kernels/cuda/device.h"
+#include "kernels/cuda/elementwise.cuh"
 #include "kernels/cuda/rnn.cuh"
 #include "kernels/cuda/rnn_cudnn.h"
 #include "kernels/cuda/scratch.h"
@@ -164,7 +165,9 @@ void handwritten_forward(const Tensor& y, const Tensor& h_n, const Tensor& c_n, 
         lstm_cell<T>(h, c, r, g, c_prev, B, H, s);
         c_prev = c;
       } else {
-        rnn_act<T>(h, g, B * H, lp.cell == RnnCell::kRnnRelu, s);
+        const Layout l = contiguous_layout(B * H);
+        if (lp.cell == RnnCell::kRnnRelu) unary<ops::Relu>(g, l, h, l, {}, s);
+        else unary<ops::Tanh>(g, l, h, l, {}, s);
       }
     }
     h_prev = h;
@@ -200,9 +203,10 @@ void handwritten_backward(const Tensor& dx, const Tensor& dh0, const Tensor& dc0
   if (dh_n.defined()) copy_rows<T>(dh_cur, ptr<const T>(dh_n), BH, s);
   else EMBER_CUDA_CHECK(cudaMemsetAsync(dh_cur, 0, BH * sizeof(T), s));
   const T* dc_in = lstm && dc_n.defined() ? ptr<const T>(dc_n) : nullptr;  // null: zero
+  const Layout l = contiguous_layout(BH);
   for (int64_t i = S - 1; i >= 0; --i) {
     const int64_t t = lp.reverse ? S - 1 - i : i;
-    rnn_add<T>(dh_cur, dh_cur, dyp + t * BH, BH, s);
+    binary<ops::Add, T, T>(dh_cur, l, dyp + t * BH, l, dh_cur, l, {}, s);  // the gradient from y and from step t+1
     const T* h_prev = i == 0 ? ptr<const T>(h0) : yp + (lp.reverse ? t + 1 : t - 1) * BH;
     const T* r = saved + i * R;
     T* dg = dgi_mem.get<T>() + t * B * GH;
@@ -218,7 +222,8 @@ void handwritten_backward(const Tensor& dx, const Tensor& dh0, const Tensor& dc0
       mm<T>(dev, s, false, false, B, H, GH, dghh, GH, ptr<const T>(w_hh), H, dh_prev, H, true);
       std::swap(dh_cur, dh_prev);
     } else {
-      rnn_act_backward<T>(dg, dh_cur, yp + t * BH, BH, lp.cell == RnnCell::kRnnRelu, s);
+      if (lp.cell == RnnCell::kRnnRelu) binary<ops::ReluBackward, T, T>(dh_cur, l, yp + t * BH, l, dg, l, {}, s);
+      else binary<ops::TanhBackward, T, T>(dh_cur, l, yp + t * BH, l, dg, l, {}, s);
       mm<T>(dev, s, false, false, B, H, GH, dg, GH, ptr<const T>(w_hh), H, dh_cur, H, false);
     }
   }

@@ -103,44 +103,6 @@ void gru_cell_backward(T* dgi, T* dgh, T* dh_prev, const T* dh, const T* saved, 
 
 // ----- the pieces of the hand-written layer loop (ops_rnn.cu) beside the cells -----
 
-// h = tanh(a) or relu(a), n elements (the simple RNN's step).
-template <class T>
-__global__ void __launch_bounds__(kBlockThreads) rnn_act_kernel(T* h, const T* a, int64_t n, bool relu) {
-  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < n; e += int64_t(gridDim.x) * blockDim.x)
-    h[e] = relu ? (a[e] > T(0) ? a[e] : T(0)) : ops::Tanh{}(a[e]);
-}
-template <class T>
-void rnn_act(T* h, const T* a, int64_t n, bool relu, cudaStream_t stream) {
-  if (n == 0) return;
-  launch<rnn_act_kernel<T>>(map_config(n), stream, h, a, n, relu);
-}
-
-// da = dh relu'(h) or dh (1 - h^2), from the activation's output h; n elements.
-template <class T>
-__global__ void __launch_bounds__(kBlockThreads)
-    rnn_act_backward_kernel(T* da, const T* dh, const T* h, int64_t n, bool relu) {
-  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < n; e += int64_t(gridDim.x) * blockDim.x)
-    da[e] = relu ? (h[e] > T(0) ? dh[e] : T(0)) : dh[e] * (T(1) - h[e] * h[e]);
-}
-template <class T>
-void rnn_act_backward(T* da, const T* dh, const T* h, int64_t n, bool relu, cudaStream_t stream) {
-  if (n == 0) return;
-  launch<rnn_act_backward_kernel<T>>(map_config(n), stream, da, dh, h, n, relu);
-}
-
-// out = a + b, n elements (out may be a or b): the gradient reaching h from y and from the
-// next step.
-template <class T>
-__global__ void __launch_bounds__(kBlockThreads) rnn_add_kernel(T* out, const T* a, const T* b, int64_t n) {
-  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < n; e += int64_t(gridDim.x) * blockDim.x)
-    out[e] = a[e] + b[e];
-}
-template <class T>
-void rnn_add(T* out, const T* a, const T* b, int64_t n, cudaStream_t stream) {
-  if (n == 0) return;
-  launch<rnn_add_kernel<T>>(map_config(n), stream, out, a, b, n);
-}
-
 // out [n] = the sums of src [rows, n]'s columns: one thread per column, rows in order
 // (deterministic), neighbouring threads reading neighbouring columns. For the biases'
 // gradients: n = G H columns, rows = T B.
