@@ -51,3 +51,21 @@ if(EMBER_CUDA_EMULATED)
 else()
   message(STATUS "ember: CUDA backend ${EMBER_WITH_CUDA} (cuDNN ${EMBER_WITH_CUDNN}, NCCL ${EMBER_WITH_NCCL})")
 endif()
+
+# Device code's loads and stores reach the CUDA emulator's checks (racecheck, initcheck,
+# synccheck; kernels/emu/check.cpp, EMBER_EMU_CHECK): the compiler's ThreadSanitizer
+# instrumentation at compile time only, with ember's own definitions of the __tsan_* entry
+# points instead of libtsan (never linked), as the Linux kernel's KCSAN does. Applied to
+# the translation units that hold kernels (the emulated backend's .cu files and the kernel
+# tests), with line tables (-g1) so a report names source lines. Not with another
+# sanitizer: ThreadSanitizer's instrumentation excludes AddressSanitizer's.
+option(EMBER_EMU_INSTRUMENT "Instrument emulated kernels' memory accesses for the emulator's checks" ON)
+set(EMBER_EMU_INSTRUMENT_FLAGS "")
+if(EMBER_EMU_INSTRUMENT AND NOT EMBER_SANITIZE)
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+    set(EMBER_EMU_INSTRUMENT_FLAGS -fsanitize=thread --param=tsan-instrument-func-entry-exit=0 -g1)
+  elseif(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    set(EMBER_EMU_INSTRUMENT_FLAGS -fsanitize=thread -mllvm -tsan-instrument-func-entry-exit=0
+      -mllvm -tsan-instrument-read-before-write -gline-tables-only)
+  endif()
+endif()

@@ -20,6 +20,7 @@
 
 #include "base/error.h"
 #include "kernels/emu/block.h"
+#include "kernels/emu/check.h"
 #include "kernels/emu/emu.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -104,6 +105,10 @@ class Worker {
                            const std::source_location& site);
   unsigned active_mask() const;
   void* dynamic_shared() { return shared_.get(); }
+  [[noreturn]] void fail(const std::string& message) {
+    record_failure(message);
+    abandon();
+  }
 
  private:
   static void fiber_main(ctx::transfer_t t);
@@ -127,6 +132,7 @@ class Worker {
   [[noreturn]] void abandon();
   std::string block_name() const { return "kernel " + std::string(launch_->kernel) + ", block " + str3(block_index_); }
   std::string deadlock_report() const;
+  void check_returning_lane();
   void check_canary() const;
 
   // Fiber stacks, each below a guard page so an overflow faults instead of corrupting.
@@ -207,6 +213,7 @@ void Worker::fiber_main(ctx::transfer_t t) {
   Fiber& me = self->fibers_[self->current_];
   me.state = State::kDone;
   --self->running_;
+  if (check_options().sync && !self->failed_) self->check_returning_lane();
 #if EMBER_EMU_ASAN
   __sanitizer_start_switch_fiber(nullptr, self->scheduler_stack_bottom_, self->scheduler_stack_size_);
 #endif
@@ -218,6 +225,7 @@ void Worker::resume(unsigned i) {
   current_ = i;
   Fiber& f = fibers_[i];
   thread_idx = f.index;
+  check_thread(i);
 #if EMBER_EMU_ASAN
   __sanitizer_start_switch_fiber(&fake_stack_, stack_top(i) - kStackBytes, kStackBytes);
 #endif
@@ -283,6 +291,7 @@ void Worker::run_block(const Launch& launch, uint3 block_index) {
   block_dim = launch.block;
   grid_dim = launch.grid;
   current_worker = this;
+  check_block_begin(launch, block_index, threads_, stacks_, stacks_bytes_, shared_.get(), launch.shared_bytes);
   // A GPU promises no order among threads between barriers. Every other block (and, for
   // the same block, every other launch) runs its threads last to first, so a kernel that
   // reads what another thread writes without a barrier (or __syncwarp) between them gets
@@ -302,6 +311,7 @@ void Worker::run_block(const Launch& launch, uint3 block_index) {
     }
   }
   current_worker = nullptr;
+  check_block_end();
 #if EMBER_EMU_ASAN
   ASAN_UNPOISON_MEMORY_REGION(shared_.get() + launch.shared_bytes, kCanaryBytes);
 #endif
@@ -322,6 +332,20 @@ void Worker::check_canary() const {
     if (canary[i] != kCanary)
       throw BlockFailure{block_name() + ": wrote past the end of its " + std::to_string(launch_->shared_bytes) +
                          " bytes of dynamic shared memory (byte " + std::to_string(launch_->shared_bytes + i) + ")"};
+}
+
+// synccheck: a lane returns while a pending warp collective's mask names it (on a GPU the
+// collective's result is undefined, or it hangs).
+void Worker::check_returning_lane() {
+  const unsigned warp = current_ / 32, lane = current_ % 32;
+  for (const PendingWarpOp& op : warp_ops_[warp])
+    if ((op.needed >> lane & 1u) && !(op.arrived >> lane & 1u)) {
+      record_failure("synccheck: " + std::string(op_name(op.op)) + " at " + where(op.site) + " names lane " +
+                     std::to_string(lane) + " of warp " + std::to_string(warp) + " in its mask, which returned without reaching it (" +
+                     std::to_string(std::popcount(op.arrived)) + " of " + std::to_string(std::popcount(op.needed)) +
+                     " lanes arrived)");
+      return;
+    }
 }
 
 std::string Worker::deadlock_report() const {
@@ -357,6 +381,7 @@ void Worker::syncthreads(const std::source_location& site) {
   }
   if (++barrier_arrived_ == threads_) {
     barrier_arrived_ = 0;
+    check_barrier();
     for (Fiber& f : fibers_)
       if (f.state == State::kAtBarrier) f.state = State::kRunnable;
     return;
@@ -427,6 +452,7 @@ uint64_t Worker::warp_collective(WarpOp op, unsigned mask, uint64_t value, int p
   // Everyone is here: compute each lane's result, release the others.
   const PendingWarpOp done = *slot;
   pending.erase(pending.begin() + (slot - pending.data()));
+  check_warp_collective(warp, done.mask);
   uint64_t ballot = 0;
   for (unsigned l = 0; l < 32; ++l)
     if ((done.needed >> l & 1u) && done.value[l] != 0) ballot |= 1u << l;
@@ -476,6 +502,7 @@ void run_block(const Launch& launch, uint3 block_index) { this_thread_worker().r
 
 void* dynamic_shared() { return worker().dynamic_shared(); }
 uint64_t block_serial() { return blocks_started; }
+void fail_block(const std::string& message) { worker().fail(message); }
 void syncthreads(const std::source_location& site) { worker().syncthreads(site); }
 uint64_t warp_collective(WarpOp op, unsigned mask, uint64_t value, int param, int width,
                          const std::source_location& site) {
