@@ -1,11 +1,30 @@
 #include "core/profiler.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 
 #include "core/dispatch.h"
 
 namespace ember {
+
+namespace kernels {
+
+namespace {
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+int64_t OpStubBase::profile_begin() const { return now_ns(); }
+
+void OpStubBase::profile_end(int64_t begin_ns) const {
+  nanos_.fetch_add(now_ns() - begin_ns, std::memory_order_relaxed);
+  calls_.fetch_add(1, std::memory_order_relaxed);
+}
+
+}  // namespace kernels
 
 void start_op_profiler(bool resume) {
   if (!resume)
