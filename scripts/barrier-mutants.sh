@@ -1,61 +1,56 @@
 #!/usr/bin/env bash
 # barrier-mutants.sh: does the emulated kernel suite notice a missing barrier?
 #
-# Removes one __syncthreads() (or __syncwarp()) of kernels/cuda/*.cuh at a time, rebuilds
-# the kernel tests that include the header (tests/cuda, binary ember_tests_cuda_emu of an
-# emulated or emulator-enabled build with EMBER_EMU_INSTRUMENT), runs their test suites
-# with the emulator's checks (EMBER_EMU_CHECK=all), and prints a table: caught when a test
-# fails or a racecheck warning is printed, missed otherwise. The header is restored after
-# each mutant (also on interruption).
+# Each __syncthreads() and __syncwarp() line of kernels/cuda/*.cuh is a mutant: the tests
+# that run that header's kernels are run with the barrier removed, through the emulator's
+# EMBER_EMU_SKIP_BARRIER=FILE:LINE (kernels/emu/README.md, "Checks": that one call site
+# returns at once; a mutation-testing aid, nothing is rebuilt). They run as ctest runs them
+# (label emu): with the checks (EMBER_EMU_CHECK=all), a racecheck warning failing them too;
+# and, with --no-checks-too, once more without the checks, to show what the checks add.
+# Prints a markdown table: caught (by which test, and how) or missed.
 #
-#   scripts/barrier-mutants.sh BUILD_DIR [SITE ...]
+#   scripts/barrier-mutants.sh BUILD_DIR [--no-checks-too] [FILE:LINE ...]
 #
-# A SITE is FILE:LINE (kernels/cuda/norm.cuh:244); with none, every __syncthreads() line of
-# every kernels/cuda/*.cuh is a mutant. Only the test objects are rebuilt and the test
-# binary relinked, not the library: the tests call the kernels they include, so the mutated
-# kernel is the one that runs. Headers no kernel test includes are reported as "untested
-# here" (their kernels run in the NAME.cuda tests of the emulated build instead).
+# BUILD_DIR is an emulated build (-DEMBER_CUDA=EMULATED) with ember_tests_cuda_emu and
+# ember_tests_core built. A header's tests: the suites of the kernel tests (tests/cuda)
+# whose objects include it (ninja's recorded dependencies), or for the headers only the
+# backend includes (the attention kernels), the core tests on the emulated device that the
+# ctest entry attention_kernels_checked (label emu) runs.
 set -euo pipefail
 
-build=${1:?usage: $0 BUILD_DIR [FILE:LINE ...]}
-# The whole run holds ember-build's lock (its builds use 2 jobs, as ember-build's do), so
-# that the mutants do not each wait their turn behind other builds.
-lock=/tmp/ember-build.lock
-if [ -z "${EMBER_MUTANTS_LOCKED:-}" ]; then
-  EMBER_MUTANTS_LOCKED=1 exec flock "$lock" "$0" "$@"
-fi
+build=${1:?usage: $0 BUILD_DIR [--no-checks-too] [FILE:LINE ...]}
 shift
+both=0
+if [ "${1:-}" = --no-checks-too ]; then
+  both=1
+  shift
+fi
 root=$(git rev-parse --show-toplevel)
 build=$(cd "$build" && pwd)
-exe="$build/tests/ember_tests_cuda_emu"
-export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=1
+kernel_tests="$build/tests/ember_tests_cuda_emu"
+core_tests="$build/tests/ember_tests_core"
 objdir="tests/CMakeFiles/ember_tests_cuda_emu.dir/cuda"
+# As tests/CMakeLists.txt's attention_kernels_checked.
+attention_filter='FusedAttention.*:TensorCoreAttention.*:Attention.*'
 
 sites=("$@")
 if [ ${#sites[@]} -eq 0 ]; then
   while IFS=: read -r file line _; do sites+=("$file:$line"); done \
-    < <(cd "$root" && grep -n "__syncthreads()" kernels/cuda/*.cuh)
+    < <(cd "$root" && grep -nE "__syncthreads\(\)|__syncwarp\(" kernels/cuda/*.cuh)
 fi
-
-mutated=""
-backup=$(mktemp)
-restore() {
-  if [ -n "$mutated" ]; then
-    cp "$backup" "$root/$mutated"
-    mutated=""
-  fi
-}
-trap restore EXIT INT TERM
 
 # The kernel tests' objects whose recorded dependencies include $1.
 dependents() {
   local header="$root/$1" obj
   for obj in $(ninja -C "$build" -t targets all 2>/dev/null | grep -o "^$objdir/test_[a-z_0-9]*\.cpp\.o"); do
-    if ninja -C "$build" -t deps "$obj" | grep -qxF "    $header"; then echo "$obj"; fi
+    # grep reads all (no -q): ninja killed by SIGPIPE would fail the pipeline.
+    if ninja -C "$build" -t deps "$obj" | grep -E "^    (\.\./)?${1//./\\.}$|^    ${header//./\\.}$" >/dev/null; then
+      echo "$obj"
+    fi
   done
 }
 
-# The test suites (gtest filter) defined in the test sources of these objects.
+# The test suites (a gtest filter) defined in the test sources of these objects.
 suites() {
   local obj src
   for obj in "$@"; do
@@ -64,17 +59,44 @@ suites() {
   done | sort -u | sed 's/$/.*/' | paste -sd: -
 }
 
-# Compiles the objects and relinks the test binary, without rebuilding the library.
-rebuild() {
-  local link
-  link=$(ninja -C "$build" -t commands tests/ember_tests_cuda_emu | tail -1)
-  cmake --build "$build" --parallel 2 --target "$@" >/dev/null
-  (cd "$build" && eval "$link")
+# Runs the mutant's tests ($1: checks or none) and prints "caught: TEST (how)" or "missed".
+run() {
+  local checks=$1 log status test how
+  log=$(mktemp)
+  set +e
+  if [ "$checks" = checks ]; then export EMBER_EMU_CHECK=all; else unset EMBER_EMU_CHECK; fi
+  if [ "$binary" = core ]; then
+    EMBER_TEST_DEVICE=cuda EMBER_EMU_CHECK_HOST_ACCESS=1 timeout 900 "$core_tests" --gtest_filter="$filter" \
+      --gtest_fail_fast >"$log" 2>&1
+  else
+    timeout 900 "$kernel_tests" --gtest_filter="$filter" --gtest_fail_fast >"$log" 2>&1
+  fi
+  status=$?
+  set -e
+  unset EMBER_EMU_CHECK
+  test=$(grep -m1 -oE "^\[  FAILED  \] [A-Za-z0-9_./]+" "$log" | sed 's/^\[  FAILED  \] //' || true)
+  how=$(grep -m1 -oE "racecheck: [a-z-]+ hazard on [a-z]+ [a-z]+ memory|initcheck|synccheck|deadlock" "$log" || true)
+  if [ -z "$how" ] && [ "$checks" = checks ] && grep -q "warning: racecheck" "$log"; then
+    how="racecheck warning (inside a warp)"
+    [ -z "$test" ] && test="(passes, but ctest fails it on the warning)"
+  fi
+  if [ "$status" -ne 0 ] || [ -n "$how" ]; then
+    [ -z "$how" ] && how=$([ "$status" -ge 124 ] && echo "crash or timeout ($status)" || echo "wrong result")
+    echo "caught: ${test:-exit $status} ($how)"
+  else
+    echo "missed"
+  fi
+  rm -f "$log"
 }
 
-printf '| mutant | barrier removed | tests run | result |\n|---|---|---|---|\n'
+if [ $both -eq 1 ]; then
+  printf '| mutant | barrier removed | tests run | with EMBER_EMU_CHECK=all | without checks |\n|---|---|---|---|---|\n'
+else
+  printf '| mutant | barrier removed | tests run | with EMBER_EMU_CHECK=all |\n|---|---|---|---|\n'
+fi
 caught=0
 missed=0
+declare -A filters binaries
 for site in "${sites[@]}"; do
   file=${site%%:*}
   line=${site##*:}
@@ -84,31 +106,28 @@ for site in "${sites[@]}"; do
     *__syncwarp\(*) call=$(grep -o "__syncwarp([^)]*)" <<<"$text" | head -1) ;;
     *) echo "| $site | (no barrier on this line) | | skipped |"; continue ;;
   esac
-  objs=$(dependents "$file")
-  if [ -z "$objs" ]; then
-    echo "| $site | \`$call\` | none in tests/cuda | untested here |"
-    continue
+  if [ -z "${filters[$file]:-}" ]; then
+    objs=$(dependents "$file")
+    if [ -n "$objs" ]; then
+      # shellcheck disable=SC2086
+      filters[$file]=$(suites $objs)
+      binaries[$file]=kernels
+    else
+      filters[$file]=$attention_filter
+      binaries[$file]=core
+    fi
   fi
-  cp "$root/$file" "$backup"
-  mutated=$file
-  # Remove the call on that line only: `if (c) __syncthreads();` becomes `if (c) (void)0;`.
-  CALL=$call LINE=$line perl -pi -e 's/\Q$ENV{CALL}\E/(void)0/ if $. == $ENV{LINE}' "$root/$file"
-  # shellcheck disable=SC2086
-  rebuild $objs
-  filter=$(suites $objs)
-  status=missed
-  log=$(mktemp)
-  if ! EMBER_EMU_CHECK=all "$exe" --gtest_filter="$filter" >"$log" 2>&1; then
-    status="caught: $(grep -m1 -oE "racecheck: [a-z-]+ hazard|initcheck|synccheck|deadlock|Failure" "$log" || echo failed)"
-  elif grep -q "warning: racecheck" "$log"; then
-    status="caught: racecheck warning"
-  fi
-  rm -f "$log"
-  restore
-  [ "$status" = missed ] && missed=$((missed + 1)) || caught=$((caught + 1))
-  echo "| $site | \`$call\` | $(tr '\n' ' ' <<<"$objs" | sed "s|$objdir/||g; s|\.cpp\.o||g; s| $||") | $status |"
+  filter=${filters[$file]}
+  binary=${binaries[$file]}
+  export EMBER_EMU_SKIP_BARRIER=$site
+  with=$(run checks)
+  tests=${filter//:/ }
+  if [ "$binary" = core ]; then tests="ember_tests_core on cuda: $tests"; fi
+  row="| $site | \`$call\` | $tests | $with |"
+  if [ $both -eq 1 ]; then row="$row $(run none) |"; fi
+  unset EMBER_EMU_SKIP_BARRIER
+  [ "$with" = missed ] && missed=$((missed + 1)) || caught=$((caught + 1))
+  echo "$row"
 done
 echo
-echo "caught $caught, missed $missed"
-# Put the unmutated objects back (ccache hits).
-cmake --build "$build" --parallel 2 --target ember_tests_cuda_emu >/dev/null
+echo "with the checks: caught $caught, missed $missed"

@@ -26,4 +26,8 @@ struct BlockFailure {
 // Runs one block of `launch` on the calling OS thread's fibers; throws BlockFailure.
 void run_block(const Launch& launch, uint3 block_index);
 
+// Replaces EMBER_EMU_SKIP_BARRIER's FILE:LINE ("" for none) for tests of the mutation aid;
+// returns the previous one. Not while kernels run.
+std::string set_skipped_barrier(const std::string& site);
+
 }  // namespace ember::emu::detail

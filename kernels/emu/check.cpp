@@ -286,13 +286,16 @@ bool conflicts(const Checker& c, const Access& before, bool atomic) {
   return before.thread / 32 != warp || before.warp_syncs == c.warp_syncs[warp];
 }
 
-void on_byte(Checker& c, uintptr_t addr, bool is_shared, bool read, bool write, bool atomic, uintptr_t pc) {
+// `lands`: a write that puts its bytes there now (initcheck); a cp.async not yet waited for
+// is a write for racecheck only.
+void on_byte(Checker& c, uintptr_t addr, bool is_shared, bool read, bool write, bool atomic, uintptr_t pc,
+             bool lands) {
   Table& table = is_shared ? c.shared : c.global;
   if (!is_shared && c.global_full) return;
   Cell& cell = table.at(addr);
   if (!is_shared && table.live() >= kMaxGlobalBytes) c.global_full = true;
   const CheckOptions& o = options();
-  if (write) cell.written = true;
+  if (write && lands) cell.written = true;
   if (!o.race) return;
   if (cell.epoch != c.epoch) {
     cell.epoch = c.epoch;
@@ -317,32 +320,57 @@ void on_byte(Checker& c, uintptr_t addr, bool is_shared, bool read, bool write, 
   else keep(cell.read);
 }
 
-inline void on_access(const void* p, size_t size, bool read, bool write, bool atomic, void* ret) {
-  Checker* c = checker;
-  if (__builtin_expect(c == nullptr, 1)) return;
+enum class Memory { kUnchecked, kShared, kGlobal };
+
+// Which memory an address of the running block is, as the checks see it.
+Memory classify(const Checker& c, uintptr_t addr) {
+  if (c.stacks.holds(addr)) return Memory::kUnchecked;
+  if (c.dynamic_shared.holds(addr)) return Memory::kShared;
+  for (const Range& r : c.tls)
+    if (r.holds(addr)) {
+      for (const Range& own : c.own)
+        if (own.holds(addr)) return Memory::kUnchecked;
+      return Memory::kShared;
+    }
+  return Memory::kGlobal;
+}
+
+// racecheck and initcheck of one access by the running thread of a block with checks on.
+void check_access(Checker& c, const void* p, size_t size, bool read, bool write, bool atomic, uintptr_t pc,
+                  bool lands = true) {
   const auto addr = reinterpret_cast<uintptr_t>(p);
-  if (c->stacks.holds(addr)) return;
-  bool is_shared = c->dynamic_shared.holds(addr);
-  if (!is_shared) {
-    for (const Range& r : c->tls) is_shared |= r.holds(addr);
-    if (is_shared)
-      for (const Range& r : c->own)
-        if (r.holds(addr)) return;
-  }
-  const auto pc = reinterpret_cast<uintptr_t>(ret);
+  const Memory memory = classify(c, addr);
+  if (memory == Memory::kUnchecked) return;
+  const bool is_shared = memory == Memory::kShared;
   // initcheck: a read none of whose bytes any thread of the block wrote. (A whole-struct
   // copy reads the struct's padding, which no store writes.)
   if (is_shared && read && options().init) {
     bool written = false;
-    for (size_t i = 0; i < size && !written; ++i) written = c->shared.at(addr + i).written;
+    for (size_t i = 0; i < size && !written; ++i) written = c.shared.at(addr + i).written;
     if (!written) {
-      failure_message = "initcheck: " + thread_name(*c, c->thread) + " reads " + location(*c, addr, true) + " at " +
+      failure_message = "initcheck: " + thread_name(c, c.thread) + " reads " + location(c, addr, true) + " at " +
                         symbolize(pc) + ", which no thread of the block has written";
       fail_block(failure_message);
     }
   }
-  for (size_t i = 0; i < size; ++i) on_byte(*c, addr + i, is_shared, read, write, atomic, pc);
+  for (size_t i = 0; i < size; ++i) on_byte(c, addr + i, is_shared, read, write, atomic, pc, lands);
 }
+
+// Every instrumented load and store comes here (Note [Instrumented kernels]): a
+// thread-local test when no block with checks runs on this OS thread or a model's
+// bookkeeping runs (ModelScope).
+inline void on_access(const void* p, size_t size, bool read, bool write, bool atomic, void* ret) {
+  Checker* c = checker;
+  if (__builtin_expect(c == nullptr, 1)) return;
+  check_access(*c, p, size, read, write, atomic, reinterpret_cast<uintptr_t>(ret));
+}
+
+// The checker a ModelScope set aside (model.h), and how many scopes are open.
+thread_local Checker* model_checker __attribute__((tls_model("initial-exec"))) = nullptr;
+thread_local unsigned model_depth = 0;
+
+// For note_read/note_write: the running block's checker, inside a ModelScope or not.
+Checker* noting_checker() { return checker != nullptr ? checker : model_checker; }
 
 template <class T>
 Range range_of(const T& v) {
@@ -352,7 +380,29 @@ Range range_of(const T& v) {
 
 }  // namespace
 
-void note_write(const void* p, size_t bytes) { on_access(p, bytes, false, true, false, __builtin_return_address(0)); }
+void model_begin() {
+  if (model_depth++ == 0) model_checker = std::exchange(checker, nullptr);
+}
+
+void model_end() {
+  if (--model_depth == 0) checker = std::exchange(model_checker, nullptr);
+}
+
+void note_read(const void* p, size_t bytes) {
+  if (Checker* c = noting_checker())
+    check_access(*c, p, bytes, true, false, false, reinterpret_cast<uintptr_t>(__builtin_return_address(0)));
+}
+
+void note_write(const void* p, size_t bytes) {
+  if (Checker* c = noting_checker())
+    check_access(*c, p, bytes, false, true, false, reinterpret_cast<uintptr_t>(__builtin_return_address(0)));
+}
+
+void note_pending_write(const void* p, size_t bytes) {
+  if (Checker* c = noting_checker())
+    check_access(*c, p, bytes, false, true, false, reinterpret_cast<uintptr_t>(__builtin_return_address(0)),
+                 false);
+}
 
 const CheckOptions& check_options() { return options(); }
 
@@ -384,9 +434,16 @@ void check_block_begin(const Launch& launch, uint3 block, unsigned threads, cons
   c.global.clear();
   c.global_full = false;
   checker = &c;
+  // A fiber that failed inside a ModelScope (a hazard it noted) never closed it.
+  model_checker = nullptr;
+  model_depth = 0;
 }
 
-void check_block_end() { checker = nullptr; }
+void check_block_end() {
+  checker = nullptr;
+  model_checker = nullptr;
+  model_depth = 0;
+}
 
 void check_thread(unsigned thread) {
   if (checker != nullptr) checker->thread = thread;

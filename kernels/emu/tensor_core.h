@@ -14,6 +14,13 @@
 //   their group, the latest moment PTX allows. A kernel that reads a stage before waiting
 //   for it reads whatever was there (dynamic shared memory starts as 0xFF bytes, NaN), as
 //   it may on a GPU. Copies never waited for are dropped when the thread's next block starts.
+//
+// For the checks (kernels/emu/check.h): the models' bookkeeping (queues, exchange slots)
+// runs inside ModelScopes, out of the checks, and each instruction tells them what it
+// accesses for the kernel (model.h): a cp.async writes its shared bytes as a pending write
+// when issued (PTX lets it land any time until its wait_group) and as a write by the issuing
+// thread when its wait_group lands it, reading its global bytes then; an ldmatrix reads the
+// 16-byte row each lane names.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +30,7 @@
 
 #include "base/error.h"
 #include "kernels/emu/emu.h"
+#include "kernels/emu/model.h"
 
 namespace ember::emu::detail {
 // Blocks the calling OS thread has started (block.cpp): per-block state kept outside
@@ -126,12 +134,15 @@ void cp_async(SharedAddr dst, const void* src, int src_bytes = kBytes) {
   EMBER_CHECK(src_bytes >= 0 && src_bytes <= kBytes, "cp.async: src-size ", src_bytes, " outside [0, ", kBytes, "]");
   EMBER_CHECK(dst % kBytes == 0 && reinterpret_cast<uintptr_t>(src) % kBytes == 0, "cp.async: ", kBytes,
               "-byte copy between addresses not aligned to ", kBytes);
+  ::ember::emu::detail::ModelScope model;
+  ::ember::emu::detail::note_pending_write(reinterpret_cast<const void*>(dst), kBytes);
   detail::ThreadCopies& q = detail::thread_copies();
   q.pending.push_back({reinterpret_cast<unsigned char*>(dst), static_cast<const unsigned char*>(src), kBytes,
                        src_bytes, -1});
 }
 
 inline void cp_async_commit() {
+  ::ember::emu::detail::ModelScope model;
   detail::ThreadCopies& q = detail::thread_copies();
   for (detail::Copy& c : q.pending)
     if (c.group < 0) c.group = q.committed;
@@ -142,10 +153,13 @@ inline void cp_async_commit() {
 template <int kPending>
 void cp_async_wait() {
   static_assert(kPending >= 0, "cp.async.wait_group takes a count");
+  ::ember::emu::detail::ModelScope model;
   detail::ThreadCopies& q = detail::thread_copies();
   size_t kept = 0;
   for (const detail::Copy& c : q.pending) {
     if (c.group >= 0 && c.group < q.committed - kPending) {
+      ::ember::emu::detail::note_read(c.src, size_t(c.src_bytes));
+      ::ember::emu::detail::note_write(c.dst, size_t(c.bytes));
       if (c.src_bytes > 0) std::memcpy(c.dst, c.src, size_t(c.src_bytes));
       std::memset(c.dst + c.src_bytes, 0, size_t(c.bytes - c.src_bytes));
     } else {
@@ -162,16 +176,23 @@ void ldmatrix(uint32_t (&r)[kCount], SharedAddr addr) {
   detail::warp_lane("ldmatrix", warp, lane);
   EMBER_CHECK(lane >= 8 * kCount || addr % 16 == 0, "ldmatrix: lane ", lane, "'s row address is not 16-byte aligned");
   auto& s = detail::warp_slots(warp);
-  s[lane][0] = addr;
+  {
+    ::ember::emu::detail::ModelScope model;
+    if (lane < 8 * kCount) ::ember::emu::detail::note_read(reinterpret_cast<const void*>(addr), 16);
+    s[lane][0] = addr;
+  }
   __syncwarp();
-  const int g = int(lane / 4), t = int(lane % 4);
-  auto half = [&](int q, int row, int col) {  // element [row][col] of matrix q
-    uint16_t v;
-    std::memcpy(&v, reinterpret_cast<const unsigned char*>(s[8 * q + row][0]) + 2 * col, 2);
-    return uint32_t(v);
-  };
-  for (int q = 0; q < kCount; ++q)
-    r[q] = kTrans ? half(q, 2 * t, g) | half(q, 2 * t + 1, g) << 16 : half(q, g, 2 * t) | half(q, g, 2 * t + 1) << 16;
+  {
+    ::ember::emu::detail::ModelScope model;
+    const int g = int(lane / 4), t = int(lane % 4);
+    auto half = [&](int q, int row, int col) {  // element [row][col] of matrix q
+      uint16_t v;
+      std::memcpy(&v, reinterpret_cast<const unsigned char*>(s[8 * q + row][0]) + 2 * col, 2);
+      return uint32_t(v);
+    };
+    for (int q = 0; q < kCount; ++q)
+      r[q] = kTrans ? half(q, 2 * t, g) | half(q, 2 * t + 1, g) << 16 : half(q, g, 2 * t) | half(q, g, 2 * t + 1) << 16;
+  }
   __syncwarp();  // the slots are reused by the next collective
 }
 
@@ -180,10 +201,16 @@ void mma_16816(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
   unsigned warp, lane;
   detail::warp_lane("mma.sync", warp, lane);
   auto& s = detail::warp_slots(warp);
-  for (int i = 0; i < 4; ++i) s[lane][i] = a[i];
-  s[lane][4] = b[0], s[lane][5] = b[1];
+  {
+    ::ember::emu::detail::ModelScope model;
+    for (int i = 0; i < 4; ++i) s[lane][i] = a[i];
+    s[lane][4] = b[0], s[lane][5] = b[1];
+  }
   __syncwarp();
-  detail::mma<T, 16>(d);
+  {
+    ::ember::emu::detail::ModelScope model;
+    detail::mma<T, 16>(d);
+  }
   __syncwarp();
 }
 
@@ -192,9 +219,15 @@ void mma_1688(float (&d)[4], const uint32_t (&a)[2], uint32_t b) {
   unsigned warp, lane;
   detail::warp_lane("mma.sync", warp, lane);
   auto& s = detail::warp_slots(warp);
-  s[lane][0] = a[0], s[lane][1] = a[1], s[lane][4] = b;
+  {
+    ::ember::emu::detail::ModelScope model;
+    s[lane][0] = a[0], s[lane][1] = a[1], s[lane][4] = b;
+  }
   __syncwarp();
-  detail::mma<T, 8>(d);
+  {
+    ::ember::emu::detail::ModelScope model;
+    detail::mma<T, 8>(d);
+  }
   __syncwarp();
 }
 

@@ -127,6 +127,7 @@ TEST(CudaEmbedding, DeterministicBackwardEqualsCpuScatterAdd) {
   check_backward<int32_t>(70000, 1, random_indices(3000, 70000, 4), 4);  // three passes, most rows empty
   check_backward<int64_t>(5, 2, random_indices(4097, 5, 5), 5);       // long runs of each index across tiles
   check_backward<int64_t>(1000, 1, random_indices(9000, 1000, 8), 8);  // 5 tiles: the counts' scan takes 2 rounds
+  check_backward<int64_t>(100, 1, random_indices(40000, 100, 9), 9);  // 20 tiles: blocks take several turns
   check_backward<int64_t>(50, 33, {}, 6);                              // no indices: zeros
   check_backward<int64_t>(256, 2, {255, 0, 255, 128, 255}, 7);        // keys up to 256 need 9 bits
 }

@@ -536,6 +536,54 @@ TEST(CudaReduce, SplitReductionsAreDeterministic) {
   EXPECT_EQ(std::memcmp(&x, &y, sizeof(float)), 0);
 }
 
+// The block-per-row and middle-dim kernels stride over their work by the grid, but the
+// host launcher gives every row (tile) a block of its own; with a grid of two blocks each
+// block reduces several, reusing block_merge's and the column tree's shared memory: the
+// barriers before that reuse are exercised here (and by the emulator's racecheck).
+template <class R>
+void check_several_turns(const R& r, uint32_t seed) {
+  using Out = typename R::Out;
+  constexpr bool kIndexed = std::is_same_v<Out, IndexedOut<float>>;
+  const LaunchConfig two_blocks{dim3(2), dim3(kBlockThreads), 0};
+  for (const Case& c : {last(7, 1500), middle(3, 300, 40)}) {
+    SCOPED_TRACE(c.str());
+    Input<float> in(c, small_integers(size_t(c.numel()), seed++), 1);
+    const int64_t m = c.outputs();
+    DeviceArray<float> want(m), got(m);
+    DeviceArray<int64_t> want_idx(m), got_idx(m);
+    auto out = [&](DeviceArray<float>& v, DeviceArray<int64_t>& i) {
+      if constexpr (kIndexed) return Out{v.data(), i.data()};
+      else return v.data();
+    };
+    run(r, c, in.device.data(), out(want, want_idx));
+    if (c.layout == Layout::kLast)
+      launch<reduce_last_dim_kernel<R, false>>(two_blocks, nullptr, r, in.device.data(), out(got, got_idx), nullptr,
+                                               c.outer, c.n, int64_t(1), c.n, 0);
+    else
+      launch<reduce_middle_dim_kernel<R, false>>(two_blocks, nullptr, r, in.device.data(), out(got, got_idx), nullptr,
+                                                 c.outer, c.n, c.inner, 32, int64_t(1), c.n, c.n);
+    test::synchronize();
+    if constexpr (std::is_same_v<R, VarReduce<float>>) {
+      // The launcher splits the middle-dim columns: its Welford states merge in another
+      // order, a few roundings of a variance near 27 apart.
+      const std::vector<float> w = want.host();
+      EXPECT_TRUE(all_close(got.host(), std::vector<double>(w.begin(), w.end()), 1e-5));
+    } else {
+      EXPECT_EQ(got.host(), want.host());  // integers: exact in any order
+    }
+    if constexpr (kIndexed) {
+      EXPECT_EQ(got_idx.host(), want_idx.host());
+    }
+  }
+}
+
+TEST(CudaReduce, BlocksThatTakeSeveralRowsReuseTheirSharedMemory) {
+  EMBER_NEED_DEVICE();
+  check_several_turns(SumReduce<float>{}, 700);      // block_reduce
+  check_several_turns(ArgMaxReduce<float>{}, 710);   // block_merge of {value, index}
+  check_several_turns(VarReduce<float>{1}, 720);     // block_merge of a Welford state
+}
+
 std::string error_of(const std::function<void()>& f) {
   try {
     f();

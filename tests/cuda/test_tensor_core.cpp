@@ -21,6 +21,9 @@
 
 #include "kernels/cuda/tensor_core.cuh"
 #include "tests/cuda/harness.h"
+#if !defined(__CUDACC__)
+#include "kernels/emu/check.h"
+#endif
 
 namespace ember::kernels::cuda {
 namespace {
@@ -31,8 +34,25 @@ enum class Plant { kNone, kWrongFragment, kSwappedTrans, kMissingWait };
 
 #if defined(__CUDACC__)
 constexpr bool kEmulator = false;
+// Stands in for the emulator's guard below.
+struct WithoutInitcheck {};
 #else
 constexpr bool kEmulator = true;
+// For the launches that read copies not landed yet on purpose (to see that the emulator
+// lands them at the latest moment): the emulator's initcheck, when on (ctest runs these
+// tests with EMBER_EMU_CHECK=all), reports such a read, as it should.
+class WithoutInitcheck {
+ public:
+  WithoutInitcheck() : old_(emu::detail::check_options()) {
+    emu::detail::CheckOptions o = old_;
+    o.init = false;
+    emu::detail::set_check_options(o);
+  }
+  ~WithoutInitcheck() { emu::detail::set_check_options(old_); }
+
+ private:
+  emu::detail::CheckOptions old_;
+};
 #endif
 
 // --- Kernels ----------------------------------------------------------------------------------
@@ -271,8 +291,11 @@ Mismatches check_cp_async(int threads, uint32_t seed) {
   for (int& x : sb) x = int(rng() % (kBytes + 1));  // every src-size from 0 (all zero fill) to kBytes
   DeviceArray<unsigned char> src(s), out(copies * kBytes);
   DeviceArray<int> dsb(sb);
-  launch<cp_async_kernel<kBytes, kGroups, kWait, kPlant>>(LaunchConfig{dim3(2), dim3(threads), copies * kBytes},
-                                                           nullptr, src.data(), dsb.data(), out.data());
+  {
+    const WithoutInitcheck reads_pending_copies;
+    launch<cp_async_kernel<kBytes, kGroups, kWait, kPlant>>(LaunchConfig{dim3(2), dim3(threads), copies * kBytes},
+                                                             nullptr, src.data(), dsb.data(), out.data());
+  }
   const std::vector<unsigned char> got = out.host();
   Mismatches bad;
   for (size_t i = 0; i < copies; ++i) {
@@ -385,6 +408,21 @@ TEST(TensorCore, PlantedMissingWaitGroupIsCaught) {
 #else
   EXPECT_CAUGHT((check_cp_async<16, 2, 0, Plant::kMissingWait>(45, 21)));
   EXPECT_CAUGHT((check_cp_async<4, 3, 1, Plant::kMissingWait>(32, 22)));
+#if defined(__SANITIZE_THREAD__)  // the emulator's checks see these kernels' accesses
+  // The emulator's initcheck names the read of bytes no copy has landed in.
+  const emu::detail::CheckOptions old = emu::detail::set_check_options(emu::detail::CheckOptions{.init = true});
+  DeviceArray<unsigned char> src(2 * 64 * 16), out(2 * 64 * 16);
+  DeviceArray<int> sizes(std::vector<int>(2 * 64, 16));
+  std::string err;
+  try {
+    launch<cp_async_kernel<16, 2, 0, Plant::kMissingWait>>(LaunchConfig{dim3(1), dim3(64), 2 * 64 * 16}, nullptr,
+                                                            src.data(), sizes.data(), out.data());
+  } catch (const Error& e) {
+    err = e.what();
+  }
+  emu::detail::set_check_options(old);
+  EXPECT_NE(err.find("initcheck"), std::string::npos) << err;
+#endif
 #endif
 }
 
@@ -430,6 +468,7 @@ TEST(TensorCoreEmulator, EnforcesThePtxRules) {
     EXPECT_NE(std::string(e.what()).find("not 16-byte aligned"), std::string::npos) << e.what();
   }
   DeviceArray<unsigned char> src(std::vector<unsigned char>(32 * 16, 7)), out(32 * 16);
+  const WithoutInitcheck reads_pending_copies;
   launch<uncommitted_copy_kernel>(LaunchConfig{dim3(1), dim3(32), 32 * 16}, nullptr, src.data(), out.data());
   for (unsigned char x : out.host()) ASSERT_EQ(x, 0xFF) << "a wait_group retired an uncommitted copy";
 }

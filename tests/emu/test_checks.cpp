@@ -9,12 +9,18 @@
 #include <vector>
 
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/tensor_core.cuh"
 #include "kernels/emu/check.h"
 
 namespace ember::kernels::cuda {
 namespace {
 
 using emu::detail::CheckOptions;
+using tc::cp_async;
+using tc::cp_async_commit;
+using tc::cp_async_wait;
+using tc::ldmatrix;
+using tc::shared_address;
 
 // Turns checks on for one test, as EMBER_EMU_CHECK does for a process.
 class Checks {
@@ -57,6 +63,7 @@ int count(const std::string& s, const std::string& what) {
 
 // Two rounds through one shared buffer; `barrier` says whether the second round waits
 // until the first round's reads are done (the reuse CUB's BlockReduce needs).
+constexpr unsigned kReuseFirstBarrier = __LINE__ + 5;
 __global__ void reuse_shared(float* out, bool barrier) {
   __shared__ float tmp[64];
   const unsigned t = threadIdx.x;
@@ -118,6 +125,49 @@ __global__ void lane_skips_syncwarp(float* out) {
   __syncwarp();
   out[threadIdx.x] = 1.0f;
 }
+
+// A warp-level kernel: each warp rotates its 32 values by one lane through its own row of
+// shared memory, ordered by __syncwarp (the line kRotateSyncwarp names).
+constexpr unsigned kRotateSyncwarp = __LINE__ + 6;
+__global__ void warp_rotate(const float* in, float* out) {
+  __shared__ float rows[4][32];
+  const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  rows[warp][lane] = in[i];
+  __syncwarp();
+  out[i] = rows[warp][(lane + 1) % 32];
+}
+
+// cp.async: each thread copies 16 bytes into a stage that a thread of another warp reads;
+// `wait` and `barrier` say whether the copies are waited for and the block synchronised
+// before the reads. One ldmatrix then reads rows of the stage that thread 0 overwrites,
+// after a barrier when `barrier_before_reuse`.
+__global__ void cp_async_stage(const float* in, float* out, bool wait, bool barrier, bool barrier_before_reuse) {
+  EMBER_DYNAMIC_SHARED(float, stage);  // [64 threads][4 floats]
+  const unsigned t = threadIdx.x;
+  cp_async<16>(shared_address(stage + 4 * t), in + 4 * t);
+  cp_async_commit();
+  if (wait) cp_async_wait<0>();
+  if (barrier) __syncthreads();
+  const unsigned other = (t + 32) % 64;
+  for (int k = 0; k < 4; ++k) out[4 * t + k] = stage[4 * other + k];
+  cp_async_wait<0>();
+  __syncthreads();
+  uint32_t r[1];
+  if (t < 32) ldmatrix<1, false>(r, shared_address(stage + 4 * (t % 8)));  // rows of threads 0..7's copies
+  if (barrier_before_reuse) __syncthreads();
+  if (t == 32) stage[0] = 0.0f;
+}
+
+// Skips a barrier site as EMBER_EMU_SKIP_BARRIER does, for one test.
+class SkipBarrier {
+ public:
+  explicit SkipBarrier(const std::string& site) : old_(emu::detail::set_skipped_barrier(site)) {}
+  ~SkipBarrier() { emu::detail::set_skipped_barrier(old_); }
+
+ private:
+  std::string old_;
+};
 
 TEST(EmulatorChecks, SharedMemoryReusedWithoutABarrierIsAWriteAfterRead) {
   EMBER_NEED_INSTRUMENTATION();
@@ -211,6 +261,80 @@ TEST(EmulatorChecks, ALaneThatReturnsBeforeItsSyncwarpIsASynccheckError) {
       launch_error([&] { launch<lane_skips_syncwarp>(LaunchConfig{dim3(2), dim3(32), 0}, nullptr, out.data()); });
   EXPECT_NE(err.find("synccheck: __syncwarp"), std::string::npos) << err;
   EXPECT_NE(err.find("names lane 5 of warp 0"), std::string::npos) << err;
+}
+
+TEST(EmulatorChecks, APlantedMissingSyncwarpInAWarpLevelKernelIsCaught) {
+  EMBER_NEED_INSTRUMENTATION();
+  Checks on(kAll);
+  std::vector<float> in(256), out(256);
+  for (int i = 0; i < 256; ++i) in[i] = float(i);
+  testing::internal::CaptureStderr();
+  launch<warp_rotate>(LaunchConfig{dim3(2), dim3(128), 0}, nullptr, in.data(), out.data());
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+  for (int i = 0; i < 256; ++i) EXPECT_EQ(out[i], float(i / 32 * 32 + (i + 1) % 32));
+  // The emulator's mutation aid removes that __syncwarp (EMBER_EMU_SKIP_BARRIER). Racecheck
+  // alone: in one of the two orders a lane reads its neighbour's slot before any write.
+  SkipBarrier planted("emu/test_checks.cpp:" + std::to_string(kRotateSyncwarp));
+  Checks race(kRace);
+  testing::internal::CaptureStderr();
+  launch<warp_rotate>(LaunchConfig{dim3(2), dim3(128), 0}, nullptr, in.data(), out.data());
+  const std::string warning = testing::internal::GetCapturedStderr();
+  EXPECT_NE(warning.find("kernel warp_rotate"), std::string::npos) << warning;
+  EXPECT_NE(warning.find("warning: racecheck:"), std::string::npos) << warning;
+  EXPECT_NE(warning.find("with no __syncwarp or warp collective between them"), std::string::npos) << warning;
+  EXPECT_EQ(count(warning, "test_checks.cpp:"), 2) << warning;
+}
+
+TEST(EmulatorChecks, ASkippedBarrierIsNoBarrier) {
+  std::vector<float> out(64);
+  // reuse_shared's first __syncthreads: without it, half the threads read before the writes.
+  const std::string err = launch_error([&] {
+    SkipBarrier skip("tests/emu/test_checks.cpp:" + std::to_string(kReuseFirstBarrier));
+    Checks on(kRace);
+    launch<reuse_shared>(LaunchConfig{dim3(1), dim3(64), 0}, nullptr, out.data(), true);
+  });
+  if (kInstrumented) EXPECT_NE(err.find("racecheck"), std::string::npos) << err;
+  EXPECT_NE(launch_error([&] { SkipBarrier bad("test_checks.cpp"); }).find("EMBER_EMU_SKIP_BARRIER"),
+            std::string::npos);
+}
+
+TEST(EmulatorChecks, CpAsyncCopiesAreWritesOfTheIssuingThread) {
+  EMBER_NEED_INSTRUMENTATION();
+  std::vector<float> in(256), out(256);
+  for (int i = 0; i < 256; ++i) in[i] = float(i);
+  const LaunchConfig cfg{dim3(1), dim3(64), 64 * 16};
+  {
+    Checks on(kAll);
+    launch<cp_async_stage>(cfg, nullptr, in.data(), out.data(), true, true, true);
+    for (int t = 0; t < 64; ++t)
+      for (int k = 0; k < 4; ++k) EXPECT_EQ(out[4 * t + k], in[4 * ((t + 32) % 64) + k]);
+  }
+  // Landed but not synchronised: another warp's copy is read with no barrier between
+  // (racecheck; the issuing thread is named as the writer).
+  {
+    Checks on(kRace);
+    for (int launch_no = 0; launch_no < 2; ++launch_no) {
+      const std::string err =
+          launch_error([&] { launch<cp_async_stage>(cfg, nullptr, in.data(), out.data(), true, false, true); });
+      EXPECT_NE(err.find("racecheck"), std::string::npos) << err;
+      EXPECT_NE(err.find("with no __syncthreads() between them"), std::string::npos) << err;
+    }
+  }
+  // Never waited for: a read of bytes no copy has landed in yet (initcheck).
+  {
+    Checks on(kAll);
+    const std::string err =
+        launch_error([&] { launch<cp_async_stage>(cfg, nullptr, in.data(), out.data(), false, true, true); });
+    EXPECT_NE(err.find("initcheck"), std::string::npos) << err;
+  }
+  // ldmatrix's rows are reads: overwriting one with no barrier after it is a hazard.
+  {
+    Checks on(kRace);
+    const std::string err =
+        launch_error([&] { launch<cp_async_stage>(cfg, nullptr, in.data(), out.data(), true, true, false); });
+    EXPECT_NE(err.find("racecheck"), std::string::npos) << err;
+    EXPECT_NE(err.find("dynamic shared memory, byte 0"), std::string::npos) << err;
+  }
 }
 
 TEST(EmulatorChecks, OffUnlessAskedFor) {
