@@ -125,8 +125,9 @@ __global__ void __launch_bounds__(256) embedding_radix_histogram_kernel(const I*
       atomicAdd(&hist[(key >> shift) & (kRadix - 1)], 1u);
     }
     __syncthreads();
+    // No barrier before the next turn: thread t clears hist[t], which only it reads here,
+    // and the next turn's atomics wait at the barrier after the clearing.
     counts[threadIdx.x * tiles + tile] = hist[threadIdx.x];
-    __syncthreads();  // hist is cleared by the next turn
   }
 }
 
@@ -148,7 +149,8 @@ __global__ void __launch_bounds__(1024) embedding_exclusive_scan_kernel(U* __res
       const U up = __shfl_up_sync(0xffffffffu, inc, d);
       if (lane >= d) inc += up;
     }
-    __syncthreads();  // carry and warp_totals are from the previous round until here
+    // The previous round's reads of warp_totals came before its last barrier, and its
+    // write of carry comes before the next two.
     if (lane == 31) warp_totals[warp] = inc;
     __syncthreads();
     if (warp == 0) {

@@ -335,6 +335,17 @@ Memory classify(const Checker& c, uintptr_t addr) {
   return Memory::kGlobal;
 }
 
+// Runs the checks' own code with the checks off: it calls library functions (std::string's)
+// whose instrumented copies, instantiated in a kernel translation unit, the linker may have
+// kept, and a report made while reporting would wait for itself. A report that fails the
+// block leaves them off; the block ends there.
+template <class F>
+void checked(Checker* c, F&& f) {
+  checker = nullptr;
+  f();
+  checker = c;
+}
+
 // racecheck and initcheck of one access by the running thread of a block with checks on.
 void check_access(Checker& c, const void* p, size_t size, bool read, bool write, bool atomic, uintptr_t pc,
                   bool lands = true) {
@@ -362,7 +373,7 @@ void check_access(Checker& c, const void* p, size_t size, bool read, bool write,
 inline void on_access(const void* p, size_t size, bool read, bool write, bool atomic, void* ret) {
   Checker* c = checker;
   if (__builtin_expect(c == nullptr, 1)) return;
-  check_access(*c, p, size, read, write, atomic, reinterpret_cast<uintptr_t>(ret));
+  checked(c, [&] { check_access(*c, p, size, read, write, atomic, reinterpret_cast<uintptr_t>(ret)); });
 }
 
 // The checker a ModelScope set aside (model.h), and how many scopes are open.
@@ -389,19 +400,18 @@ void model_end() {
 }
 
 void note_read(const void* p, size_t bytes) {
-  if (Checker* c = noting_checker())
-    check_access(*c, p, bytes, true, false, false, reinterpret_cast<uintptr_t>(__builtin_return_address(0)));
+  const auto pc = reinterpret_cast<uintptr_t>(__builtin_return_address(0));
+  if (Checker* c = noting_checker()) checked(checker, [&] { check_access(*c, p, bytes, true, false, false, pc); });
 }
 
 void note_write(const void* p, size_t bytes) {
-  if (Checker* c = noting_checker())
-    check_access(*c, p, bytes, false, true, false, reinterpret_cast<uintptr_t>(__builtin_return_address(0)));
+  const auto pc = reinterpret_cast<uintptr_t>(__builtin_return_address(0));
+  if (Checker* c = noting_checker()) checked(checker, [&] { check_access(*c, p, bytes, false, true, false, pc); });
 }
 
 void note_pending_write(const void* p, size_t bytes) {
-  if (Checker* c = noting_checker())
-    check_access(*c, p, bytes, false, true, false, reinterpret_cast<uintptr_t>(__builtin_return_address(0)),
-                 false);
+  const auto pc = reinterpret_cast<uintptr_t>(__builtin_return_address(0));
+  if (Checker* c = noting_checker()) checked(checker, [&] { check_access(*c, p, bytes, false, true, false, pc, false); });
 }
 
 const CheckOptions& check_options() { return options(); }
