@@ -322,9 +322,9 @@ __global__ void __launch_bounds__(rowwise::kMaxBlockThreads)
   using A = compute_t<T>;
   A* pg = partial_gamma != nullptr ? partial_gamma + blockIdx.x * cols : nullptr;
   A* pb = partial_beta != nullptr ? partial_beta + blockIdx.x * cols : nullptr;
+  // Zeroed before the first update by the barriers of the first row's block_sum.
   if (pg != nullptr)
     for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) pg[c] = pb[c] = A(0);
-  __syncthreads();
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T* xr = x + row * cols;
     const T* gr = dy + row * cols;
