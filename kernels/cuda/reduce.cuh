@@ -363,11 +363,13 @@ __global__ void __launch_bounds__(kBlockThreads)
       if (ty < half && ty + half < ny) column[threadIdx.x] = r.merge(column[threadIdx.x], column[threadIdx.x + half * width]);
       __syncthreads();
     }
+    // Row 0 reads its own slots (threadIdx.x == tx); the next tile's first reads of others'
+    // slots come after its barriers, and ny >= 8 rows give the tree a barrier after its
+    // last reads: no barrier is needed before the next tile refills column.
     if (ty == 0 && c < inner) {
       if (splits == 1) r.write(out, o * inner + c, column[tx], count);
       else partial[s * outer * inner + o * inner + c] = column[tx];
     }
-    __syncthreads();  // column is refilled for the next tile
   }
 }
 
