@@ -171,12 +171,12 @@ TEST(CudaSoftmax, ForwardMatchesCpuInEveryVariant) {
     }
 }
 
-// kStream's blocks stride over the rows: with short rows the grid (64 blocks of 32 threads
+// kStream's blocks stride over the rows: for rows of 600 the grid (32 blocks of two warps
 // per SM) is smaller than 300 rows, so blocks take several rows, reusing block_merge's
 // shared memory from one row to the next.
 TEST(CudaSoftmax, StreamBlocksThatTakeSeveralRows) {
   EMBER_NEED_DEVICE();
-  const int64_t rows = 300, cols = 40;
+  const int64_t rows = 300, cols = 600;
   ASSERT_LT(int64_t(softmax_config(rows, cols, 4, true, true, RowVariant::kStream).cfg.grid.x), rows);
   const auto x = random_doubles(rows * cols, 77, -4, 4);
   for (bool log : {false, true}) check_forward<float>(x, rows, cols, RowVariant::kStream, log, 77);
