@@ -38,8 +38,10 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:ha
 # device, in a release build: under the sanitizers each of its files took 2 minutes and
 # 2.4 GiB to compile (measured), too much for CI on 2 cores. Only what differs from the
 # default build is built and run: the suites on cuda, the tests that use a CUDA device
-# when there is one (core, data, comm, tools, gpu, examples) and the emulator's NCCL and
-# graphs (emu). The CPU kernel, allocator and kernel-emulator tests ran in stage 1.
+# when there is one (core, data, comm, tools, gpu, examples), the emulator's NCCL and
+# graphs (emu) and the attention kernels' op tests with the emulator's checks (emu:
+# attention_kernels_checked). The CPU kernel, allocator and kernel-emulator tests ran in
+# stage 1 (the kernel tests with the checks, label emu).
 stage "the CUDA backend on the emulated device (-DEMBER_CUDA=EMULATED)"
 build_emu=$root/build-emu
 [ -f "$build_emu/CMakeCache.txt" ] || cmake -S "$root" -B "$build_emu" -G Ninja -DCMAKE_BUILD_TYPE=Release \
