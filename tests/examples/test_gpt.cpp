@@ -1,12 +1,14 @@
 // ember_gpt (examples/gpt) on a small model and a small text: training lowers the loss,
 // --resume continues bit for bit, sampling with the KV cache draws the tokens full
 // recomputation draws, --estimate-memory is within 5% of the measured step peak, the
-// emulated CUDA device trains as the CPU does, two processes under ember-run as one, and
-// bad flags are clear errors. Each run takes a second or two.
+// emulated CUDA device trains as the CPU does, two processes under ember-run as one, an
+// out-of-memory report at a long context names the attention and the context that fits,
+// and bad flags are clear errors. Each run takes a second or two.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -154,6 +156,40 @@ TEST_F(Gpt, TwoProcessesTrainAsOne) {
       EXPECT_NEAR(two["val_loss"].get<double>(), one["val_loss"].get<double>(), 1e-5 * one["val_loss"].get<double>())
           << extra << zero;
     }
+  }
+}
+
+// At a long context the math path's B*H*T^2 probabilities are what runs out: the report
+// names the attention and the --block-size that fits under the cap on each path (by the
+// memory estimate), and a run at the context it names fits. On the fused path a cap below
+// even its linear footprint names a shorter context that fits too.
+TEST_F(Gpt, OomAtALongContextNamesTheAttention) {
+  struct Case {
+    std::string env, cap, ran, fits_pattern;
+  };
+  const Case cases[] = {
+      {"EMBER_ATTENTION=math ", "48MiB", "attention: the math path ran", "the math path fits --block-size "},
+      {"", "6MiB", "attention: the fused path ran", "at --batch-size 8, --block-size "},
+  };
+  for (const Case& c : cases) {
+    const std::string flags = "--device cpu --iters 2 --eval-interval 100 --eval-iters 1 --max-memory " + c.cap;
+    auto [out, rc] = run(c.env + cmd(flags + " --block-size 512"));
+    EXPECT_EQ(rc, 1) << out;
+    EXPECT_TRUE(has(out, "out of memory")) << out;
+    EXPECT_TRUE(has(out, c.ran)) << out;
+    if (c.env.empty()) {
+      EXPECT_TRUE(has(out, "linearly with the context")) << out;
+    } else {
+      EXPECT_TRUE(has(out, "the attention's scores and probabilities are most of it")) << out;
+      EXPECT_TRUE(has(out, "the fused path fits --block-size 512 as it is")) << out;
+    }
+    const size_t at = out.find(c.fits_pattern);
+    ASSERT_NE(at, std::string::npos) << out;
+    const int block = std::atoi(out.c_str() + at + c.fits_pattern.size());
+    EXPECT_GT(block, 16) << out;
+    EXPECT_LT(block, 512) << out;
+    auto [again, rc2] = run(c.env + cmd(flags + " --block-size " + std::to_string(block)));
+    EXPECT_EQ(rc2, 0) << "--block-size " << block << ": " << again;
   }
 }
 
