@@ -60,5 +60,9 @@ std::string rnn_variant();
 // every key count when there are at most 4 query rows).
 void set_attention_variant(std::string_view name);
 std::string attention_variant();
+// The kernel the last fused attention forward on this thread ran: "cudnn" (cuDNN's, under
+// EMBER_ATTENTION=cudnn where it takes the call), "decode", "tc" or "simt"; "" before any.
+// For tests and benchmarks that must know which one ran.
+std::string attention_last_forward();
 
 }  // namespace ember::kernels::cuda
