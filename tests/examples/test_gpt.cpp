@@ -111,6 +111,20 @@ TEST_F(Gpt, KvCacheSamplesWhatRecomputationSamples) {
   EXPECT_EQ(g1["sample"], g2["sample"]);
 }
 
+// On the CUDA device a context past 128 characters takes the split-KV decode kernel for
+// each sampled token (kernels/cuda/attention_decode.cuh); recomputing the whole context
+// takes the forward kernels: the same text either way.
+TEST_F(Gpt, KvCacheOnTheEmulatedCudaDevice) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device (EMBER_CUDA=EMULATED gives one)";
+  std::string prompt;
+  for (int i = 0; i < 8; ++i) prompt += "and it was good. ";  // 136 characters: decode from the first sample on
+  const std::string flags = "--device cuda --block-size 160 --iters 2 --eval-interval 2 --eval-iters 1 --sample 20 "
+                            "--top-k 1 --prompt '" + prompt + "'";
+  const nlohmann::json cached = train(flags), full = train(flags + " --no-kv-cache");
+  ASSERT_FALSE(cached.empty() || full.empty());
+  EXPECT_EQ(cached["sample"], full["sample"]);
+}
+
 // The estimate (a dry run on the meta device, fused attention included) against the
 // allocator's peak over a run's steps, beyond what it held before the model.
 TEST_F(Gpt, EstimateMemoryIsWithinFivePercentOfTheStepPeak) {
