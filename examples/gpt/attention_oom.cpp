@@ -51,11 +51,13 @@ struct Fit {
                          ctx.batch);
   }
   // The step's room under the cap: what it leaves beyond what training started with, plus
-  // the parameters (held then, and counted by the estimate), as the batch advice counts it.
+  // the parameters (held then, and counted by the estimate). The cap bounds what the
+  // allocator reserves, so the step's reserved peak is what must fit (its allocated peak
+  // fitting is not enough: segments are whole and a split block's rest may serve nothing).
   bool fits(int64_t T, const char* path) const {
     const optim::MemoryEstimate e = step(T, path);
     const std::size_t room = (cap > ctx.held ? cap - ctx.held : 0) + static_cast<std::size_t>(e.parameters);
-    return e.step_peak_bytes <= static_cast<int64_t>(room);
+    return e.step_peak_reserved_bytes <= static_cast<int64_t>(room);
   }
   // The largest context up to `T` whose step fits (the footprint grows with T); 0: none.
   int64_t largest_context(int64_t T, const char* path) const {

@@ -118,7 +118,7 @@ TEST_F(Gpt, KvCacheOnTheEmulatedCudaDevice) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device (EMBER_CUDA=EMULATED gives one)";
   std::string prompt;
   for (int i = 0; i < 8; ++i) prompt += "and it was good. ";  // 136 characters: decode from the first sample on
-  const std::string flags = "--device cuda --block-size 160 --iters 2 --eval-interval 2 --eval-iters 1 --sample 20 "
+  const std::string flags = "--device cuda --block-size 160 --iters 2 --eval-interval 2 --sample 20 "
                             "--top-k 1 --prompt '" + prompt + "'";
   const nlohmann::json cached = train(flags), full = train(flags + " --no-kv-cache");
   ASSERT_FALSE(cached.empty() || full.empty());
@@ -186,7 +186,7 @@ TEST_F(Gpt, OomAtALongContextNamesTheAttention) {
       {"", "6MiB", "attention: the fused path ran", "at --batch-size 8, --block-size "},
   };
   for (const Case& c : cases) {
-    const std::string flags = "--device cpu --iters 2 --eval-interval 100 --eval-iters 1 --max-memory " + c.cap;
+    const std::string flags = "--device cpu --iters 2 --eval-interval 100 --max-memory " + c.cap;
     auto [out, rc] = run(c.env + cmd(flags + " --block-size 512"));
     EXPECT_EQ(rc, 1) << out;
     EXPECT_TRUE(has(out, "out of memory")) << out;
