@@ -79,18 +79,19 @@ std::string note(const memory::OomReport& r, const AttentionOomContext& ctx) {
   const int64_t T = m.block_size, B = ctx.batch, H = m.n_head;
   const Fit fit{ctx, r.cap};
   const bool math = math_path(ctx);
-  const int64_t here = fit.step(T, nullptr).step_peak_bytes;
+  // Reserved peaks (segments, parameters included): what the cap bounds, and what fits() compares.
+  const int64_t here = fit.step(T, nullptr).step_peak_reserved_bytes;
   const std::string room = bytes(static_cast<int64_t>(r.cap > ctx.held ? r.cap - ctx.held : 0));
   std::ostringstream os;
   os << "attention: ";
   if (math) {
     const int64_t scores = B * H * T * T;
     const int64_t width = ctx.common->precision == "bf16" ? 2 : 4;
-    const int64_t fused = fit.step(T, "flash").step_peak_bytes;
+    const int64_t fused = fit.step(T, "flash").step_peak_reserved_bytes;
     os << "the math path ran (EMBER_ATTENTION=math): each of the " << m.n_layer
        << " layers makes B*H*T^2 = " << B << "*" << H << "*" << T << "^2 = " << scores << " scores ("
        << bytes(scores * width) << " a tensor) and keeps its probabilities for backward. By the memory estimate the "
-       << "step needs " << bytes(here) << " at --block-size " << T << ", " << bytes(fused)
+       << "step reserves " << bytes(here) << " at --block-size " << T << ", " << bytes(fused)
        << " on the fused path (EMBER_ATTENTION unset or flash: one log-sum-exp per row, linear in T)";
     if (here - fused > here / 2) os << ": the attention's scores and probabilities are most of it";
     os << ". Under the cap (" << room << " for training) at --batch-size " << B * ctx.world << ", the math path fits ";
@@ -105,7 +106,7 @@ std::string note(const memory::OomReport& r, const AttentionOomContext& ctx) {
     os << "the fused path ran: each of the " << m.n_layer
        << " layers keeps its output and one log-sum-exp per row (B*H*T = " << B * H * T
        << " rows) and makes no T^2 scores, so the step grows linearly with the context: by the memory estimate it "
-       << "needs " << bytes(here) << " at --block-size " << T << ". Under the cap (" << room
+       << "reserves " << bytes(here) << " at --block-size " << T << ". Under the cap (" << room
        << " for training) at --batch-size " << B * ctx.world << ", ";
     const int64_t fits = fit.largest_context(T, nullptr);
     if (fits > 0) os << "--block-size " << fits << " fits.";
