@@ -200,8 +200,9 @@ TEST(FusedAttention, GradientsMatchTheReferenceAndTheMathPath) {
 // 80 and 256 (the CUDA kernel's largest), each mask kind, a fully masked row; forward in
 // float32 and bf16, gradients in float32. One batch x head; D = 256 at T = 1000 forward
 // in float32 only, and gradients at T = 1000 for D = 8 (D = 256's at T = 129 x 70, D = 40's
-// and 80's at T = 17 x 129 in GradientsMatchTheReferenceAndTheMathPath): with every pass
-// at every size this test took a minute on the emulated device.
+// and 80's at T = 17 x 129 in GradientsMatchTheReferenceAndTheMathPath). On the emulated
+// device (kernels instrumented for its checks) the T = 1000 cases run in float32 only and
+// D = 256 at T = 129 x 70 only: 85 s with them under load, about 30 s so.
 TEST(FusedAttention, LongAndAwkwardSizes) {
   const AttentionPath flash("flash");
   const std::vector<Case> long_cases = {
@@ -217,7 +218,8 @@ TEST(FusedAttention, LongAndAwkwardSizes) {
     for (DType dtype : {kFloat32, kBFloat16}) {
       SCOPED_TRACE(std::string(dtype_name(dtype)) + " case " + std::to_string(ci));
       const bool long_256 = c.E == 256 && c.L > 129;
-      if (long_256 && dtype != kFloat32) continue;
+      if (long_256 && (dtype != kFloat32 || on_cuda())) continue;
+      if (on_cuda() && dtype != kFloat32 && c.L > 129) continue;
       const Tensor q = random_tensor({c.B, c.L, c.E}, dtype, Layout::Contiguous, ++seed);
       const Tensor k = random_tensor({c.B, c.S, c.E}, dtype, Layout::Contiguous, ++seed);
       const Tensor v = random_tensor({c.B, c.S, c.Ev}, dtype, Layout::Contiguous, ++seed);
