@@ -202,7 +202,7 @@ TEST(FusedAttention, GradientsMatchTheReferenceAndTheMathPath) {
 // in float32 only, and gradients at T = 1000 for D = 8 (D = 256's at T = 129 x 70, D = 40's
 // and 80's at T = 17 x 129 in GradientsMatchTheReferenceAndTheMathPath). On the emulated
 // device (kernels instrumented for its checks) the T = 1000 cases run in float32 only and
-// D = 256 at T = 129 x 70 only: 85 s with them under load, about 30 s so.
+// D = 256 at T = 129 x 70 only: 85 s with them under load, 24 s so.
 TEST(FusedAttention, LongAndAwkwardSizes) {
   const AttentionPath flash("flash");
   const std::vector<Case> long_cases = {
