@@ -20,7 +20,8 @@
 //
 // On a CUDA device (skipped with a message where there is none): the CUDA flash path,
 // BM_attention_cuda/<pass>/<mask>/T, pass fwd_tc (the tensor-core forward of
-// kernels/cuda/attention_tc.cuh), fwd_simt (attention.cuh's) or bwd (the backward alone,
+// kernels/cuda/attention_tc.cuh), fwd_simt (attention.cuh's), fwd_cudnn (cuDNN's fused
+// forward, EMBER_ATTENTION=cudnn; non-causal only, attention_cudnn.h) or bwd (the backward alone,
 // from a saved forward; attention.cuh's SIMT kernels), bf16,
 // D = 128, B = 4, H = 16 (B T = 16K tokens at T = 4096, FlashAttention-2's benchmark
 // shape; at T = 4096, 64 x 64 = 4096 blocks of 64 query rows, 31 per SM of 132), T = 1024 ... 4096.
@@ -77,8 +78,8 @@ constexpr int64_t kCudaB = 4, kCudaH = 16, kCudaD = 128;
 void bm_attention_cuda(benchmark::State& state, const char* kernel, bool backward, bool causal) {
   const int64_t T = state.range(0);
   const ember::Device dev = ember::Device::cuda(0);
-  ::setenv("EMBER_ATTENTION", "flash", 1);
-  ember::kernels::cuda::set_attention_variant(std::string(kernel) == "tc" ? "auto" : "simt");
+  ::setenv("EMBER_ATTENTION", std::string(kernel) == "cudnn" ? "cudnn" : "flash", 1);
+  ember::kernels::cuda::set_attention_variant(std::string(kernel) == "simt" ? "simt" : "auto");
   ember::Generator gen(1);
   auto input = [&] { return ember::randn({kCudaB, kCudaH, T, kCudaD}, {ember::kBFloat16}, &gen).to(dev); };
   Tensor q = input(), k = input(), v = input();
@@ -135,8 +136,11 @@ void bm_attention_cuda(benchmark::State& state, const char* kernel, bool backwar
     const char* kernel;
     bool backward;
   };
-  for (const CudaCase c : {CudaCase{"tc", false}, CudaCase{"simt", false}, CudaCase{"tc", true}})
+  // cuDNN's forward (EMBER_ATTENTION=cudnn) takes non-causal calls only (attention_cudnn.h).
+  for (const CudaCase c : {CudaCase{"tc", false}, CudaCase{"simt", false}, CudaCase{"cudnn", false},
+                           CudaCase{"tc", true}})
     for (bool causal : {false, true}) {
+      if (std::string(c.kernel) == "cudnn" && causal) continue;
       const std::string pass = c.backward ? "bwd" : std::string("fwd_") + c.kernel;
       const std::string name = "BM_attention_cuda/" + pass + (causal ? "/causal" : "/full");
       benchmark::RegisterBenchmark(name.c_str(),

@@ -2,7 +2,9 @@
 // composed from matmul, softmax and dropout (so autograd differentiates it, twice too,
 // on every backend; it stays as the reference), and the fused path: the attention stubs
 // (core/dispatch.h), whose memory is linear in the sequence length (Note [Attention path]).
+#include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <limits>
 #include <string>
@@ -104,7 +106,10 @@ std::pair<Tensor, Tensor> scaled_dot_product_attention_math(const Tensor& q, con
 // dropout_p is 1, or an additive mask requires grad (its gradient is the L x S matrix dS
 // that the fused backward never stores). EMBER_ATTENTION, read at each call, forces a
 // path: "math", or "flash" (then a call the fused kernels cannot compute is an
-// ember::Error saying why); "auto" or unset picks as above.
+// ember::Error saying why); "auto" or unset picks as above; "cudnn" picks as auto, and
+// the CUDA backend then runs cuDNN's fused attention where cuDNN takes the call
+// (kernels/cuda/attention_cudnn.h), its hand-written kernels elsewhere. As EMBER_CONV,
+// another value is reported once on stderr and ignored (auto).
 // scaled_dot_product_attention_math is always the math path.
 //
 // The fused path folds the batch dims into one, BH (q, k and v broadcast and made
@@ -121,10 +126,14 @@ enum class AttentionPath { Auto, Math, Flash };
 AttentionPath attention_path() {
   const char* env = std::getenv("EMBER_ATTENTION");
   const std::string_view s = env ? env : "";
-  if (s.empty() || s == "auto") return AttentionPath::Auto;
+  if (s.empty() || s == "auto" || s == "cudnn") return AttentionPath::Auto;
   if (s == "math") return AttentionPath::Math;
   if (s == "flash") return AttentionPath::Flash;
-  EMBER_FAIL("scaled_dot_product_attention: EMBER_ATTENTION must be auto, math or flash, got \"", s, "\"");
+  static std::atomic<bool> told{false};
+  if (!told.exchange(true))
+    std::fprintf(stderr, "ember: ignoring EMBER_ATTENTION: expected auto, math, flash or cudnn, got \"%.*s\"\n",
+                 static_cast<int>(s.size()), s.data());
+  return AttentionPath::Auto;
 }
 
 // Why the fused kernels cannot compute this call; empty when they can.

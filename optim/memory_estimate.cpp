@@ -219,6 +219,9 @@ MemoryEstimate memory_estimate(nn::Module& model, const Shape& input_shape, cons
   }
   const int64_t peak = alloc.stats().allocated_bytes[memory::kAllPools].peak;
   est.step_peak_bytes = peak - live_before + param_blocks - saved_by_sharding;
+  // The segments the model allocator reserved at the peak, parameters included: what a
+  // cap bounds (the allocated peak fitting under a cap does not make the step fit).
+  est.step_peak_reserved_bytes = alloc.stats().reserved_bytes[memory::kAllPools].peak;
   return est;
 }
 

@@ -120,7 +120,7 @@ targets=(ember_tests_gpu ember_tests_cuda_gpu ember_tests_core ember_tests_layer
   -DCMAKE_CUDA_ARCHITECTURES=native && cmake --build '$build' --parallel $(nproc) --target ${targets[*]}"
 
 # 2. Tests on the GPU.
-step tests_gpu 120 "$build/tests/ember_tests_gpu" --gtest_filter='-RnnVariantsOnGpu.*'
+step tests_gpu 120 "$build/tests/ember_tests_gpu" --gtest_filter='-RnnVariantsOnGpu.*:CudnnAttention.*'
 for suite in core layers optim; do
   step "tests_${suite}_on_cuda" 180 env EMBER_TEST_DEVICE=cuda "$build/tests/ember_tests_$suite"
 done
@@ -140,6 +140,12 @@ done
 # word_language_model LSTM's fwd + bwd time under each (tests/gpu/test_rnn_variants.cpp).
 step tests_rnn_variants 60 "$build/tests/ember_tests_gpu" --gtest_filter='RnnVariantsOnGpu.*'
 [ -f "$build/tests_rnn_variants.log" ] && grep -E 'FAILED|LSTM wlm' "$build/tests_rnn_variants.log" | head -n 12
+# cuDNN's fused attention (EMBER_ATTENTION=cudnn: its graph API's SDPA forward, the flash
+# backward from its statistics) against the float64 reference, and the calls it leaves to
+# the flash kernels (causal, masks, dropout); the log says which kernel ran each case
+# (tests/gpu/test_attention_cudnn.cpp).
+step tests_attention_cudnn 120 "$build/tests/ember_tests_gpu" --gtest_filter='CudnnAttention.*'
+[ -f "$build/tests_attention_cudnn.log" ] && grep -E 'FAILED|forward by' "$build/tests_attention_cudnn.log" | head -n 24
 # NCCL on real GPUs: the collectives at every world size the GPUs allow (one H200: world
 # size 1), the watchdog and DDP where there are two.
 step tests_comm_nccl 120 "$build/tests/ember_tests_comm" --gtest_filter='*cuda*:*Nccl*'

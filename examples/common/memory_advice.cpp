@@ -69,6 +69,12 @@ void print_memory_estimate(const TrainConfig& c, Device device, int64_t batch, i
   }
 }
 
+optim::MemoryEstimate estimate_step(const TrainConfig& c, Device device, int world, const ModelFactory& make_model,
+                                    const SampleInput& sample, int64_t batch) {
+  const std::shared_ptr<nn::Module> model = meta_model(make_model);
+  return optim::memory_estimate(*model, with_batch(batch, sample.shape), estimate_options(c, device, world, sample));
+}
+
 memory::AdviceTerms advice_terms(const TrainConfig& c, Device device, int world, std::size_t held,
                                  const std::string& cap_origin, const ModelFactory& make_model,
                                  const SampleInput& sample) {

@@ -32,6 +32,11 @@ inline SampleInput image_sample(const TrainConfig& c) { return {{1, c.image_size
 void print_memory_estimate(const TrainConfig& c, Device device, int64_t batch, int world,
                            const ModelFactory& make_model, const SampleInput& sample);
 
+// The estimate of one training step of `batch` samples per rank, as --estimate-memory
+// makes it (the model built on the meta device; nothing allocated on `device`).
+optim::MemoryEstimate estimate_step(const TrainConfig& c, Device device, int world, const ModelFactory& make_model,
+                                    const SampleInput& sample, int64_t batch);
+
 // The terms for `device`'s allocator. `held` is what the allocator held when training
 // started (the datasets, the model); `cap_origin` says what set the cap ("" when none was).
 memory::AdviceTerms advice_terms(const TrainConfig& c, Device device, int world, std::size_t held,

@@ -21,6 +21,7 @@
 #include "examples/common/memory_advice.h"
 #include "examples/common/restart.h"
 #include "examples/common/train.h"
+#include "examples/gpt/attention_oom.h"
 #include "examples/gpt/data.h"
 #include "examples/gpt/options.h"
 #include "examples/gpt/sample.h"
@@ -252,78 +253,85 @@ int train(const GptOptions& o) {
   const bool tty = isatty(STDOUT_FILENO) && !c.json && lead;
   if (c.profile) start_op_profiler();
   auto t0 = Clock::now();
-  for (int64_t it = first_iter;; ++it) {
-    if (it % o.eval_interval == 0 || it == o.iters) {
-      train_time += seconds_since(t0);
-      if (c.profile) stop_op_profiler();
-      last = estimate_loss(*model, data, o, device, bf16, pg.get());
-      if (c.profile) start_op_profiler(/*resume=*/true);
-      EMBER_CHECK(std::isfinite(last.train) && std::isfinite(last.val), "training diverged: the loss at iteration ",
-                  it, " is ", last.train, " (--lr ", c.lr, "; a smaller --lr may train); ",
-                  c.save.empty() ? std::string("nothing was saved")
-                                 : "the last checkpoint in " + c.save + " is from before it");
-      history.push_back({{"iter", it}, {"train_loss", last.train}, {"val_loss", last.val}});
-      if (lead && !c.json)
-        std::printf("%sstep %lld: train loss %.4f, val loss %.4f\n", tty ? "\n" : "", static_cast<long long>(it),
-                    last.train, last.val);
-      if (!c.save.empty() && it > first_iter) save(it);
-      t0 = Clock::now();
-    }
-    if (it >= o.iters) break;
-    const double lr = get_lr(o, it);
-    opt->set_lr(lr);
-    auto [x, y] = get_batch(data.train, c.batch_size, T, data_gen, device, launch.rank, world);
-    Tensor loss;
-    if (c.cuda_graph && steps >= kWarmup) {
+  // An out-of-memory report at a long context says what the attention takes and which
+  // --block-size fits (attention_oom.h).
+  const AttentionOomContext oom_context{&c, config, device, world, rank_batch, held};
+  try {
+    for (int64_t it = first_iter;; ++it) {
+      if (it % o.eval_interval == 0 || it == o.iters) {
+        train_time += seconds_since(t0);
+        if (c.profile) stop_op_profiler();
+        last = estimate_loss(*model, data, o, device, bf16, pg.get());
+        if (c.profile) start_op_profiler(/*resume=*/true);
+        EMBER_CHECK(std::isfinite(last.train) && std::isfinite(last.val), "training diverged: the loss at iteration ",
+                    it, " is ", last.train, " (--lr ", c.lr, "; a smaller --lr may train); ",
+                    c.save.empty() ? std::string("nothing was saved")
+                                   : "the last checkpoint in " + c.save + " is from before it");
+        history.push_back({{"iter", it}, {"train_loss", last.train}, {"val_loss", last.val}});
+        if (lead && !c.json)
+          std::printf("%sstep %lld: train loss %.4f, val loss %.4f\n", tty ? "\n" : "", static_cast<long long>(it),
+                      last.train, last.val);
+        if (!c.save.empty() && it > first_iter) save(it);
+        t0 = Clock::now();
+      }
+      if (it >= o.iters) break;
+      const double lr = get_lr(o, it);
+      opt->set_lr(lr);
+      auto [x, y] = get_batch(data.train, c.batch_size, T, data_gen, device, launch.rank, world);
+      Tensor loss;
+      if (c.cuda_graph && steps >= kWarmup) {
+        if (!graph.captured()) {
+          gx = x.clone();
+          gy = y.clone();
+          CudaGraphCapture capture(graph, device);
+          opt->zero_grad(/*set_to_none=*/true);
+          gloss = piece_loss(gx, gy);
+          gloss.backward();
+          update(it);
+        } else {
+          gx.copy_(x);
+          gy.copy_(y);
+        }
+        graph.replay();
+        ++replays;
+        loss = gloss.detach();
+      } else if (c.auto_microbatch) {
+        optim::MicroBatchResult r;
+        if (ddp) {
+          auto no_sync = ddp->no_sync();
+          r = batcher.backward(x, y, piece_loss);
+        } else {
+          r = batcher.backward(x, y, piece_loss);
+        }
+        if (ddp) ddp->sync_gradients();
+        loss = scalar_tensor(r.loss, {kFloat64, device});
+        retries += r.retries;
+        if (lead && r.micro_batch != micro_batch && r.micro_batch < x.size(0))
+          std::printf("out of memory: continuing with micro-batches of %lld sequences (batch %lld)\n",
+                      static_cast<long long>(r.micro_batch), static_cast<long long>(x.size(0)));
+        micro_batch = r.micro_batch;
+      } else {
+        opt->zero_grad();
+        loss = piece_loss(x, y);
+        loss.backward();
+      }
       if (!graph.captured()) {
-        gx = x.clone();
-        gy = y.clone();
-        CudaGraphCapture capture(graph, device);
-        opt->zero_grad(/*set_to_none=*/true);
-        gloss = piece_loss(gx, gy);
-        gloss.backward();
+        if (ddp) ddp->synchronize();
         update(it);
-      } else {
-        gx.copy_(x);
-        gy.copy_(y);
       }
-      graph.replay();
-      ++replays;
-      loss = gloss.detach();
-    } else if (c.auto_microbatch) {
-      optim::MicroBatchResult r;
-      if (ddp) {
-        auto no_sync = ddp->no_sync();
-        r = batcher.backward(x, y, piece_loss);
-      } else {
-        r = batcher.backward(x, y, piece_loss);
-      }
-      if (ddp) ddp->sync_gradients();
-      loss = scalar_tensor(r.loss, {kFloat64, device});
-      retries += r.retries;
-      if (lead && r.micro_batch != micro_batch && r.micro_batch < x.size(0))
-        std::printf("out of memory: continuing with micro-batches of %lld sequences (batch %lld)\n",
-                    static_cast<long long>(r.micro_batch), static_cast<long long>(x.size(0)));
-      micro_batch = r.micro_batch;
-    } else {
-      opt->zero_grad();
-      loss = piece_loss(x, y);
-      loss.backward();
-    }
-    if (!graph.captured()) {
-      if (ddp) ddp->synchronize();
-      update(it);
-    }
-    ++steps;
-    if ((it + 1) % o.log_interval == 0 || it + 1 == o.iters) {
-      last_train_loss = loss.item<double>();
-      if (tty) {
-        std::printf("\riter %lld/%lld: loss %.4f, lr %.2e, %.1f ms/iter", static_cast<long long>(it + 1),
-                    static_cast<long long>(o.iters), last_train_loss, lr,
-                    1e3 * (train_time + seconds_since(t0)) / static_cast<double>(steps));
-        std::fflush(stdout);
+      ++steps;
+      if ((it + 1) % o.log_interval == 0 || it + 1 == o.iters) {
+        last_train_loss = loss.item<double>();
+        if (tty) {
+          std::printf("\riter %lld/%lld: loss %.4f, lr %.2e, %.1f ms/iter", static_cast<long long>(it + 1),
+                      static_cast<long long>(o.iters), last_train_loss, lr,
+                      1e3 * (train_time + seconds_since(t0)) / static_cast<double>(steps));
+          std::fflush(stdout);
+        }
       }
     }
+  } catch (const OutOfMemoryError& e) {
+    throw with_attention_note(e, oom_context);
   }
   const double ms_per_iter = steps ? 1e3 * train_time / static_cast<double>(steps) : 0.0;
   if (c.profile && lead) std::printf("%s", format_op_profile(stop_op_profiler(), train_time).c_str());

@@ -60,6 +60,7 @@ void cuda::set_rnn_variant(std::string_view) { no_backend("set_rnn_variant"); }
 std::string cuda::rnn_variant() { no_backend("rnn_variant"); }
 void cuda::set_attention_variant(std::string_view) { no_backend("set_attention_variant"); }
 std::string cuda::attention_variant() { no_backend("attention_variant"); }
+std::string cuda::attention_last_forward() { no_backend("attention_last_forward"); }
 
 // No CUDA backend: no CUDA kernel takes scratch.
 std::vector<std::size_t> cuda_conv2d_scratch(ConvPass, const Shape&, const Shape&, const Shape&, DType, bool,

@@ -52,11 +52,17 @@ void set_rnn_variant(std::string_view name);
 std::string rnn_variant();
 
 // The fused attention kernels (scaled_dot_product_attention's flash path), forward and
-// backward. EMBER_FLASH sets the starting choice: "auto" (the tensor-core kernels of
-// attention_tc.cuh / attention_tc_bwd.cuh for bf16 and f16 with head dims 64 and 128 on
-// sm_80 and newer, the SIMT kernels of attention.cuh otherwise) or "simt" (the SIMT
-// kernels always).
+// backward. EMBER_FLASH sets the starting choice: "auto" (the forward: the split-KV decode
+// kernel of attention_decode.cuh for at most 4 query rows against at least 128 keys; the
+// tensor-core kernels of attention_tc.cuh / attention_tc_bwd.cuh for bf16 and f16 with
+// head dims 64 and 128 on sm_80 and newer; the SIMT kernels of attention.cuh otherwise),
+// "simt" (the SIMT kernels always) or "decode" (as auto, with the decode forward for
+// every key count when there are at most 4 query rows).
 void set_attention_variant(std::string_view name);
 std::string attention_variant();
+// The kernel the last fused attention forward on this thread ran: "cudnn" (cuDNN's, under
+// EMBER_ATTENTION=cudnn where it takes the call), "decode", "tc" or "simt"; "" before any.
+// For tests and benchmarks that must know which one ran.
+std::string attention_last_forward();
 
 }  // namespace ember::kernels::cuda

@@ -1,12 +1,15 @@
-// The float64 references of scaled_dot_product_attention's tests (test_attention.cpp,
-// test_attention_fused.cpp): the output and the gradients of q, k and v by plain loops,
-// each element with the rounding bound of the computation in the tested dtype.
+// The float64 references of scaled_dot_product_attention's tests (test_attention*.cpp):
+// the output and the gradients of q, k and v by plain loops, each element with the
+// rounding bound of the computation in the tested dtype; and a scoped EMBER_ATTENTION.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "ember.h"
@@ -15,6 +18,24 @@
 namespace ember::test {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// EMBER_ATTENTION for the scope (it is read at each call).
+class AttentionPath {
+ public:
+  explicit AttentionPath(const char* value) {
+    if (const char* old = std::getenv("EMBER_ATTENTION")) saved_ = old;
+    ::setenv("EMBER_ATTENTION", value, 1);
+  }
+  ~AttentionPath() {
+    if (saved_) ::setenv("EMBER_ATTENTION", saved_->c_str(), 1);
+    else ::unsetenv("EMBER_ATTENTION");
+  }
+  AttentionPath(const AttentionPath&) = delete;
+  AttentionPath& operator=(const AttentionPath&) = delete;
+
+ private:
+  std::optional<std::string> saved_;
+};
 
 struct Reference {
   std::vector<double> out;

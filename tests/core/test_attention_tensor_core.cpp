@@ -1,6 +1,6 @@
 // The fused attention forward at the shapes the CUDA tensor-core kernel takes
 // (kernels/cuda/attention_tc.cuh: bf16 and f16, head dims 64 and 128), against the float64
-// loop of attention_reference.h: T = 1, 17, 129, Tq != Tk both ways, causal, bool and
+// loop of attention_reference.h: T = 1, 17, 129, 1000, Tq != Tk both ways, causal, bool and
 // additive masks, a fully masked row; its lse; and on a CUDA device its agreement with the
 // SIMT kernel (kernels/cuda/variants.h's set_attention_variant), dropout included (the
 // same Philox draw, so the same weights dropped). On the CPU the same cases check the CPU
@@ -152,6 +152,46 @@ TEST(TensorCoreAttention, GradientsMatchTheFloat64Reference) {
         }
       }
   ::unsetenv("EMBER_ATTENTION");
+}
+
+// T = 1000 with Tq != Tk both ways (the kernel's 64-row blocks and 64-key tiles end
+// part-way), causal and a bool mask with a fully masked row, one dtype and head dim each,
+// with the bounds of the two tests above: forward both, gradients the first (each half a
+// minute on the emulated device).
+TEST(TensorCoreAttention, LongSequences) {
+  const AttentionPath flash("flash");
+  struct Long {
+    TcCase c;
+    DType dtype;
+    int64_t D;
+  };
+  uint64_t seed = 4500;
+  for (const Long& t : {Long{{1, 1000, 997, 3}, kBFloat16, 64}, Long{{1, 997, 1000, 1}, kFloat16, 128}}) {
+    const TcCase& c = t.c;
+    SCOPED_TRACE(std::string(dtype_name(t.dtype)) + " D " + std::to_string(t.D));
+    std::vector<Tensor> x = {random_tensor({c.B, c.L, t.D}, t.dtype, Layout::Contiguous, ++seed),
+                             random_tensor({c.B, c.S, t.D}, t.dtype, Layout::Contiguous, ++seed),
+                             random_tensor({c.B, c.S, t.D}, t.dtype, Layout::Contiguous, ++seed)};
+    const Tensor dout = random_tensor({c.B, c.L, t.D}, t.dtype, Layout::Contiguous, ++seed);
+    const Tensor mask = tc_mask(c, t.dtype, ++seed);
+    for (Tensor& y : x) y.requires_grad_();
+    const double scale = 1 / std::sqrt(double(t.D));
+    const Tensor out =
+        scaled_dot_product_attention(x[0], x[1], x[2], {.attn_mask = mask, .is_causal = c.mask_kind == 3});
+    const Reference want = tc_reference(x[0], x[1], x[2], c, mask, scale, t.dtype);
+    EXPECT_TRUE(all_close_tol(out, want.out, want.shape, want.tol));
+    if (t.D != 64) continue;
+    out.backward(dout);
+    const GradReference g = reference_grads(x[0], x[1], x[2], dout, c.mask_kind, mask, scale, kFloat32);
+    const double u = dtype_unit_roundoff(t.dtype);
+    const Reference* refs[3] = {&g.dq, &g.dk, &g.dv};
+    for (int i = 0; i < 3; ++i) {
+      std::vector<double> tol = refs[i]->tol;
+      for (size_t e = 0; e < tol.size(); ++e)
+        tol[e] += u * (2 * refs[i]->magnitude[e] + std::fabs(refs[i]->out[e])) + dtype_underflow(t.dtype);
+      EXPECT_TRUE(all_close_tol(x[i].grad(), refs[i]->out, refs[i]->shape, tol)) << "input " << i;
+    }
+  }
 }
 
 // On a CUDA device: the tensor-core kernel ("auto") and the SIMT kernel on one call, with

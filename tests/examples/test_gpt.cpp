@@ -1,12 +1,14 @@
 // ember_gpt (examples/gpt) on a small model and a small text: training lowers the loss,
 // --resume continues bit for bit, sampling with the KV cache draws the tokens full
 // recomputation draws, --estimate-memory is within 5% of the measured step peak, the
-// emulated CUDA device trains as the CPU does, two processes under ember-run as one, and
-// bad flags are clear errors. Each run takes a second or two.
+// emulated CUDA device trains as the CPU does, two processes under ember-run as one, an
+// out-of-memory report at a long context names the attention and the context that fits,
+// and bad flags are clear errors. Each run takes a second or two.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -109,6 +111,27 @@ TEST_F(Gpt, KvCacheSamplesWhatRecomputationSamples) {
   EXPECT_EQ(g1["sample"], g2["sample"]);
 }
 
+// On the CUDA device a context past 128 characters takes the split-KV decode kernel for
+// each sampled token (kernels/cuda/attention_decode.cuh); recomputing the whole context
+// takes the forward kernels: the same text either way. An untrained model of batch 1
+// (the emulator runs a forward of 160 positions in seconds).
+TEST_F(Gpt, KvCacheOnTheEmulatedCudaDevice) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device (EMBER_CUDA=EMULATED gives one)";
+  std::string prompt;
+  for (int i = 0; i < 8; ++i) prompt += "and it was good. ";  // 136 characters: decode from the first sample on
+  const std::string flags = std::string(EMBER_GPT_BIN) + " --data " + data_ +
+                            " --device cuda --n-layer 2 --n-head 2 --n-embd 32 --block-size 160 --batch-size 1 "
+                            "--iters 0 --eval-iters 1 --sample 8 --top-k 1 --json --prompt '" + prompt + "'";
+  std::vector<nlohmann::json> runs;
+  for (const char* extra : {"", " --no-kv-cache"}) {
+    auto [out, rc] = run(flags + extra + " 2>&1");
+    ASSERT_EQ(rc, 0) << out;
+    runs.push_back(nlohmann::json::parse(test::last_line(out)));
+  }
+  EXPECT_EQ(runs[0]["sample"].get<std::string>().size(), prompt.size() + 8);
+  EXPECT_EQ(runs[0]["sample"], runs[1]["sample"]);
+}
+
 // The estimate (a dry run on the meta device, fused attention included) against the
 // allocator's peak over a run's steps, beyond what it held before the model.
 TEST_F(Gpt, EstimateMemoryIsWithinFivePercentOfTheStepPeak) {
@@ -154,6 +177,50 @@ TEST_F(Gpt, TwoProcessesTrainAsOne) {
       EXPECT_NEAR(two["val_loss"].get<double>(), one["val_loss"].get<double>(), 1e-5 * one["val_loss"].get<double>())
           << extra << zero;
     }
+  }
+}
+
+// At a long context the math path's B*H*T^2 probabilities are what runs out: the report
+// names the attention and the --block-size that fits under the cap on each path (by the
+// memory estimate's reserved peak; the fused path's longer, its memory being linear), and
+// runs at the contexts it names fit. On the fused path a cap below even its linear
+// footprint names a shorter context that fits too.
+TEST_F(Gpt, OomAtALongContextNamesTheAttention) {
+  const std::string base = "--device cpu --iters 2 --eval-interval 100 --max-memory ";
+  // The number after `pattern` in `out`, 0 when absent.
+  auto after = [](const std::string& out, const std::string& pattern) {
+    const size_t at = out.find(pattern);
+    return at == std::string::npos ? 0 : std::atoi(out.c_str() + at + pattern.size());
+  };
+  auto fits = [&](const std::string& env, const std::string& cap, int block) {
+    auto [out, rc] = run(env + cmd(base + cap + " --block-size " + std::to_string(block)));
+    EXPECT_EQ(rc, 0) << env << "--block-size " << block << " under " << cap << ": " << out;
+  };
+  {
+    auto [out, rc] = run("EMBER_ATTENTION=math " + cmd(base + "48MiB --block-size 512"));
+    EXPECT_EQ(rc, 1) << out;
+    EXPECT_TRUE(has(out, "out of memory")) << out;
+    EXPECT_TRUE(has(out, "attention: the math path ran")) << out;
+    EXPECT_TRUE(has(out, "the attention's scores and probabilities are most of it")) << out;
+    const int math = after(out, "the math path fits --block-size ");
+    const int fused = has(out, "the fused path fits --block-size 512 as it is")
+                          ? 512
+                          : after(out, "the fused path fits --block-size ");
+    EXPECT_GT(math, 16) << out;
+    EXPECT_LT(math, 512) << out;
+    EXPECT_GT(fused, math) << out;
+    fits("EMBER_ATTENTION=math ", "48MiB", math);
+    fits("", "48MiB", fused);
+  }
+  {
+    auto [out, rc] = run(cmd(base + "6MiB --block-size 512"));
+    EXPECT_EQ(rc, 1) << out;
+    EXPECT_TRUE(has(out, "attention: the fused path ran")) << out;
+    EXPECT_TRUE(has(out, "linearly with the context")) << out;
+    const int block = after(out, "at --batch-size 8, --block-size ");
+    EXPECT_GT(block, 16) << out;
+    EXPECT_LT(block, 512) << out;
+    fits("", "6MiB", block);
   }
 }
 
