@@ -129,11 +129,7 @@ AttentionPath attention_path() {
   if (s.empty() || s == "auto" || s == "cudnn") return AttentionPath::Auto;
   if (s == "math") return AttentionPath::Math;
   if (s == "flash") return AttentionPath::Flash;
-  static std::atomic<bool> told{false};
-  if (!told.exchange(true))
-    std::fprintf(stderr, "ember: ignoring EMBER_ATTENTION: expected auto, math, flash or cudnn, got \"%.*s\"\n",
-                 static_cast<int>(s.size()), s.data());
-  return AttentionPath::Auto;
+  EMBER_FAIL("EMBER_ATTENTION=", s, ": expected auto, math, flash or cudnn");
 }
 
 // Why the fused kernels cannot compute this call; empty when they can.

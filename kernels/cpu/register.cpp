@@ -1,6 +1,7 @@
 #include "core/device_runtime.h"
 #include "core/dispatch.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/variant.h"
 #include "kernels/cpu/vec.h"
 
 namespace ember::kernels {
@@ -21,6 +22,8 @@ void register_cpu_kernels() {
   cpu::register_attention();
   cpu::register_rnn();
   cpu::register_upsample();
+  // Every backend's variant variables were read at load time; a bad one is refused here.
+  cpu::check_variant_environment();
 }
 
 const char* cpu_vector_isa() {

@@ -386,10 +386,14 @@ TEST(FusedAttention, EnvironmentChoosesThePath) {
     EXPECT_EMBER_ERROR(scaled_dot_product_attention(q, k, v, {.dropout_p = 1}), op, "dropout_p is 1");
   }
   // cudnn picks as auto (the CUDA backend's choice between cuDNN and its kernels); another
-  // value is reported on stderr and ignored, as EMBER_CONV's are.
-  for (const char* path : {"cudnn", "fast"}) {
-    const AttentionPath forced(path);
-    EXPECT_EQ(scaled_dot_product_attention(q, k, v).grad_fn_name(), op) << path;
+  // value is an error naming the variable and its choices.
+  {
+    const AttentionPath forced("cudnn");
+    EXPECT_EQ(scaled_dot_product_attention(q, k, v).grad_fn_name(), op);
+  }
+  {
+    const AttentionPath forced("fast");
+    EXPECT_EMBER_ERROR(scaled_dot_product_attention(q, k, v), "EMBER_ATTENTION=fast", "auto, math, flash or cudnn");
   }
 }
 

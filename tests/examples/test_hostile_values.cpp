@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "core/runtime.h"
 #include "tests/core/temp_dir.h"
 
 namespace ember {
@@ -303,13 +304,24 @@ TEST_F(HostileValues, EveryEnvironmentVariable) {
   };
   const std::string hello = std::string(EMBER_HELLO_BIN) + " --device cpu";
   const std::string mlp = std::string(EMBER_MLP_BIN) + " --device cpu --data " + path("empty");
-  const std::vector<Var> vars = {
+  write(path("text.txt"), std::string(2000, 'a') + "To be, or not to be, that is the question.\n");
+  const std::string gpt = std::string(EMBER_GPT_BIN) + " --device cpu --data " + path("text.txt") +
+                          " --n-layer 1 --n-head 1 --n-embd 8 --block-size 8 --batch-size 2 --iters 2 --eval-iters 1 "
+                          "--threads 1";
+  std::vector<Var> vars = {
       {"EMBER_NUM_THREADS", hello, {}},
       {"EMBER_HOST_MEMORY_LIMIT", hello, {"2147483648", "99999", "1000"}},  // bytes: a small cap runs out, with the report
       {"EMBER_MEMORY_HISTORY", hello, {"0", "99999", "1000"}},  // 0: off
       {"EMBER_ALLOC_CONF", hello, {""}},                                         // empty: the defaults
       {"EMBER_COMM_TIMEOUT_S", mlp, {"99999", "1000"}},
+      // The kernel variants (kernels/cpu/variant.h): refused by ember::init(); empty is unset.
+      {"EMBER_GEMM", hello, {""}},
+      {"EMBER_CONV", hello, {""}},
+      // Read at each attention call: a tiny GPT trains two steps on a short text.
+      {"EMBER_ATTENTION", gpt, {""}},
   };
+  if (cuda_backend_built())  // the CUDA backend's own variables, read when it is built
+    for (const char* name : {"EMBER_RNN", "EMBER_FLASH", "EMBER_SPMM"}) vars.push_back({name, hello, {""}});
   std::vector<std::string> commands, whats;
   std::vector<std::pair<const Var*, std::string>> cases;
   // Whole numbers a parser takes, too many for what they count (99999 threads ended in
