@@ -16,6 +16,8 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 

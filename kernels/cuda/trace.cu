@@ -98,7 +98,14 @@ double elapsed_ns(cudaEvent_t from, cudaEvent_t to) {
 void resolve(int device, DeviceTrace& d, bool all) {
   while (!d.pending.empty()) {
     const Pending p = d.pending.front();
-    if (!all && cudaEventQuery(p.end) != cudaSuccess) break;
+    if (!all) {
+      const cudaError_t err = cudaEventQuery(p.end);
+      if (err == cudaErrorNotReady) {
+        cudaGetLastError();  // not an error: the next launch's check must not see it
+        break;
+      }
+      EMBER_CUDA_CHECK(err);
+    }
     Clock& c = d.clocks.try_emplace(p.stream, Clock{d.anchor, d.anchor_ns}).first->second;
     const double begin = c.ns + elapsed_ns(c.event, p.begin);
     const double end = begin + elapsed_ns(p.begin, p.end);
@@ -115,16 +122,30 @@ cudaEvent_t record_begin(int device, cudaStream_t stream) {
   EMBER_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
   if (status != cudaStreamCaptureStatusNone) return nullptr;  // a graph's node has no time until it is replayed
   DeviceGuard guard(device);
-  std::lock_guard lock(mu);
-  DeviceTrace& d = devices[device];
-  if (d.anchor == nullptr) {
-    EMBER_CUDA_CHECK(cudaEventCreate(&d.anchor));
+  bool anchored;
+  {
+    std::lock_guard lock(mu);
+    anchored = devices[device].anchor != nullptr;
+  }
+  if (!anchored) {  // waited for without mu, which the emulator's workers take to report launches
+    cudaEvent_t anchor = nullptr;
+    EMBER_CUDA_CHECK(cudaEventCreate(&anchor));
     // On the legacy default stream: the emulator then completes it on this thread, so its
     // host time is exact there; a GPU timestamps it when it gets to it.
-    EMBER_CUDA_CHECK(cudaEventRecord(d.anchor, nullptr));
-    EMBER_CUDA_CHECK(cudaEventSynchronize(d.anchor));
-    d.anchor_ns = static_cast<double>(now_ns());
+    EMBER_CUDA_CHECK(cudaEventRecord(anchor, nullptr));
+    EMBER_CUDA_CHECK(cudaEventSynchronize(anchor));
+    const double anchor_ns = static_cast<double>(now_ns());
+    std::lock_guard lock(mu);
+    DeviceTrace& d = devices[device];
+    if (d.anchor == nullptr) {
+      d.anchor = anchor;
+      d.anchor_ns = anchor_ns;
+    } else {
+      EMBER_CUDA_CHECK(cudaEventDestroy(anchor));  // another thread anchored the device first
+    }
   }
+  std::lock_guard lock(mu);
+  DeviceTrace& d = devices[device];
   cudaEvent_t e = take_event(d);
   EMBER_CUDA_CHECK(cudaEventRecord(e, stream));
   return e;

@@ -85,7 +85,7 @@ TEST_F(ProfileTrace, GptTakesTheFlag) {
   ASSERT_EQ(rc, 0) << out;
   EXPECT_EQ(out.find("| op | calls |"), std::string::npos) << "the table needs --profile: " << out;
   const Seen s = seen(file);
-  EXPECT_TRUE(s.names.contains("attention") || s.names.contains("matmul")) << out;
+  EXPECT_TRUE(s.names.contains("linear") || s.names.contains("matmul")) << out;
 }
 
 TEST_F(ProfileTrace, AnUnwritablePathFailsBeforeTraining) {
