@@ -18,6 +18,7 @@
 #include "comm/ddp.h"
 #include "comm/zero.h"
 #include "core/atomic_file.h"
+#include "core/profiler_trace.h"
 #include "examples/common/memory_advice.h"
 #include "examples/common/restart.h"
 #include "examples/common/train.h"
