@@ -35,7 +35,9 @@ void OpStubBase::profile_end(int64_t begin_ns) const {
 
 }  // namespace kernels
 
-void start_op_profiler(bool resume) { start_op_profiler(resume ? kernels::trace_options() : ProfilerOptions{}, resume); }
+void start_op_profiler(bool resume) {
+  start_op_profiler(resume ? kernels::trace_options() : ProfilerOptions{}, resume);
+}
 
 void start_op_profiler(const ProfilerOptions& options, bool resume) {
   if (!resume)

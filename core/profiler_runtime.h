@@ -37,11 +37,13 @@ struct DeviceSpan {
   int64_t begin_ns, end_ns;
   unsigned grid[3], block[3];
   std::size_t shared_bytes;
+  uint64_t correlation;  // an op's span: the OpPlace::correlation of its host event (0: a kernel)
 };
 // Where an op's work went: device -1 when it queued nothing on a CUDA stream.
 struct OpPlace {
   int device = -1;
   uint64_t stream = 0;
+  uint64_t correlation = 0;  // names its DeviceSpan; 0 when none was recorded
 };
 
 // The backend's side. Starts recording device spans (and, on the emulated device, kernel

@@ -183,6 +183,17 @@ struct Writer {
     out += "{\"ph\":\"M\",\"name\":\"" + std::string(what) + "\",\"pid\":" + std::to_string(pid) +
            ",\"tid\":" + std::to_string(tid) + ",\"args\":{\"sort_index\":" + std::to_string(index) + "}}";
   }
+  // One end of an arrow from a host op to its span on a device (PyTorch's "ac2g" flows):
+  // "s" on the host op, "f" on the span, each bound to the slice it lies in.
+  void flow(char phase, uint64_t id, int pid, int tid, int64_t ns) {
+    begin_event();
+    char buf[192];
+    std::snprintf(buf, sizeof buf,
+                  "{\"ph\":\"%c\",\"id\":%" PRIu64 ",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"cat\":\"ac2g\","
+                  "\"name\":\"ac2g\"%s}",
+                  phase, id, pid, tid, static_cast<double>(ns - origin_ns) / 1e3, phase == 'f' ? ",\"bp\":\"e\"" : "");
+    out += buf;
+  }
   // A complete event ("X"); `args` is the inside of its args object.
   void span(const char* name, const char* cat, int pid, int tid, int64_t begin_ns, int64_t end_ns,
             const std::string& args) {
@@ -239,6 +250,7 @@ std::string chrome_trace_json() {
                                             : "\"device\":\"cuda:" + std::to_string(e.place.device) +
                                                   "\",\"stream\":" + std::to_string(e.place.stream);
       w.span(e.name, e.user_range ? "user_annotation" : "op", kHostPid, tid, e.begin_ns, e.end_ns, args);
+      if (e.place.correlation != 0) w.flow('s', e.place.correlation, kHostPid, tid, e.begin_ns);
     }
   }
   // Device tracks: per device and stream, the ops' spans, then (emulated device) the kernels.
@@ -270,6 +282,7 @@ std::string chrome_trace_json() {
         args += shape;
       }
       w.span(d.name, kernel ? "kernel" : "gpu_op", pid, tid, d.begin_ns, d.end_ns, args);
+      if (d.correlation != 0) w.flow('f', d.correlation, pid, tid, d.begin_ns);
     }
   }
   return w.out + "\n]}\n";

@@ -12,7 +12,8 @@
 // range, and per CUDA device one track per stream:
 // - "stream S": each op's work on stream S, timed on the device by CUDA events recorded
 //   around it on the stream the op queued to (Note [Placing device time on the host's
-//   clock] in kernels/cuda/trace.cu); on a GPU and on the emulated device;
+//   clock] in kernels/cuda/trace.cu), with a flow arrow from the host event to it; on a
+//   GPU and on the emulated device;
 // - "stream S kernels" (the emulated device only): every kernel launch the stream ran, with
 //   its grid, block and shared bytes, timed by the emulator's stream worker.
 // Recording adds two event records per CUDA op and a device synchronisation at

@@ -94,8 +94,8 @@ void check_cuda_graph_flags(const TrainConfig& c, Device device, int world) {
   EMBER_CHECK(!c.auto_microbatch, "--cuda-graph: not with --auto-microbatch (a graph replays one fixed step; it "
               "cannot split a step that runs out of memory)");
   EMBER_CHECK(c.prune == 0, "--cuda-graph: not with --prune (its masks are applied between steps)");
-  EMBER_CHECK(!c.profiling(), "--cuda-graph: not with --profile, --profile-trace or --profile-nvtx (a replay is one launch; the op profiler times ops as "
-              "they are queued)");
+  EMBER_CHECK(!c.profiling(), "--cuda-graph: not with --profile, --profile-trace or --profile-nvtx (a replay is one "
+              "launch; the op profiler times ops as they are queued)");
 }
 
 // A training run's --threads over the ranks of this node beyond its cores: said once, by the

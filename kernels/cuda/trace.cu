@@ -40,6 +40,7 @@ struct Frame {
   int device = -1;
   cudaStream_t stream = nullptr;
   cudaEvent_t begin = nullptr;  // recorded when the op first asked for its stream
+  uint64_t correlation = 0;     // with begin: what links the host event to its span
 };
 thread_local std::vector<Frame> frames;
 
@@ -57,6 +58,7 @@ struct Pending {
   const char* name;
   cudaStream_t stream;
   cudaEvent_t begin, end;
+  uint64_t correlation;
 };
 struct Clock {
   cudaEvent_t event;
@@ -75,6 +77,7 @@ constexpr size_t kResolveAt = 4096;
 std::mutex mu;  // guards devices and done
 std::map<int, DeviceTrace> devices;
 std::vector<DeviceSpan> done;
+std::atomic<uint64_t> last_correlation{0};
 
 cudaEvent_t take_event(DeviceTrace& d) {
   if (!d.spare.empty()) {
@@ -109,7 +112,8 @@ void resolve(int device, DeviceTrace& d, bool all) {
     Clock& c = d.clocks.try_emplace(p.stream, Clock{d.anchor, d.anchor_ns}).first->second;
     const double begin = c.ns + elapsed_ns(c.event, p.begin);
     const double end = begin + elapsed_ns(p.begin, p.end);
-    done.push_back({p.name, false, device, id_of(p.stream), std::llround(begin), std::llround(end), {}, {}, 0});
+    done.push_back(
+        {p.name, false, device, id_of(p.stream), std::llround(begin), std::llround(end), {}, {}, 0, p.correlation});
     if (c.event != d.anchor) d.spare.push_back(c.event);
     c = {p.end, end};
     d.spare.push_back(p.begin);
@@ -155,7 +159,7 @@ cudaEvent_t record_begin(int device, cudaStream_t stream) {
 void on_launch(const emu::LaunchRecord& r) {
   std::lock_guard lock(mu);
   done.push_back({r.kernel, true, r.device, id_of(r.stream), r.begin_ns, r.end_ns,
-                  {r.grid[0], r.grid[1], r.grid[2]}, {r.block[0], r.block[1], r.block[2]}, r.shared_bytes});
+                  {r.grid[0], r.grid[1], r.grid[2]}, {r.block[0], r.block[1], r.block[2]}, r.shared_bytes, 0});
 }
 #endif
 
@@ -169,7 +173,9 @@ void note_op_stream(int device, cudaStream_t stream) {
   for (size_t i = first; i < frames.size(); ++i) {
     frames[i].device = device;
     frames[i].stream = stream;
-    if (spans_on.load(std::memory_order_relaxed)) frames[i].begin = record_begin(device, stream);
+    if (!spans_on.load(std::memory_order_relaxed)) continue;
+    frames[i].begin = record_begin(device, stream);
+    if (frames[i].begin != nullptr) frames[i].correlation = ++last_correlation;
   }
 }
 
@@ -220,10 +226,10 @@ OpPlace cuda_trace_op_end(const char* name) {
     DeviceTrace& d = devices[f.device];
     cudaEvent_t end = take_event(d);
     EMBER_CUDA_CHECK(cudaEventRecord(end, f.stream));
-    d.pending.push_back({f.name, f.stream, f.begin, end});
+    d.pending.push_back({f.name, f.stream, f.begin, end, f.correlation});
     if (d.pending.size() >= kResolveAt) resolve(f.device, d, false);
   }
-  return {f.device, id_of(f.stream)};
+  return {f.device, id_of(f.stream), f.correlation};
 }
 
 std::vector<DeviceSpan> cuda_trace_collect() {

@@ -183,7 +183,9 @@ void launch(const char* kernel, const void* kernel_id, dim3 grid, dim3 block, si
   if (!observe) return run_grid(l);
   const auto begin = std::chrono::steady_clock::now();
   run_grid(l);
-  const auto ns = [](auto t) { return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count(); };
+  const auto ns = [](auto t) {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+  };
   observe({kernel, {grid.x, grid.y, grid.z}, {block.x, block.y, block.z}, shared_bytes, model::worker_stream(),
            model::current_device, ns(begin), ns(std::chrono::steady_clock::now())});
 }

@@ -2,8 +2,8 @@
 // calls on one track per host thread, in order and nested as they ran (RecordFunction
 // ranges around their ops), each naming its device; on a CUDA device (the emulated one in
 // CI) each op's device span on the track of the stream it queued to, and on the emulated
-// device every kernel launch on its stream's kernel track; timestamps in order on every
-// track; and the file written atomically.
+// device every kernel launch on its stream's kernel track, with an arrow from each op to its
+// span; timestamps in order on every track; and the file written atomically.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -185,6 +185,25 @@ TEST(ProfilerTrace, DeviceSpansOnTheTrackOfTheirStream) {
   EXPECT_NE(track_name(trace, exp_span.at("pid"), exp_span.at("tid")).find("(compute)"), std::string::npos);
   // A device span starts after its op was called on the host.
   EXPECT_GE(exp_span.at("ts").get<double>(), host["exp"].at("ts").get<double>());
+  // An arrow from each op to its span: a flow's start at the op, its end at the span.
+  std::map<uint64_t, json> starts, ends;
+  for (const json& e : trace.at("traceEvents")) {
+    if (e.at("ph") == "s") starts[e.at("id")] = e;
+    if (e.at("ph") == "f") ends[e.at("id")] = e;
+  }
+  EXPECT_EQ(starts.size(), gpu.size());
+  EXPECT_EQ(ends.size(), gpu.size());
+  for (const auto& [name, span] : {std::pair{"exp", exp_span}, std::pair{"sin", sin_span}}) {
+    const auto end = std::find_if(ends.begin(), ends.end(), [&](const auto& f) {
+      return f.second.at("tid") == span.at("tid") && f.second.at("ts") == span.at("ts");
+    });
+    ASSERT_NE(end, ends.end()) << name;
+    ASSERT_TRUE(starts.contains(end->first)) << name;
+    const json& start = starts[end->first];
+    EXPECT_EQ(start.at("pid"), host[name].at("pid")) << name;
+    EXPECT_EQ(start.at("tid"), host[name].at("tid")) << name;
+    EXPECT_EQ(start.at("ts"), host[name].at("ts")) << name;
+  }
 #if defined(EMBER_CUDA_EMULATED)
   // Every kernel the emulator ran, on the kernel track of its stream, inside its op's span.
   const std::vector<json> kernels = spans(trace, "kernel");
@@ -221,7 +240,8 @@ TEST(ProfilerTrace, ResumeKeepsTheTraceAFreshStartDropsIt) {
   EXPECT_EQ(named(spans(trace, "op"), "exp").size(), 1u);
   EXPECT_EQ(named(spans(trace, "op"), "sin").size(), 0u);
   EXPECT_EQ(named(spans(trace, "op"), "cos").size(), 1u);
-  EXPECT_TRUE(std::any_of(table.begin(), table.end(), [](const OpProfile& p) { return p.op == "cos" && p.calls == 1; }));
+  EXPECT_TRUE(
+      std::any_of(table.begin(), table.end(), [](const OpProfile& p) { return p.op == "cos" && p.calls == 1; }));
   trace = trace_of([&] { (void)tanh(x); });
   EXPECT_EQ(named(spans(trace, "op"), "exp").size(), 0u);
   EXPECT_EQ(named(spans(trace, "op"), "tanh").size(), 1u);
