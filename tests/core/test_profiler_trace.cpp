@@ -188,8 +188,8 @@ TEST(ProfilerTrace, DeviceSpansOnTheTrackOfTheirStream) {
   // An arrow from each op to its span: a flow's start at the op, its end at the span.
   std::map<uint64_t, json> starts, ends;
   for (const json& e : trace.at("traceEvents")) {
-    if (e.at("ph") == "s") starts[e.at("id")] = e;
-    if (e.at("ph") == "f") ends[e.at("id")] = e;
+    if (e.at("ph") == "s") starts[e.at("id").get<uint64_t>()] = e;
+    if (e.at("ph") == "f") ends[e.at("id").get<uint64_t>()] = e;
   }
   EXPECT_EQ(starts.size(), gpu.size());
   EXPECT_EQ(ends.size(), gpu.size());
