@@ -5,6 +5,8 @@
 #include <cstdio>
 
 #include "core/dispatch.h"
+#include "core/profiler_runtime.h"
+#include "core/profiler_trace.h"
 
 namespace ember {
 
@@ -17,23 +19,36 @@ int64_t now_ns() {
 }
 }  // namespace
 
-int64_t OpStubBase::profile_begin() const { return now_ns(); }
+int64_t OpStubBase::profile_begin() const {
+  if (g_tracing.load(std::memory_order_relaxed)) [[unlikely]]
+    trace_op_begin(name_);
+  return now_ns();
+}
 
 void OpStubBase::profile_end(int64_t begin_ns) const {
-  nanos_.fetch_add(now_ns() - begin_ns, std::memory_order_relaxed);
+  const int64_t end_ns = now_ns();
+  nanos_.fetch_add(end_ns - begin_ns, std::memory_order_relaxed);
   calls_.fetch_add(1, std::memory_order_relaxed);
+  if (g_tracing.load(std::memory_order_relaxed)) [[unlikely]]
+    trace_op_end(name_, begin_ns, end_ns, /*user_range=*/false);
 }
 
 }  // namespace kernels
 
 void start_op_profiler(bool resume) {
+  start_op_profiler(resume ? kernels::trace_options() : ProfilerOptions{}, resume);
+}
+
+void start_op_profiler(const ProfilerOptions& options, bool resume) {
   if (!resume)
     for (const kernels::OpStubBase* s : kernels::all_stubs()) s->reset_profile();
+  kernels::trace_start(options, resume);
   kernels::g_profiling = true;
 }
 
 std::vector<OpProfile> stop_op_profiler() {
   kernels::g_profiling = false;
+  kernels::trace_stop();
   std::vector<OpProfile> out;
   for (const kernels::OpStubBase* s : kernels::all_stubs())
     if (s->profiled_calls() > 0) out.push_back({s->name(), s->profiled_calls(), s->profiled_nanoseconds() * 1e-9});

@@ -173,6 +173,12 @@ void add_train_flags(CLI::App& app, TrainConfig& c) {
                "products, as PyTorch's allow_tf32); no effect on the cpu or the emulated device");
   app.add_flag("--json", c.json, "end with one JSON line of results");
   app.add_flag("--profile", c.profile, "print the time each kernel took in training, as a table");
+  app.add_option("--profile-trace", c.profile_trace,
+                 "write a Chrome/Perfetto trace of training here: ops per host thread, their device time per "
+                 "CUDA stream (open it in ui.perfetto.dev or chrome://tracing)");
+  app.add_flag("--profile-nvtx", c.profile_nvtx,
+               "open an NVTX range per op during training, so that Nsight Systems (nsys profile) shows ember's op "
+               "names over the kernels (a build with a real GPU backend only)");
   app.add_option("--max-memory", c.max_memory,
                  "memory training may allocate on the device beyond what it starts with (the dataset, on the "
                  "cpu): bytes, a size such as 64MiB or 2GiB, or a share of the device such as 50%");

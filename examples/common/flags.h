@@ -34,6 +34,10 @@ struct TrainConfig {
   std::string save, resume;
   bool json = false;
   bool profile = false;
+  std::string profile_trace;  // --profile-trace: a Chrome/Perfetto trace of training, written here
+  bool profile_nvtx = false;  // --profile-nvtx: an NVTX range per op, for Nsight Systems
+  // Whether the op profiler runs (for the table, the trace or the NVTX ranges).
+  bool profiling() const { return profile || !profile_trace.empty() || profile_nvtx; }
   std::string max_memory;        // budget beyond what training starts with, e.g. 64MiB or 50%
   bool auto_microbatch = false;  // split steps that run out of memory
   std::string memory_snapshot;   // snapshot of the first steps' memory, JSON (or .trace.json)

@@ -15,6 +15,7 @@
 #include "comm/rendezvous.h"
 #include "comm/zero.h"
 #include "core/atomic_file.h"
+#include "core/profiler_trace.h"
 #include "data/dataset.h"
 #include "data/prefetch.h"
 #include "data/sampler.h"
@@ -93,8 +94,8 @@ void check_cuda_graph_flags(const TrainConfig& c, Device device, int world) {
   EMBER_CHECK(!c.auto_microbatch, "--cuda-graph: not with --auto-microbatch (a graph replays one fixed step; it "
               "cannot split a step that runs out of memory)");
   EMBER_CHECK(c.prune == 0, "--cuda-graph: not with --prune (its masks are applied between steps)");
-  EMBER_CHECK(!c.profile, "--cuda-graph: not with --profile (a replay is one launch; the op profiler times ops as "
-              "they are queued)");
+  EMBER_CHECK(!c.profiling(), "--cuda-graph: not with --profile, --profile-trace or --profile-nvtx (a replay is one "
+              "launch; the op profiler times ops as they are queued)");
 }
 
 // A training run's --threads over the ranks of this node beyond its cores: said once, by the
@@ -140,6 +141,17 @@ Device training_device(const TrainConfig& c, const comm::LaunchInfo& launch, boo
 
 void line_buffered_stdout() { std::setvbuf(stdout, nullptr, _IOLBF, BUFSIZ); }
 
+void finish_profile(const TrainConfig& c, bool lead, double train_seconds) {
+  const std::vector<OpProfile> profile = stop_op_profiler();
+  if (!lead) return;
+  if (c.profile) std::printf("%s", format_op_profile(profile, train_seconds).c_str());
+  if (!c.profile_trace.empty()) {
+    export_chrome_trace(c.profile_trace);
+    std::printf("trace of training written to %s (open it in ui.perfetto.dev or chrome://tracing)\n",
+                c.profile_trace.c_str());
+  }
+}
+
 int train_main(const std::string& model_name, const TrainConfig& c,
                const std::function<std::shared_ptr<nn::Module>()>& make_model) {
   try {
@@ -147,6 +159,7 @@ int train_main(const std::string& model_name, const TrainConfig& c,
     // The files are written after the first epoch or steps: an unwritable path fails now.
     if (!c.save.empty()) check_can_write(c.save, "--save");
     if (!c.memory_snapshot.empty()) check_can_write(c.memory_snapshot, "--memory-snapshot");
+    if (!c.profile_trace.empty()) check_can_write(c.profile_trace, "--profile-trace");
     if (c.threads > 0) set_num_threads(c.threads);
     if (c.tf32) set_allow_tf32(true);
     // Under ember-run (or torchrun, srun, mpirun) with several processes: data-parallel
@@ -301,7 +314,7 @@ int train_main(const std::string& model_name, const TrainConfig& c,
     double last_loss = 0;
     int64_t samples = 0;
     double train_time = 0;
-    if (c.profile) start_op_profiler();
+    if (c.profiling()) start_op_profiler({.record_trace = !c.profile_trace.empty(), .nvtx = c.profile_nvtx});
     // One epoch of training; after_step runs after every optimizer step (--prune's masks).
     std::function<void()> after_step;
     int64_t shown_epochs = c.epochs;
@@ -381,9 +394,9 @@ int train_main(const std::string& model_name, const TrainConfig& c,
                                  : "the last checkpoint in " + c.save + " is from before it");
       epoch_loss.push_back(last_loss);
       // Evaluated after the epoch's clock stopped: epoch_seconds is training alone.
-      if (c.profile) stop_op_profiler();
+      if (c.profiling()) stop_op_profiler();
       epoch_accuracy.push_back(test_accuracy());
-      if (c.profile) start_op_profiler(/*resume=*/true);
+      if (c.profiling()) start_op_profiler(/*resume=*/true);
       if (lead)
         std::printf("epoch %lld/%lld: loss %.4f, train accuracy %.2f%%, test accuracy %.2f%%, %.0f samples/s, %.2f s\n",
                   static_cast<long long>(e + 1), static_cast<long long>(shown_epochs), last_loss,
@@ -434,7 +447,7 @@ int train_main(const std::string& model_name, const TrainConfig& c,
                       {"weight_bytes_sparse", after.stored_bytes},
                       {"sparse_backward_index_bytes", after.sparse_backward_index_bytes}};
     }
-    if (c.profile && lead) std::printf("%s", format_op_profile(stop_op_profiler(), train_time).c_str());
+    if (c.profiling()) finish_profile(c, lead, train_time);
     if (!c.memory_snapshot.empty() && c.memory_snapshot_steps == 0) write_snapshot("the whole run", false);
     const double accuracy = epoch_accuracy.empty() ? test_accuracy() : epoch_accuracy.back();
     if (pg) pg->barrier()->wait();  // rank 0 serves the store: it leaves last

@@ -35,4 +35,8 @@ Device training_device(const TrainConfig& config, const comm::LaunchInfo& launch
 int train_main(const std::string& model_name, const TrainConfig& config,
                const std::function<std::shared_ptr<nn::Module>()>& make_model);
 
+// After training under the op profiler (config.profiling()): stops it; the lead process
+// prints --profile's table (shares of `train_seconds`) and writes --profile-trace's file.
+void finish_profile(const TrainConfig& config, bool lead, double train_seconds);
+
 }  // namespace ember::examples

@@ -18,6 +18,7 @@
 #include "comm/ddp.h"
 #include "comm/zero.h"
 #include "core/atomic_file.h"
+#include "core/profiler_trace.h"
 #include "examples/common/memory_advice.h"
 #include "examples/common/restart.h"
 #include "examples/common/train.h"
@@ -114,7 +115,8 @@ void check_graph_flags(const GptOptions& o, Device device, int world) {
   EMBER_CHECK(device.is_cuda(), "--cuda-graph: needs --device cuda, got ", device.str());
   EMBER_CHECK(world == 1, "--cuda-graph: runs in one process only (DDP's gradient exchange is not captured)");
   EMBER_CHECK(!c.auto_microbatch, "--cuda-graph: not with --auto-microbatch (a graph replays one fixed step)");
-  EMBER_CHECK(!c.profile, "--cuda-graph: not with --profile (a replay is one launch)");
+  EMBER_CHECK(!c.profiling(), "--cuda-graph: not with --profile, --profile-trace or --profile-nvtx (a replay is one "
+              "launch)");
   EMBER_CHECK(o.model.dropout == 0, "--cuda-graph: needs --dropout 0 (a replay repeats the dropout masks drawn at "
               "capture), got ", o.model.dropout);
 }
@@ -122,6 +124,7 @@ void check_graph_flags(const GptOptions& o, Device device, int world) {
 int train(const GptOptions& o) {
   const TrainConfig& c = o.common;
   if (!c.save.empty()) check_can_write(c.save, "--save");
+  if (!c.profile_trace.empty()) check_can_write(c.profile_trace, "--profile-trace");
   if (c.threads > 0) set_num_threads(c.threads);
   if (c.tf32) set_allow_tf32(true);
   const comm::LaunchInfo launch = comm::launch_info_from_env();
@@ -251,7 +254,7 @@ int train(const GptOptions& o) {
   int64_t steps = 0, micro_batch = 0, retries = 0;
   double last_train_loss = NAN;
   const bool tty = isatty(STDOUT_FILENO) && !c.json && lead;
-  if (c.profile) start_op_profiler();
+  if (c.profiling()) start_op_profiler({.record_trace = !c.profile_trace.empty(), .nvtx = c.profile_nvtx});
   auto t0 = Clock::now();
   // An out-of-memory report at a long context says what the attention takes and which
   // --block-size fits (attention_oom.h).
@@ -260,9 +263,9 @@ int train(const GptOptions& o) {
     for (int64_t it = first_iter;; ++it) {
       if (it % o.eval_interval == 0 || it == o.iters) {
         train_time += seconds_since(t0);
-        if (c.profile) stop_op_profiler();
+        if (c.profiling()) stop_op_profiler();
         last = estimate_loss(*model, data, o, device, bf16, pg.get());
-        if (c.profile) start_op_profiler(/*resume=*/true);
+        if (c.profiling()) start_op_profiler(/*resume=*/true);
         EMBER_CHECK(std::isfinite(last.train) && std::isfinite(last.val), "training diverged: the loss at iteration ",
                     it, " is ", last.train, " (--lr ", c.lr, "; a smaller --lr may train); ",
                     c.save.empty() ? std::string("nothing was saved")
@@ -334,7 +337,7 @@ int train(const GptOptions& o) {
     throw with_attention_note(e, oom_context);
   }
   const double ms_per_iter = steps ? 1e3 * train_time / static_cast<double>(steps) : 0.0;
-  if (c.profile && lead) std::printf("%s", format_op_profile(stop_op_profiler(), train_time).c_str());
+  if (c.profiling()) finish_profile(c, lead, train_time);
   if (lead && !c.json)
     std::printf("%lld iterations, %.2f ms per iteration, val loss %.4f\n", static_cast<long long>(steps), ms_per_iter,
                 last.val);

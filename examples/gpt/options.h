@@ -16,6 +16,7 @@ namespace ember::examples::gpt {
 
 struct GptOptions {
   // --device, --seed, --threads, --batch-size, --lr, --save, --resume, --json, --profile,
+  // --profile-trace, --profile-nvtx,
   // --max-memory, --auto-microbatch, --precision, --checkpoint, --estimate-memory,
   // --device-memory, --zero, --cuda-graph, --tf32 (optimizer: adamw).
   TrainConfig common;

@@ -10,6 +10,7 @@
 #include "core/device_runtime.h"
 #include "core/dispatch.h"
 #include "kernels/cuda/indexing.cuh"
+#include "kernels/cuda/trace.h"
 #include "memory/cuda_source.h"
 
 namespace ember::kernels::cuda {
@@ -29,6 +30,8 @@ cudaEvent_t as_event(uint64_t id) { return reinterpret_cast<cudaEvent_t>(id); }
 
 // The calling thread's current stream per device; null means the compute stream.
 thread_local std::array<cudaStream_t, kMaxDevices> current_streams{};
+// Whether trace.cu traces an op of this thread, which then learns its stream here.
+thread_local bool op_traced = false;
 
 }  // namespace
 
@@ -60,8 +63,12 @@ cudaStream_t compute_stream(int device) {
 cudaStream_t current_stream(int device) {
   check_device(device, "current_stream");
   cudaStream_t s = current_streams[static_cast<size_t>(device)];
-  return s != nullptr ? s : compute_stream(device);
+  if (s == nullptr) s = compute_stream(device);
+  if (op_traced) [[unlikely]] note_op_stream(device, s);
+  return s;
 }
+
+void set_op_traced(bool on) { op_traced = on; }
 
 void set_current_stream(int device, cudaStream_t stream) {
   check_device(device, "set_current_stream");

@@ -4,6 +4,7 @@
 #include "core/device_runtime.h"
 #include "core/dispatch.h"
 #include "core/kernel_scratch.h"
+#include "core/profiler_runtime.h"
 #include "kernels/cuda/variants.h"
 
 namespace ember::kernels {
@@ -44,6 +45,13 @@ void cuda_capture_begin(int, uint64_t, CaptureMode) { no_backend("CudaGraph"); }
 uint64_t cuda_capture_end(int, uint64_t) { no_backend("CudaGraph"); }
 void cuda_graph_launch(int, uint64_t, uint64_t) { no_backend("CudaGraph"); }
 void cuda_graph_destroy(uint64_t) { no_backend("CudaGraph"); }
+
+// The op profiler's trace: no device work to record, no NVTX.
+void cuda_trace_start(bool, bool) {}
+void cuda_trace_stop() {}
+void cuda_trace_op_begin(const char*) {}
+OpPlace cuda_trace_op_end(const char*) { return {}; }
+std::vector<DeviceSpan> cuda_trace_collect() { return {}; }
 
 
 void cuda::set_gemm_variant(std::string_view) { no_backend("set_gemm_variant"); }

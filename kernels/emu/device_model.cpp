@@ -6,6 +6,7 @@
 #include "kernels/emu/emu.h"
 #include "kernels/emu/device_model.h"
 #include "kernels/emu/runtime.h"
+#include "kernels/emu/trace.h"
 
 #include <signal.h>
 #include <sys/mman.h>
@@ -151,8 +152,11 @@ Runtime& runtime() {
   return *r;
 }
 
+thread_local cudaStream_t this_worker_stream = nullptr;
+
 void worker_loop(CUstream_st* s) {
   current_device = s->device;
+  this_worker_stream = s;
   // Held from the first item of a run of queued work to the last, not per item: the
   // checking mode then opens and closes device memory (an mprotect of every allocation)
   // once per run, which made it cost as much as the work in long training runs.
@@ -194,6 +198,8 @@ void worker_loop(CUstream_st* s) {
 }  // namespace
 
 thread_local int current_device = 0;
+
+cudaStream_t worker_stream() { return this_worker_stream; }
 
 int device_count() {
   Runtime& r = runtime();

@@ -2,6 +2,7 @@
 // of OS threads that share a grid's blocks (each block runs on one of them, see block.cpp).
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <functional>
@@ -14,6 +15,8 @@
 #include "base/error.h"
 #include "kernels/emu/block.h"
 #include "kernels/emu/emu.h"
+#include "kernels/emu/device_model.h"
+#include "kernels/emu/trace.h"
 
 namespace ember::emu {
 
@@ -131,6 +134,8 @@ void run_grid(const Launch& launch) {
   if (!error.empty()) throw Error("CUDA emulator: " + error);
 }
 
+std::atomic<LaunchObserver> launch_observer{nullptr};  // set_launch_observer (trace.h)
+
 std::mutex optin_mu;
 std::map<const void*, size_t>& dynamic_shared_optin() {
   static std::map<const void*, size_t> m;
@@ -173,10 +178,21 @@ void launch(const char* kernel, const void* kernel_id, dim3 grid, dim3 block, si
             const void* closure) {
   check_launch(kernel, kernel_id, grid, block, shared_bytes);
   static std::atomic<uint64_t> launches{0};
-  run_grid(Launch{kernel, grid, block, shared_bytes, invoke, closure, launches.fetch_add(1)});
+  const Launch l{kernel, grid, block, shared_bytes, invoke, closure, launches.fetch_add(1)};
+  const LaunchObserver observe = launch_observer.load(std::memory_order_relaxed);
+  if (!observe) return run_grid(l);
+  const auto begin = std::chrono::steady_clock::now();
+  run_grid(l);
+  const auto ns = [](auto t) {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+  };
+  observe({kernel, {grid.x, grid.y, grid.z}, {block.x, block.y, block.z}, shared_bytes, model::worker_stream(),
+           model::current_device, ns(begin), ns(std::chrono::steady_clock::now())});
 }
 
 }  // namespace detail
+
+void set_launch_observer(LaunchObserver observer) { detail::launch_observer = observer; }
 
 void set_worker_threads(int n) {
   EMBER_CHECK(n >= 0 && n <= 256, "CUDA emulator: worker threads must be in [0, 256] (0: default), not ", n);
