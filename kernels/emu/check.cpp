@@ -38,6 +38,7 @@
 #include "base/error.h"
 #include "kernels/emu/check.h"
 #include "kernels/emu/model.h"
+#include "kernels/emu/profile.h"
 
 namespace ember::emu::detail {
 namespace {
@@ -318,6 +319,7 @@ void on_byte(Checker& c, uintptr_t addr, bool is_shared, bool read, bool write, 
 }
 
 inline void on_access(const void* p, size_t size, bool read, bool write, bool atomic, void* ret) {
+  profile_access(p, size, read, write, atomic, ret);  // the profile counters (profile.h), when asked for
   Checker* c = checker;
   if (__builtin_expect(c == nullptr, 1)) return;
   const auto addr = reinterpret_cast<uintptr_t>(p);

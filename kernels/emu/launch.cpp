@@ -14,6 +14,7 @@
 #include "base/error.h"
 #include "kernels/emu/block.h"
 #include "kernels/emu/emu.h"
+#include "kernels/emu/profile.h"
 
 namespace ember::emu {
 
@@ -173,7 +174,15 @@ void launch(const char* kernel, const void* kernel_id, dim3 grid, dim3 block, si
             const void* closure) {
   check_launch(kernel, kernel_id, grid, block, shared_bytes);
   static std::atomic<uint64_t> launches{0};
-  run_grid(Launch{kernel, grid, block, shared_bytes, invoke, closure, launches.fetch_add(1)});
+  const Launch l{kernel, grid, block, shared_bytes, invoke, closure, launches.fetch_add(1)};
+  struct Profiled {  // the launch's counters, when EMBER_EMU_PROFILE asks for them (profile.h)
+    const Launch& l;
+    bool on;
+    ~Profiled() {
+      if (on) profile_launch_end(l);
+    }
+  } profiled{l, profile_launch_begin(l, kernel_id)};
+  run_grid(l);
 }
 
 }  // namespace detail
