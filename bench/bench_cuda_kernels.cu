@@ -26,6 +26,7 @@
 #endif
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -149,12 +150,10 @@ RowCounters gather(const std::vector<ember::emu::LaunchProfile>& launches, doubl
     s.unique_read_bytes += l.unique_read_bytes, s.unique_write_bytes += l.unique_write_bytes;
     s.shared_load_requests += l.shared_load_requests, s.shared_store_requests += l.shared_store_requests;
     s.shared_wavefronts += l.shared_wavefronts, s.shared_ideal_wavefronts += l.shared_ideal_wavefronts;
-    // Resident warps of an SM: occupancy's, or fewer when the grid cannot fill the 132 SMs
-    // (a grid at the full operands: its blocks scale with the row's work).
+    // Resident warps of an SM: occupancy's, or fewer when the grid at the full operands
+    // (its blocks scaled as the operands) cannot fill the 132 SMs.
     const double threads = double(l.block.x) * l.block.y * l.block.z, warps = std::ceil(threads / 32);
-    const double blocks = double(l.grid.x) * l.grid.y * l.grid.z;
-    const bool grid_stride = blocks >= ember::bench::kH200Sms;  // sized by the SMs, not by the work
-    const double full_blocks = grid_stride ? blocks : blocks * work_scale;
+    const double full_blocks = double(l.grid.x) * l.grid.y * l.grid.z * unique_scale;
     const double resident =
         std::min(double(l.occupancy.warps_per_sm), std::ceil(full_blocks / ember::bench::kH200Sms) * warps);
     const double w = double(l.global_requests() + l.shared_wavefronts) + 1;
@@ -504,24 +503,22 @@ void gemm_cases(Table& t, Arena& arena) {
   const double cublas_ms = 0;
 #else
   const int64_t rs = s, rbig = big;
+#endif
+  float* a = arena.get<float>(rs * rs);
+  float* b = arena.get<float>(rs * rs);
+  float* c = arena.get<float>(rs * rs);
+#if !defined(EMBER_CUDA_EMULATED)
   cublasHandle_t handle;
   if (cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS) {
     std::printf("| cuBLAS | could not be initialised | | | | |\n");
     return;
   }
-  float* a0 = arena.get<float>(s * s);
-  float* b0 = arena.get<float>(s * s);
-  float* c0 = arena.get<float>(s * s);
   const float one = 1.0f, zero = 0.0f;
   // Row-major C = A B is column-major C^T = B^T A^T.
   const double cublas_ms = t.compute("cuBLAS SGEMM 4096^3", flops, "-", [&] {
-    cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, int(s), int(s), int(s), &one, b0, int(s), a0, int(s), &zero, c0,
-                int(s));
+    cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, int(s), int(s), int(s), &one, b, int(s), a, int(s), &zero, c, int(s));
   });
 #endif
-  float* a = arena.get<float>(rs * rs);
-  float* b = arena.get<float>(rs * rs);
-  float* c = arena.get<float>(rs * rs);
   for (SgemmVersion v : kSgemmVersions) {
     if (v == SgemmVersion::Naive) continue;  // minutes at 4096^3; v2 shows the first step
     const std::string name = std::string("sgemm ") + sgemm_version_name(v) + " 4096^3";

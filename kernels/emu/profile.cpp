@@ -13,7 +13,9 @@
 #include <link.h>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
+#include <iterator>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -25,7 +27,6 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "base/error.h"
 #include "kernels/emu/block.h"
 
 #ifndef EMBER_EMU_RESOURCES_FILE
@@ -80,6 +81,7 @@ namespace {
 // --- What to profile ----------------------------------------------------------------------
 
 struct Settings {
+  std::atomic<bool> any{false};  // some launches are wanted: the test without the lock
   std::mutex mu;
   bool all = false, print = false;
   std::vector<std::string> names;
@@ -97,6 +99,7 @@ struct Settings {
       if (comma != 0) names.emplace_back(filter.substr(0, comma));
       filter = comma == std::string_view::npos ? std::string_view() : filter.substr(comma + 1);
     }
+    any = all || !names.empty();
   }
   bool wanted(std::string_view kernel) const {
     if (all) return true;
@@ -262,6 +265,7 @@ struct LaunchState {
 };
 
 std::mutex launches_mu;
+std::atomic<int> profiled_launches{0};  // running now: blocks look theirs up only then
 std::map<const Launch*, std::shared_ptr<LaunchState>>& launches() {
   static std::map<const Launch*, std::shared_ptr<LaunchState>> m;
   return m;
@@ -406,6 +410,7 @@ void Profiler::finish_block() {
 
 bool profile_launch_begin(const Launch& launch, const void* kernel_id) {
   Settings& s = settings();
+  if (!s.any.load(std::memory_order_relaxed)) return false;
   {
     std::lock_guard lock(s.mu);
     if (!s.wanted(launch.kernel)) return false;
@@ -421,6 +426,7 @@ bool profile_launch_begin(const Launch& launch, const void* kernel_id) {
   p.occupancy = sm90_occupancy(p.resources, launch.block.x * launch.block.y * launch.block.z, launch.shared_bytes);
   std::lock_guard lock(launches_mu);
   launches()[&launch] = std::move(state);
+  ++profiled_launches;
   return true;
 }
 
@@ -432,6 +438,7 @@ void profile_launch_end(const Launch& launch) {
     if (it == launches().end()) return;
     state = std::move(it->second);
     launches().erase(it);
+    --profiled_launches;
   }
   LaunchProfile& p = state->profile;
   for (const auto& [sector, bytes] : state->sectors) {
@@ -446,10 +453,10 @@ void profile_launch_end(const Launch& launch) {
 
 void profile_block_begin(const Launch& launch, const void* stacks, size_t stack_bytes, const void* dynamic_shared,
                          size_t dynamic_shared_bytes) {
+  if (profiled_launches.load(std::memory_order_relaxed) == 0) return;
   std::shared_ptr<LaunchState> state;
   {
     std::lock_guard lock(launches_mu);
-    if (launches().empty()) return;
     auto it = launches().find(&launch);
     if (it == launches().end()) return;
     state = it->second;
