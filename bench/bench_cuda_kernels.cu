@@ -271,7 +271,9 @@ class Table {
 #if defined(EMBER_CUDA_EMULATED)
   RowCounters profile(const std::function<void()>& run, double work_scale, double unique_scale, double flops,
                       int flop_kind) {
-    ember::emu::set_profile("all", false);
+    // EMBER_EMU_PROFILE set: each launch's counters on stderr too.
+    static const bool print = std::getenv("EMBER_EMU_PROFILE") != nullptr;
+    ember::emu::set_profile("all", print);
     run();
     CUDA_OK(cudaDeviceSynchronize());
     auto launches = ember::emu::take_profiles();

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Per-kernel resources of an nvcc build's sm_90 cubins, as `cuobjdump --dump-resource-usage`
 gives them (this machine has no cuobjdump): registers, static shared memory, stack frame.
 

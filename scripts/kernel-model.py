@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """The calibrated model of ember's kernels' H200 time from the CUDA emulator's counters.
 
     # a GPU run's measurements, with the counters of the code it measured, join the calibration

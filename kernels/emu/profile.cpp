@@ -276,7 +276,7 @@ std::map<const Launch*, std::shared_ptr<LaunchState>>& launches() {
 // One OS thread's profiler: the block it runs.
 struct Profiler {
   std::shared_ptr<LaunchState> launch;
-  Range stacks, dynamic_shared;
+  Range stacks, dynamic_shared, params;
   std::vector<Range> tls;
   Range own[4];
   bool tls_known = false;
@@ -346,7 +346,7 @@ void count_global(const Request& r, LaunchProfile& out) {
 }  // namespace
 
 void Profiler::access(uintptr_t addr, size_t size, bool read, bool write, bool atomic, uintptr_t pc) {
-  if (stacks.holds(addr)) return;
+  if (stacks.holds(addr) || params.holds(addr)) return;
   bool shared = dynamic_shared.holds(addr);
   if (!shared) {
     for (const Range& r : tls) shared |= r.holds(addr);
@@ -475,6 +475,10 @@ void profile_block_begin(const Launch& launch, const void* stacks, size_t stack_
   p.stacks = Range{s, s + stack_bytes};
   const auto d = reinterpret_cast<uintptr_t>(dynamic_shared);
   p.dynamic_shared = Range{d, d + dynamic_shared_bytes};
+  // The kernel's arguments (constant memory on a GPU): the launch's closure, at most
+  // CUDA's 32764 bytes of parameters, on the launching thread's stack.
+  const auto c = reinterpret_cast<uintptr_t>(launch.closure);
+  p.params = Range{c, c + 32764};
   const unsigned threads = launch.block.x * launch.block.y * launch.block.z;
   p.occurrences.assign(threads, {});
   active_profiler = &p;
