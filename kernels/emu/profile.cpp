@@ -280,7 +280,12 @@ struct Profiler {
   std::vector<Range> tls;
   Range own[4];
   bool tls_known = false;
-  std::unordered_map<Key, Request, KeyHash> requests;
+  std::unordered_map<Key, Request, KeyHash> requests;  // node-based: `last` stays valid
+  Request* last = nullptr;  // the request of the block's last access (Note [Split vectors])
+  size_t last_lane = 0;
+  unsigned last_thread = 0;
+  Kind last_kind = kLoad;
+  uintptr_t last_start = 0, last_end = 0;
   std::vector<std::unordered_map<uintptr_t, uint32_t>> occurrences;  // per thread: site -> times reached
   SectorMap sectors;
 
@@ -355,15 +360,28 @@ void Profiler::access(uintptr_t addr, size_t size, bool read, bool write, bool a
         if (r.holds(addr)) return;
   }
   const unsigned thread = linear_thread();
-  const uint32_t occurrence = occurrences[thread][pc]++;
-  Request& r = requests[Key{pc, thread / 32, occurrence}];
-  if (r.lanes.empty()) {
-    r.kind = atomic ? kAtomic : write ? kStore : kLoad;
-    r.shared = shared;
+  const Kind kind = atomic ? kAtomic : write ? kStore : kLoad;
+  // Note [Split vectors]: the host compiler may split a vector access (a Pack's 16-byte load)
+  // into element accesses, one after another; the thread's next access that continues its
+  // last one inside the same aligned 16 bytes joins it, as nvcc's one vector access.
+  if (last != nullptr && last_thread == thread && last_kind == kind && !atomic && last->shared == shared &&
+      last_end == addr && ((addr - last_start) + size) <= 16 && (last_start >> 4) == ((addr + size - 1) >> 4)) {
+    Lane& l = last->lanes[last_lane];
+    l.size = uint8_t(l.size + size);
+    last_end += size;
+  } else {
+    const uint32_t occurrence = occurrences[thread][pc]++;
+    Request& r = requests[Key{pc, thread / 32, occurrence}];
+    if (r.lanes.empty()) {
+      r.kind = kind;
+      r.shared = shared;
+    }
+    // A range access (a struct copy) larger than a vector is counted in 16-byte pieces.
+    for (size_t done = 0; done < size; done += 16)
+      r.lanes.push_back(Lane{uint8_t(thread % 32), uint8_t(std::min<size_t>(16, size - done)), addr + done});
+    last = &r, last_lane = r.lanes.size() - 1, last_thread = thread, last_kind = kind;
+    last_start = addr + (size > 16 ? (size - 1) / 16 * 16 : 0), last_end = addr + size;
   }
-  // A range access (a struct copy) larger than a vector is counted in 16-byte pieces.
-  for (size_t done = 0; done < size; done += 16)
-    r.lanes.push_back(Lane{uint8_t(thread % 32), uint8_t(std::min<size_t>(16, size - done)), addr + done});
   if (shared) return;
   for (uintptr_t a = addr; a < addr + size;) {
     const uintptr_t sector = a >> 5, end = std::min<uintptr_t>(addr + size, (sector + 1) << 5);
@@ -386,6 +404,7 @@ void Profiler::finish_block() {
     }
   }
   requests.clear();
+  last = nullptr;
   std::lock_guard lock(launch->mu);
   LaunchProfile& p = launch->profile;
   p.global_load_requests += counts.global_load_requests;

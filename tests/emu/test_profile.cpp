@@ -4,6 +4,7 @@
 // the kernels' instrumentation (EMBER_EMU_INSTRUMENT); without it the counting tests skip.
 #include <gtest/gtest.h>
 
+#include <new>
 #include <vector>
 
 #include "kernels/cuda/launch.h"
@@ -21,6 +22,16 @@ constexpr bool kInstrumented = false;
   do {                                                                                           \
     if (!kInstrumented) GTEST_SKIP() << "built without EMBER_EMU_INSTRUMENT's instrumentation"; \
   } while (0)
+
+// Host memory as cudaMalloc aligns it (256 bytes): a warp's 128 contiguous bytes are 4
+// whole sectors only when they start on one.
+template <class T>
+struct Aligned {
+  explicit Aligned(size_t n) : p(new (std::align_val_t(256)) T[n]()) {}
+  ~Aligned() { ::operator delete[](p, std::align_val_t(256)); }
+  T* data() { return p; }
+  T* p;
+};
 
 // The profile of the one launch `run` makes.
 template <class F>
@@ -45,7 +56,7 @@ __global__ void copy_vec4(const float4* in, float4* out) {
 
 TEST(EmuProfile, CoalescedLoadsAreFourSectorsARequest) {
   EMBER_NEED_INSTRUMENTATION();
-  std::vector<float> in(1024, 1.0f), out(1024);
+  Aligned<float> in(1024), out(1024);
   const auto p = profile_of([&] {
     launch<copy_strided>(LaunchConfig{dim3(4), dim3(256), 0}, nullptr, in.data(), out.data(), 1);
   });
@@ -63,7 +74,7 @@ TEST(EmuProfile, CoalescedLoadsAreFourSectorsARequest) {
 
 TEST(EmuProfile, StridedLoadsTouchASectorALane) {
   EMBER_NEED_INSTRUMENTATION();
-  std::vector<float> in(256 * 32, 1.0f), out(256);
+  Aligned<float> in(256 * 32), out(256);
   const auto p = profile_of([&] {
     launch<copy_strided>(LaunchConfig{dim3(1), dim3(256), 0}, nullptr, in.data(), out.data(), 32);
   });
@@ -74,7 +85,7 @@ TEST(EmuProfile, StridedLoadsTouchASectorALane) {
 
 TEST(EmuProfile, SixteenByteLoadsAreSixteenSectorsARequest) {
   EMBER_NEED_INSTRUMENTATION();
-  std::vector<float4> in(256), out(256);
+  Aligned<float4> in(256), out(256);
   const auto p = profile_of([&] {
     launch<copy_vec4>(LaunchConfig{dim3(1), dim3(256), 0}, nullptr, in.data(), out.data());
   });
@@ -126,7 +137,7 @@ TEST(EmuProfile, SixtyFourBitSharedAccessesTakeTwoPhases) {
 
 TEST(EmuProfile, OnlyWantedLaunchesAreProfiled) {
   EMBER_NEED_INSTRUMENTATION();
-  std::vector<float> in(256), out(256);
+  Aligned<float> in(256), out(256);
   emu::set_profile("copy_vec4", false);
   launch<copy_strided>(LaunchConfig{dim3(1), dim3(256), 0}, nullptr, in.data(), out.data(), 1);
   EXPECT_TRUE(emu::take_profiles().empty());
