@@ -4,13 +4,16 @@
 // (bench/calibration/h200_model.txt) and reports the model's leave-one-out error. The
 // formula is written twice, here and in that script; docs/cuda-kernels.md, "Predicted time".
 //
-//   time = launch floor + max(DRAM, L2, in flight, issue, math), where
+//   time = launch floor + max(DRAM, L2, in flight, issue, shared, math), where
 //   DRAM      = unique bytes read / read bandwidth + unique bytes written / write bandwidth
 //   L2        = 32-byte sectors the requests touch x 32 / L2 bandwidth
 //   in flight = DRAM bytes x latency / (SMs x resident warps x bytes a warp request moves)
 //               (Little's law: what the resident warps keep in flight, one request each)
-//   issue     = (global requests + shared wavefronts) / (SMs x requests an SM serves a us)
-//   math      = FLOPs / the rate of the kernel's kind (f32 FMA or bf16 mma.sync)
+//   issue     = global requests / (SMs x requests an SM issues a us)
+//   shared    = shared-memory wavefronts / (SMs x wavefronts an SM serves a us); not for
+//               bf16 mma.sync rows (the emulator's tensor-core models read lane by lane)
+//   math      = FLOPs / (the rate of the kernel's kind, f32 FMA or bf16 mma.sync, times
+//               min(1, resident warps / the warps the rate needs))
 #pragma once
 
 #include <algorithm>
@@ -39,7 +42,7 @@ struct KernelCounters {
 struct ModelParams {
   bool loaded = false;
   double floor_us = 2, read_gbs = 4000, write_gbs = 4000, l2_gbs = 10000, latency_us = 1;
-  double issue_per_us = 2000, f32_tflops = 50, bf16_tflops = 600;
+  double issue_per_us = 2000, wavefronts_per_us = 2000, f32_tflops = 50, bf16_tflops = 600, math_warps = 16;
   // From the same GPU run: the device-to-device copy (the "of copy" ceiling) and cuBLAS.
   double copy_gbs = 4077, cublas_sgemm_4096_us = 2727.5;
   std::string source;  // the run the parameters were fitted on
@@ -53,6 +56,7 @@ inline ModelParams load_model(const std::string& path) {
       {"floor_us", &p.floor_us},         {"read_gbs", &p.read_gbs},
       {"write_gbs", &p.write_gbs},       {"l2_gbs", &p.l2_gbs},
       {"latency_us", &p.latency_us},     {"issue_per_us", &p.issue_per_us},
+      {"wavefronts_per_us", &p.wavefronts_per_us}, {"math_warps", &p.math_warps},
       {"f32_tflops", &p.f32_tflops},     {"bf16_tflops", &p.bf16_tflops},
       {"copy_gbs", &p.copy_gbs},         {"cublas_sgemm_4096_us", &p.cublas_sgemm_4096_us}};
   std::string line;
@@ -74,16 +78,20 @@ struct Prediction {
 };
 
 inline Prediction predict(const KernelCounters& c, const ModelParams& p) {
+  const double warps = std::max(c.warps_per_sm, 1.0);
   const double dram = c.read_bytes / (p.read_gbs * 1e3) + c.write_bytes / (p.write_gbs * 1e3);
   const double l2 = 32 * c.sectors / (p.l2_gbs * 1e3);
-  const double in_flight_bytes = kH200Sms * std::max(c.warps_per_sm, 1.0) * std::max(c.bytes_per_request, 1.0);
-  const double flight = (c.read_bytes + c.write_bytes) * p.latency_us / in_flight_bytes;
-  const double issue = (c.requests + c.wavefronts) / (kH200Sms * p.issue_per_us);
-  const double math = c.flops / ((c.flop_kind == 1 ? p.bf16_tflops : p.f32_tflops) * 1e6);
+  const double flight =
+      (c.read_bytes + c.write_bytes) * p.latency_us / (kH200Sms * warps * std::max(c.bytes_per_request, 1.0));
+  const double issue = c.requests / (kH200Sms * p.issue_per_us);
+  const double shared = (c.flop_kind == 1 ? 0 : c.wavefronts) / (kH200Sms * p.wavefronts_per_us);
+  const double math = c.flops / ((c.flop_kind == 1 ? p.bf16_tflops : p.f32_tflops) * 1e6 *
+                                 std::min(1.0, warps / p.math_warps));
   Prediction r{dram, "DRAM"};
   if (l2 > r.us) r = {l2, "L2 sectors"};
   if (flight > r.us) r = {flight, "in flight"};
   if (issue > r.us) r = {issue, "issue"};
+  if (shared > r.us) r = {shared, "shared"};
   if (math > r.us) r = {math, "math"};
   r.us += p.floor_us;
   return r;
