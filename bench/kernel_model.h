@@ -10,8 +10,9 @@
 //   in flight = DRAM bytes x latency / (SMs x resident warps x bytes a warp request moves)
 //               (Little's law: what the resident warps keep in flight, one request each)
 //   issue     = global requests / (SMs x requests an SM issues a us)
-//   shared    = shared-memory wavefronts / (SMs x wavefronts an SM serves a us); not for
-//               bf16 mma.sync rows (the emulator's tensor-core models read lane by lane)
+//   shared    = shared-memory wavefronts / (SMs x wavefronts an SM serves a us)
+//   (L2, issue and shared leave out bf16 mma.sync kernels: the emulator's tensor-core
+//   models move memory lane by lane, not as the hardware does)
 //   math      = FLOPs / (the rate of the kernel's kind, f32 FMA or bf16 mma.sync, times
 //               min(1, resident warps / the warps the rate needs))
 #pragma once
@@ -80,11 +81,14 @@ struct Prediction {
 inline Prediction predict(const KernelCounters& c, const ModelParams& p) {
   const double warps = std::max(c.warps_per_sm, 1.0);
   const double dram = c.read_bytes / (p.read_gbs * 1e3) + c.write_bytes / (p.write_gbs * 1e3);
-  const double l2 = 32 * c.sectors / (p.l2_gbs * 1e3);
+  // The emulator's tensor-core and cp.async models move memory lane by lane, not as the
+  // hardware's instructions: a bf16 mma.sync kernel keeps only its DRAM bytes and FLOPs.
+  const bool tc = c.flop_kind == 1;
+  const double l2 = (tc ? 0 : 32 * c.sectors) / (p.l2_gbs * 1e3);
   const double flight =
       (c.read_bytes + c.write_bytes) * p.latency_us / (kH200Sms * warps * std::max(c.bytes_per_request, 1.0));
-  const double issue = c.requests / (kH200Sms * p.issue_per_us);
-  const double shared = (c.flop_kind == 1 ? 0 : c.wavefronts) / (kH200Sms * p.wavefronts_per_us);
+  const double issue = (tc ? 0 : c.requests) / (kH200Sms * p.issue_per_us);
+  const double shared = (tc ? 0 : c.wavefronts) / (kH200Sms * p.wavefronts_per_us);
   const double math = c.flops / ((c.flop_kind == 1 ? p.bf16_tflops : p.f32_tflops) * 1e6 *
                                  std::min(1.0, warps / p.math_warps));
   Prediction r{dram, "DRAM"};

@@ -53,12 +53,14 @@ def terms(theta, f):
     floor, rd, wr, l2, lat, issue, wave, f32, bf16, mw = np.exp(theta)
     warps = np.maximum(f['warps_per_sm'], 1)
     dram = f['read_bytes'] / (rd * 1e3) + f['write_bytes'] / (wr * 1e3)
-    l2t = 32 * f['sectors'] / (l2 * 1e3)
+    # The emulator's tensor-core and cp.async models (ldmatrix, mma.sync) move shared and
+    # global memory lane by lane, not as the hardware's instructions: the bf16 mma.sync rows
+    # keep only their DRAM bytes and FLOPs.
+    tc = f['flop_kind'] == 1
+    l2t = np.where(tc, 0.0, 32 * f['sectors']) / (l2 * 1e3)
     flight = (f['read_bytes'] + f['write_bytes']) * lat / (SMS * warps * np.maximum(f['bytes_per_request'], 1))
-    iss = f['requests'] / (SMS * issue)
-    # The emulator's tensor-core models (ldmatrix, mma.sync) read shared memory lane by
-    # lane, not as the hardware's wavefronts: bf16 mma.sync rows leave them out.
-    shared = np.where(f['flop_kind'] == 1, 0.0, f['wavefronts']) / (SMS * wave)
+    iss = np.where(tc, 0.0, f['requests']) / (SMS * issue)
+    shared = np.where(tc, 0.0, f['wavefronts']) / (SMS * wave)
     math_ = f['flops'] / (np.where(f['flop_kind'] == 1, bf16, f32) * 1e6 * np.minimum(1.0, warps / mw))
     return floor, np.stack([dram, l2t, flight, iss, shared, math_])
 
