@@ -150,6 +150,7 @@ RowCounters gather(const std::vector<ember::emu::LaunchProfile>& launches, doubl
     s.unique_read_bytes += l.unique_read_bytes, s.unique_write_bytes += l.unique_write_bytes;
     s.shared_load_requests += l.shared_load_requests, s.shared_store_requests += l.shared_store_requests;
     s.shared_wavefronts += l.shared_wavefronts, s.shared_ideal_wavefronts += l.shared_ideal_wavefronts;
+    s.global_load_accesses += l.global_load_accesses, s.global_load_bursts += l.global_load_bursts;
     // Resident warps of an SM: occupancy's, or fewer when the grid at the full operands
     // (its blocks scaled as the operands) cannot fill the 132 SMs.
     const double threads = double(l.block.x) * l.block.y * l.block.z, warps = std::ceil(threads / 32);
@@ -171,6 +172,7 @@ RowCounters gather(const std::vector<ember::emu::LaunchProfile>& launches, doubl
   m.warps_per_sm = weight > 0 ? warp_weighted / weight : 64;
   const double rw_requests = double(s.global_load_requests + s.global_store_requests);
   m.bytes_per_request = rw_requests > 0 ? double(s.global_load_bytes + s.global_store_bytes) / rw_requests : 128;
+  m.loads_per_burst = std::max(1.0, s.loads_per_burst());
   return r;
 }
 #endif
@@ -183,7 +185,7 @@ class Table {
     if (!o.counters.empty()) {
       counters_.open(o.counters);
       counters_ << "kernel\tbytes\tflops\tflop_kind\tread_bytes\twrite_bytes\tsectors\trequests\twavefronts"
-                   "\twarps_per_sm\tbytes_per_request\tld_sectors_per_request\tst_sectors_per_request"
+                   "\twarps_per_sm\tbytes_per_request\tloads_per_burst\tld_sectors_per_request\tst_sectors_per_request"
                    "\tbank_conflicts_per_request\tunique_over_ideal\tkernels\n";
     }
     if (!o.baseline.empty()) read_baseline(o.baseline);
@@ -295,9 +297,9 @@ class Table {
     const Ratios r = ratios(c, run_bytes);
     char buf[512];
     std::snprintf(buf, sizeof buf,
-                  "%d launch%s; ld %.1f, st %.1f sect/req, %.0f B/req; bank conflicts %.2f/req; unique/ideal %.2f; "
+                  "%d launch%s; ld %.1f, st %.1f sect/req, %.0f B/req, %.1f loads/burst; bank conflicts %.2f/req; unique/ideal %.2f; "
                   "%.0f warps/SM",
-                  c.launches, c.launches == 1 ? "" : "es", r.ld, r.st, c.model.bytes_per_request, r.conflicts,
+                  c.launches, c.launches == 1 ? "" : "es", r.ld, r.st, c.model.bytes_per_request, c.model.loads_per_burst, r.conflicts,
                   r.unique, c.model.warps_per_sm);
     return buf;
   }
@@ -307,7 +309,7 @@ class Table {
       const auto& m = c.model;
       counters_ << name << '\t' << bytes << '\t' << flops << '\t' << m.flop_kind << '\t' << m.read_bytes << '\t'
                 << m.write_bytes << '\t' << m.sectors << '\t' << m.requests << '\t' << m.wavefronts << '\t'
-                << m.warps_per_sm << '\t' << m.bytes_per_request << '\t' << r.ld << '\t' << r.st << '\t'
+                << m.warps_per_sm << '\t' << m.bytes_per_request << '\t' << m.loads_per_burst << '\t' << r.ld << '\t' << r.st << '\t'
                 << r.conflicts << '\t' << r.unique << '\t' << c.kernels << '\n';
     }
     if (baseline_out_.is_open())

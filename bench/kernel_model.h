@@ -7,8 +7,9 @@
 //   time = launch floor + max(DRAM, L2, in flight, issue, shared, math), where
 //   DRAM      = unique bytes read / read bandwidth + unique bytes written / write bandwidth
 //   L2        = 32-byte sectors the requests touch x 32 / L2 bandwidth
-//   in flight = DRAM bytes x latency / (SMs x resident warps x bytes a warp request moves)
-//               (Little's law: what the resident warps keep in flight, one request each)
+//   in flight = DRAM bytes x latency / (SMs x resident warps x bytes a warp request moves
+//               x loads in flight a warp), Little's law; loads in flight: a thread's loads
+//               with no store between them (at most 8)
 //   issue     = global requests / (SMs x requests an SM issues a us)
 //   shared    = shared-memory wavefronts / (SMs x wavefronts an SM serves a us)
 //   (L2, issue and shared leave out bf16 mma.sync kernels: the emulator's tensor-core
@@ -38,7 +39,11 @@ struct KernelCounters {
   int flop_kind = 0;                       // 0: f32 FMA, 1: bf16 mma.sync
   double warps_per_sm = 64;                // resident: occupancy, or fewer when the grid is small
   double bytes_per_request = 128;          // global bytes the lanes ask for, per request
+  double loads_per_burst = 1;              // a thread's loads with no store between (profile.h)
 };
+
+// Loads a warp keeps in flight: its loads per burst, at most this many.
+inline constexpr double kMaxLoadsInFlight = 8;
 
 struct ModelParams {
   bool loaded = false;
@@ -85,8 +90,9 @@ inline Prediction predict(const KernelCounters& c, const ModelParams& p) {
   // hardware's instructions: a bf16 mma.sync kernel keeps only its DRAM bytes and FLOPs.
   const bool tc = c.flop_kind == 1;
   const double l2 = (tc ? 0 : 32 * c.sectors) / (p.l2_gbs * 1e3);
-  const double flight =
-      (c.read_bytes + c.write_bytes) * p.latency_us / (kH200Sms * warps * std::max(c.bytes_per_request, 1.0));
+  const double in_flight = std::clamp(c.loads_per_burst, 1.0, kMaxLoadsInFlight);
+  const double flight = (c.read_bytes + c.write_bytes) * p.latency_us /
+                        (kH200Sms * warps * std::max(c.bytes_per_request, 1.0) * in_flight);
   const double issue = (tc ? 0 : c.requests) / (kH200Sms * p.issue_per_us);
   const double shared = (tc ? 0 : c.wavefronts) / (kH200Sms * p.wavefronts_per_us);
   const double math = c.flops / ((c.flop_kind == 1 ? p.bf16_tflops : p.f32_tflops) * 1e6 *

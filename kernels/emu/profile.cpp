@@ -59,12 +59,12 @@ std::string LaunchProfile::summary() const {
   const double ld = load_sectors_per_request(), st = store_sectors_per_request();
   std::snprintf(buf, sizeof buf,
                 "grid %ux%ux%u block %ux%ux%u dyn smem %zu | regs %s smem %zu occupancy %.0f%% (%d blocks/SM, %s) | "
-                "global ld %llu req %.2f sect/req, st %llu req %.2f sect/req, atom %llu req; unique %llu B read, %llu B "
+                "global ld %llu req %.2f sect/req %.1f/burst, st %llu req %.2f sect/req, atom %llu req; unique %llu B read, %llu B "
                 "written | shared ld %llu st %llu req, %llu wavefronts (%llu ideal, %llu bank conflicts)",
                 grid.x, grid.y, grid.z, block.x, block.y, block.z, dynamic_shared,
                 resources.known ? std::to_string(resources.registers).c_str() : "?", resources.static_shared,
                 100 * occupancy.fraction(), occupancy.blocks_per_sm, occupancy.limiter,
-                (unsigned long long)global_load_requests, ld, (unsigned long long)global_store_requests, st,
+                (unsigned long long)global_load_requests, ld, loads_per_burst(), (unsigned long long)global_store_requests, st,
                 (unsigned long long)global_atomic_requests, (unsigned long long)unique_read_bytes,
                 (unsigned long long)unique_write_bytes, (unsigned long long)shared_load_requests,
                 (unsigned long long)shared_store_requests, (unsigned long long)shared_wavefronts,
@@ -286,6 +286,8 @@ struct Profiler {
   unsigned last_thread = 0;
   Kind last_kind = kLoad;
   uintptr_t last_start = 0, last_end = 0;
+  std::vector<bool> in_burst;  // per thread: its last global access was a load
+  uint64_t load_accesses = 0, load_bursts = 0;
   std::vector<std::unordered_map<uintptr_t, uint32_t>> occurrences;  // per thread: site -> times reached
   SectorMap sectors;
 
@@ -364,8 +366,10 @@ void Profiler::access(uintptr_t addr, size_t size, bool read, bool write, bool a
   // Note [Split vectors]: the host compiler may split a vector access (a Pack's 16-byte load)
   // into element accesses, one after another; the thread's next access that continues its
   // last one inside the same aligned 16 bytes joins it, as nvcc's one vector access.
-  if (last != nullptr && last_thread == thread && last_kind == kind && !atomic && last->shared == shared &&
-      last_end == addr && ((addr - last_start) + size) <= 16 && (last_start >> 4) == ((addr + size - 1) >> 4)) {
+  const bool merged = last != nullptr && last_thread == thread && last_kind == kind && !atomic &&
+                      last->shared == shared && last_end == addr && ((addr - last_start) + size) <= 16 &&
+                      (last_start >> 4) == ((addr + size - 1) >> 4);
+  if (merged) {
     Lane& l = last->lanes[last_lane];
     l.size = uint8_t(l.size + size);
     last_end += size;
@@ -383,6 +387,12 @@ void Profiler::access(uintptr_t addr, size_t size, bool read, bool write, bool a
     last_start = addr + (size > 16 ? (size - 1) / 16 * 16 : 0), last_end = addr + size;
   }
   if (shared) return;
+  if (kind == kLoad && !merged) {
+    ++load_accesses;
+    if (!in_burst[thread]) ++load_bursts, in_burst[thread] = true;
+  } else if (kind != kLoad) {
+    in_burst[thread] = false;
+  }
   for (uintptr_t a = addr; a < addr + size;) {
     const uintptr_t sector = a >> 5, end = std::min<uintptr_t>(addr + size, (sector + 1) << 5);
     const uint32_t bits = uint32_t(((uint64_t{1} << (end - a)) - 1) << (a & 31));
@@ -419,6 +429,8 @@ void Profiler::finish_block() {
   p.shared_store_requests += counts.shared_store_requests;
   p.shared_wavefronts += counts.shared_wavefronts;
   p.shared_ideal_wavefronts += counts.shared_ideal_wavefronts;
+  p.global_load_accesses += std::exchange(load_accesses, 0);
+  p.global_load_bursts += std::exchange(load_bursts, 0);
   for (const auto& [sector, bytes] : sectors) {
     SectorBytes& s = launch->sectors[sector];
     s.read |= bytes.read;
@@ -500,6 +512,7 @@ void profile_block_begin(const Launch& launch, const void* stacks, size_t stack_
   p.params = Range{c, c + 32764};
   const unsigned threads = launch.block.x * launch.block.y * launch.block.z;
   p.occurrences.assign(threads, {});
+  p.in_burst.assign(threads, false);
   active_profiler = &p;
 }
 

@@ -57,6 +57,10 @@ struct LaunchProfile {
   // banks; the ideal is one a phase, the excess are bank conflicts.
   uint64_t shared_load_requests = 0, shared_store_requests = 0;
   uint64_t shared_wavefronts = 0, shared_ideal_wavefronts = 0;
+  // A thread's global loads with no global store of its own between them: loads the
+  // compiler can issue together (a burst). Loads per burst estimate how many of a warp's
+  // loads are in flight at once.
+  uint64_t global_load_accesses = 0, global_load_bursts = 0;
 
   uint64_t global_requests() const { return global_load_requests + global_store_requests + global_atomic_requests; }
   uint64_t global_sectors() const { return global_load_sectors + global_store_sectors + global_atomic_sectors; }
@@ -64,6 +68,9 @@ struct LaunchProfile {
   uint64_t bank_conflicts() const { return shared_wavefronts - shared_ideal_wavefronts; }
   double load_sectors_per_request() const {
     return global_load_requests ? double(global_load_sectors) / global_load_requests : 0;
+  }
+  double loads_per_burst() const {
+    return global_load_bursts ? double(global_load_accesses) / global_load_bursts : 0;
   }
   double store_sectors_per_request() const {
     return global_store_requests ? double(global_store_sectors) / global_store_requests : 0;
