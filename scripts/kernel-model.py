@@ -47,6 +47,7 @@ PARAMS = [
 FEATURES = ['read_bytes', 'write_bytes', 'sectors', 'requests', 'wavefronts', 'flops', 'flop_kind', 'warps_per_sm',
             'bytes_per_request', 'loads_per_burst']
 MAX_LOADS_IN_FLIGHT = 8
+DEFAULTS = {'loads_per_burst': 1.0}  # for counters tables written before the feature
 
 
 def terms(theta, f):
@@ -162,7 +163,7 @@ def read_measured(path):
 
 
 def features(rows):
-    return {k: np.array([float(r['counters'][k]) for r in rows]) for k in FEATURES}
+    return {k: np.array([float(r['counters'].get(k, DEFAULTS.get(k, 0))) for r in rows]) for k in FEATURES}
 
 
 def cmd_add(a):
@@ -179,7 +180,7 @@ def cmd_add(a):
         cal['rows'].append({
             'kernel': name, 'measured_us': us, 'commit': a.commit, 'gpu': a.gpu, 'date': a.date,
             'kernels': c.get('kernels', ''), 'bytes': float(c['bytes']),
-            'counters': {k: float(c[k]) for k in FEATURES}})
+            'counters': {k: float(c.get(k, DEFAULTS.get(k, 0))) for k in FEATURES}})
         added += 1
     missing = sorted(set(measured) - set(counters))
     with open(CALIBRATION, 'w') as fh:
@@ -261,7 +262,7 @@ def cmd_predict(a):
     theta = fit(features(cal['rows']), np.array([r['measured_us'] for r in cal['rows']]))
     counters = read_counters(a.counters)
     names = list(counters)
-    f = {k: np.array([float(counters[n][k]) for n in names]) for k in FEATURES}
+    f = {k: np.array([float(counters[n].get(k, DEFAULTS.get(k, 0))) for n in names]) for k in FEATURES}
     pred = predict(theta, f)
     copy = cal.get('copy_gbs', 4077)
     measured = {r['kernel']: r['measured_us'] for r in cal['rows']}
