@@ -46,7 +46,6 @@ PARAMS = [
 ]
 FEATURES = ['read_bytes', 'write_bytes', 'sectors', 'requests', 'wavefronts', 'flops', 'flop_kind', 'warps_per_sm',
             'bytes_per_request', 'loads_per_burst']
-MAX_LOADS_IN_FLIGHT = 8
 DEFAULTS = {'loads_per_burst': 1.0}  # for counters tables written before the feature
 
 
@@ -60,9 +59,7 @@ def terms(theta, f):
     # keep only their DRAM bytes and FLOPs.
     tc = f['flop_kind'] == 1
     l2t = np.where(tc, 0.0, 32 * f['sectors']) / (l2 * 1e3)
-    in_flight = np.clip(f['loads_per_burst'], 1, MAX_LOADS_IN_FLIGHT)
-    flight = (f['read_bytes'] + f['write_bytes']) * lat / (
-        SMS * warps * np.maximum(f['bytes_per_request'], 1) * in_flight)
+    flight = (f['read_bytes'] + f['write_bytes']) * lat / (SMS * warps * np.maximum(f['bytes_per_request'], 1))
     iss = np.where(tc, 0.0, f['requests']) / (SMS * issue)
     shared = np.where(tc, 0.0, f['wavefronts']) / (SMS * wave)
     math_ = f['flops'] / (np.where(f['flop_kind'] == 1, bf16, f32) * 1e6 * np.minimum(1.0, warps / mw))
