@@ -24,6 +24,7 @@
 #include "kernels/emu/block.h"
 #include "kernels/emu/check.h"
 #include "kernels/emu/emu.h"
+#include "kernels/emu/profile.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
@@ -330,6 +331,7 @@ void Worker::run_block(const Launch& launch, uint3 block_index) {
   grid_dim = launch.grid;
   current_worker = this;
   check_block_begin(launch, block_index, threads_, stacks_, stacks_bytes_, shared_.get(), launch.shared_bytes);
+  profile_block_begin(launch, stacks_, stacks_bytes_, shared_.get(), launch.shared_bytes);
   // A GPU promises no order among threads between barriers. Every other block (and, for
   // the same block, every other launch) runs its threads last to first, so a kernel that
   // reads what another thread writes without a barrier (or __syncwarp) between them gets
@@ -350,6 +352,7 @@ void Worker::run_block(const Launch& launch, uint3 block_index) {
   }
   current_worker = nullptr;
   check_block_end();
+  profile_block_end();
 #if EMBER_EMU_ASAN
   ASAN_UNPOISON_MEMORY_REGION(shared_.get() + launch.shared_bytes, kCanaryBytes);
 #endif

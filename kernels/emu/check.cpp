@@ -38,6 +38,8 @@
 #include "base/error.h"
 #include "kernels/emu/check.h"
 #include "kernels/emu/model.h"
+#include "kernels/emu/profile.h"
+#include "kernels/emu/profile.h"
 
 namespace ember::emu::detail {
 namespace {
@@ -371,6 +373,7 @@ void check_access(Checker& c, const void* p, size_t size, bool read, bool write,
 // thread-local test when no block with checks runs on this OS thread or a model's
 // bookkeeping runs (ModelScope).
 inline void on_access(const void* p, size_t size, bool read, bool write, bool atomic, void* ret) {
+  profile_access(p, size, read, write, atomic, ret);  // the profile counters (profile.h), when asked for
   Checker* c = checker;
   if (__builtin_expect(c == nullptr, 1)) return;
   checked(c, [&] { check_access(*c, p, size, read, write, atomic, reinterpret_cast<uintptr_t>(ret)); });

@@ -16,6 +16,7 @@
 #include "kernels/emu/block.h"
 #include "kernels/emu/emu.h"
 #include "kernels/emu/device_model.h"
+#include "kernels/emu/profile.h"
 #include "kernels/emu/trace.h"
 
 namespace ember::emu {
@@ -179,6 +180,13 @@ void launch(const char* kernel, const void* kernel_id, dim3 grid, dim3 block, si
   check_launch(kernel, kernel_id, grid, block, shared_bytes);
   static std::atomic<uint64_t> launches{0};
   const Launch l{kernel, grid, block, shared_bytes, invoke, closure, launches.fetch_add(1)};
+  struct Profiled {  // the launch's counters, when EMBER_EMU_PROFILE asks for them (profile.h)
+    const Launch& l;
+    bool on;
+    ~Profiled() {
+      if (on) profile_launch_end(l);
+    }
+  } profiled{l, profile_launch_begin(l, kernel_id)};
   const LaunchObserver observe = launch_observer.load(std::memory_order_relaxed);
   if (!observe) return run_grid(l);
   const auto begin = std::chrono::steady_clock::now();

@@ -1,0 +1,546 @@
+// The emulator's profile counters (kernels/emu/profile.h).
+//
+// Note [Requests from fibers]: a block's threads run one after another as fibers, so the
+// 32 accesses of one warp-level instruction arrive at different times. An access belongs
+// to the request keyed by (warp, access site, how many times this lane had reached that
+// site before): the n-th execution of a load by each lane of a warp is one instruction on
+// the GPU when the warp does not diverge, which is what the kernels' loops are. The
+// requests of a block are kept until it ends, then counted.
+#include "kernels/emu/profile.h"
+
+#include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <iterator>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <string_view>
+#include <unordered_map>
+
+#include "kernels/emu/block.h"
+
+#ifndef EMBER_EMU_RESOURCES_FILE
+#define EMBER_EMU_RESOURCES_FILE ""
+#endif
+
+namespace ember::emu {
+
+Occupancy sm90_occupancy(const KernelResources& r, unsigned threads, size_t dynamic_shared) {
+  constexpr int kRegisters = 65536, kRegisterUnit = 256, kWarps = 64, kBlocks = 32;
+  constexpr size_t kShared = 228 * 1024, kReservedPerBlock = 1024;
+  const int warps = static_cast<int>((threads + 31) / 32);
+  Occupancy o;
+  o.blocks_per_sm = std::min(kBlocks, kWarps / std::max(warps, 1));
+  o.limiter = o.blocks_per_sm == kBlocks ? "blocks" : "warps";
+  if (r.known && r.registers > 0) {
+    const int per_warp = (r.registers * 32 + kRegisterUnit - 1) / kRegisterUnit * kRegisterUnit;
+    const int by_registers = kRegisters / per_warp / warps;
+    if (by_registers < o.blocks_per_sm) o.blocks_per_sm = by_registers, o.limiter = "registers";
+  }
+  const size_t shared = (r.known ? r.static_shared : 0) + dynamic_shared + kReservedPerBlock;
+  const int by_shared = static_cast<int>(kShared / shared);
+  if (by_shared < o.blocks_per_sm) o.blocks_per_sm = by_shared, o.limiter = "shared memory";
+  o.warps_per_sm = o.blocks_per_sm * warps;
+  return o;
+}
+
+std::string LaunchProfile::summary() const {
+  char buf[768];
+  const double ld = load_sectors_per_request(), st = store_sectors_per_request();
+  std::snprintf(buf, sizeof buf,
+                "grid %ux%ux%u block %ux%ux%u dyn smem %zu | regs %s smem %zu occupancy %.0f%% (%d blocks/SM, %s) | "
+                "global ld %llu req %.2f sect/req %.1f/burst, st %llu req %.2f sect/req, atom %llu req; unique %llu B read, %llu B "
+                "written | shared ld %llu st %llu req, %llu wavefronts (%llu ideal, %llu bank conflicts)",
+                grid.x, grid.y, grid.z, block.x, block.y, block.z, dynamic_shared,
+                resources.known ? std::to_string(resources.registers).c_str() : "?", resources.static_shared,
+                100 * occupancy.fraction(), occupancy.blocks_per_sm, occupancy.limiter,
+                (unsigned long long)global_load_requests, ld, loads_per_burst(), (unsigned long long)global_store_requests, st,
+                (unsigned long long)global_atomic_requests, (unsigned long long)unique_read_bytes,
+                (unsigned long long)unique_write_bytes, (unsigned long long)shared_load_requests,
+                (unsigned long long)shared_store_requests, (unsigned long long)shared_wavefronts,
+                (unsigned long long)shared_ideal_wavefronts, (unsigned long long)bank_conflicts());
+  return buf;
+}
+
+namespace detail {
+
+thread_local Profiler* active_profiler __attribute__((tls_model("initial-exec"))) = nullptr;
+
+namespace {
+
+// --- What to profile ----------------------------------------------------------------------
+
+struct Settings {
+  std::atomic<bool> any{false};  // some launches are wanted: the test without the lock
+  std::mutex mu;
+  bool all = false, print = false;
+  std::vector<std::string> names;
+  std::vector<LaunchProfile> records;
+  Settings() {
+    if (const char* env = std::getenv("EMBER_EMU_PROFILE"); env != nullptr && *env != '\0' && std::strcmp(env, "0") != 0)
+      configure(std::strcmp(env, "1") == 0 ? "all" : env, true);
+  }
+  void configure(std::string_view filter, bool p) {
+    all = filter == "all";
+    print = p;
+    names.clear();
+    while (!all && !filter.empty()) {
+      const size_t comma = filter.find(',');
+      if (comma != 0) names.emplace_back(filter.substr(0, comma));
+      filter = comma == std::string_view::npos ? std::string_view() : filter.substr(comma + 1);
+    }
+    any = all || !names.empty();
+  }
+  bool wanted(std::string_view kernel) const {
+    if (all) return true;
+    for (const std::string& n : names)
+      if (kernel.find(n) != std::string_view::npos) return true;
+    return false;
+  }
+};
+
+Settings& settings() {
+  static Settings s;
+  return s;
+}
+
+// --- Kernels' mangled names and their cubin's resources -----------------------------------
+
+// The symbols of one loaded module (nm, once), by offset from its load address.
+const std::map<uintptr_t, std::string>& module_symbols(const std::string& file) {
+  static std::map<std::string, std::map<uintptr_t, std::string>> modules;
+  auto [it, fresh] = modules.try_emplace(file);
+  if (!fresh) return it->second;
+  const std::string command = "nm --defined-only '" + file + "' 2>/dev/null";
+  if (FILE* p = popen(command.c_str(), "r")) {
+    char line[8192];
+    while (std::fgets(line, sizeof line, p)) {
+      char* end = nullptr;
+      const uintptr_t value = std::strtoull(line, &end, 16);
+      if (end == line || std::strlen(end) < 4) continue;
+      std::string name(end + 3);
+      while (!name.empty() && (name.back() == '\n' || name.back() == '\r')) name.pop_back();
+      if (name.rfind("_Z", 0) == 0) it->second.emplace(value, std::move(name));
+    }
+    pclose(p);
+  }
+  return it->second;
+}
+
+// The kernel function's mangled name: from the dynamic symbols when exported, else from
+// the module's symbol table (a program's kernels are not exported).
+std::string mangled_name(const void* fn) {
+  static std::mutex mu;
+  std::lock_guard lock(mu);
+  Dl_info info{};
+  if (dladdr(fn, &info) == 0) return "";
+  if (info.dli_sname != nullptr && info.dli_saddr == fn) return info.dli_sname;
+  const auto* ehdr = static_cast<const ElfW(Ehdr)*>(info.dli_fbase);
+  const uintptr_t offset =
+      reinterpret_cast<uintptr_t>(fn) - (ehdr->e_type == ET_DYN ? reinterpret_cast<uintptr_t>(info.dli_fbase) : 0);
+  // The main program's dli_fname is its argv[0], which may not name a path.
+  for (const char* file : {info.dli_fname, "/proc/self/exe"}) {
+    if (file == nullptr || *file == '\0') continue;
+    const auto& symbols = module_symbols(file);
+    if (auto s = symbols.find(offset); s != symbols.end()) return s->second;
+  }
+  return "";
+}
+
+std::map<std::string, KernelResources> load_resources() {
+  std::map<std::string, KernelResources> table;
+  const char* env = std::getenv("EMBER_EMU_RESOURCES");
+  std::ifstream in(env != nullptr ? env : EMBER_EMU_RESOURCES_FILE);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream fields(line);
+    std::string name;
+    KernelResources r;
+    if (std::getline(fields, name, '\t') && fields >> r.registers >> r.static_shared >> r.stack) {
+      r.known = true;
+      table.emplace(std::move(name), r);
+    }
+  }
+  return table;
+}
+
+KernelResources resources_of(const std::string& symbol) {
+  static const std::map<std::string, KernelResources> table = load_resources();
+  auto it = table.find(symbol);
+  return it == table.end() ? KernelResources{} : it->second;
+}
+
+// --- Counting ------------------------------------------------------------------------------
+
+struct Range {
+  uintptr_t lo = 0, hi = 0;
+  bool holds(uintptr_t a) const { return a - lo < hi - lo; }
+};
+
+// This OS thread's static thread-local blocks of the program and of the module holding
+// this file, where `__shared__` variables live (as check.cpp finds them).
+std::vector<Range> shared_tls_ranges() {
+  struct Search {
+    uintptr_t self;
+    bool first = true;
+    std::vector<Range> ranges;
+  } search{reinterpret_cast<uintptr_t>(&shared_tls_ranges), true, {}};
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) {
+        auto* s = static_cast<Search*>(data);
+        const bool program = s->first;
+        s->first = false;
+        bool holds_self = false;
+        const ElfW(Phdr)* tls = nullptr;
+        for (int i = 0; i < info->dlpi_phnum; ++i) {
+          const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+          if (ph.p_type == PT_TLS) tls = &ph;
+          if (ph.p_type == PT_LOAD &&
+              Range{info->dlpi_addr + ph.p_vaddr, info->dlpi_addr + ph.p_vaddr + ph.p_memsz}.holds(s->self))
+            holds_self = true;
+        }
+        if ((program || holds_self) && tls != nullptr && info->dlpi_tls_data != nullptr) {
+          const auto lo = reinterpret_cast<uintptr_t>(info->dlpi_tls_data);
+          s->ranges.push_back(Range{lo, lo + tls->p_memsz});
+        }
+        return 0;
+      },
+      &search);
+  return search.ranges;
+}
+
+template <class T>
+Range range_of(const T& v) {
+  const auto lo = reinterpret_cast<uintptr_t>(&v);
+  return Range{lo, lo + sizeof(T)};
+}
+
+enum Kind : uint8_t { kLoad, kStore, kAtomic };
+
+struct Lane {
+  uint8_t lane;
+  uint8_t size;
+  uintptr_t addr;
+};
+
+struct Request {
+  Kind kind;
+  bool shared;
+  std::vector<Lane> lanes;
+};
+
+struct Key {
+  uintptr_t pc;
+  uint32_t warp, occurrence;
+  bool operator==(const Key&) const = default;
+};
+struct KeyHash {
+  size_t operator()(const Key& k) const {
+    return (k.pc * 0x9E3779B97F4A7C15ull) ^ (uint64_t(k.warp) << 32 | k.occurrence) * 0xC2B2AE3D27D4EB4Full;
+  }
+};
+
+// Per 32-byte sector of global memory: which of its bytes were read and written.
+struct SectorBytes {
+  uint32_t read = 0, written = 0;
+};
+using SectorMap = std::unordered_map<uintptr_t, SectorBytes>;
+
+// The counters of one launch, merged from its blocks.
+struct LaunchState {
+  std::mutex mu;
+  LaunchProfile profile;
+  SectorMap sectors;
+};
+
+std::mutex launches_mu;
+std::atomic<int> profiled_launches{0};  // running now: blocks look theirs up only then
+std::map<const Launch*, std::shared_ptr<LaunchState>>& launches() {
+  static std::map<const Launch*, std::shared_ptr<LaunchState>> m;
+  return m;
+}
+
+}  // namespace
+
+// One OS thread's profiler: the block it runs.
+struct Profiler {
+  std::shared_ptr<LaunchState> launch;
+  Range stacks, dynamic_shared, params;
+  std::vector<Range> tls;
+  Range own[4];
+  bool tls_known = false;
+  std::unordered_map<Key, Request, KeyHash> requests;  // node-based: `last` stays valid
+  Request* last = nullptr;  // the request of the block's last access (Note [Split vectors])
+  size_t last_lane = 0;
+  unsigned last_thread = 0;
+  Kind last_kind = kLoad;
+  uintptr_t last_start = 0, last_end = 0;
+  std::vector<bool> in_burst;  // per thread: its last global access was a load
+  uint64_t load_accesses = 0, load_bursts = 0;
+  std::vector<std::unordered_map<uintptr_t, uint32_t>> occurrences;  // per thread: site -> times reached
+  SectorMap sectors;
+
+  void access(uintptr_t addr, size_t size, bool read, bool write, bool atomic, uintptr_t pc);
+  void finish_block();
+};
+
+namespace {
+
+Profiler& this_thread_profiler() {
+  thread_local Profiler p;
+  return p;
+}
+
+unsigned linear_thread() { return thread_idx.x + block_dim.x * (thread_idx.y + block_dim.y * thread_idx.z); }
+
+// Wavefronts of one shared-memory request: per phase (all lanes; half-warps for 64-bit
+// accesses, quarter-warps for 128-bit), the most distinct 4-byte words any bank serves.
+void count_shared(const Request& r, LaunchProfile& out) {
+  size_t width = 0;
+  for (const Lane& l : r.lanes) width = std::max<size_t>(width, l.size);
+  const unsigned phases = width >= 16 ? 4 : width == 8 ? 2 : 1;
+  for (unsigned phase = 0; phase < phases; ++phase) {
+    uintptr_t words[32][32];  // per bank, the distinct words asked of it
+    unsigned count[32] = {};
+    unsigned most = 0;
+    bool any = false;
+    for (const Lane& l : r.lanes) {
+      if (l.lane * phases / 32 != phase) continue;
+      any = true;
+      for (uintptr_t w = l.addr >> 2; w <= (l.addr + l.size - 1) >> 2; ++w) {
+        const unsigned bank = w & 31;
+        bool seen = false;
+        for (unsigned i = 0; i < std::min(count[bank], 32u); ++i) seen |= words[bank][i] == w;
+        if (seen) continue;
+        if (count[bank] < 32) words[bank][count[bank]] = w;
+        most = std::max(most, ++count[bank]);
+      }
+    }
+    if (!any) continue;
+    out.shared_wavefronts += std::max(most, 1u);
+    out.shared_ideal_wavefronts += 1;
+  }
+}
+
+void count_global(const Request& r, LaunchProfile& out) {
+  uintptr_t sectors[32 * 5];
+  size_t n = 0;
+  uint64_t bytes = 0;
+  for (const Lane& l : r.lanes) {
+    bytes += l.size;
+    for (uintptr_t s = l.addr >> 5; s <= (l.addr + l.size - 1) >> 5 && n < std::size(sectors); ++s) sectors[n++] = s;
+  }
+  std::sort(sectors, sectors + n);
+  const uint64_t distinct = std::unique(sectors, sectors + n) - sectors;
+  switch (r.kind) {
+    case kLoad: out.global_load_requests++, out.global_load_sectors += distinct, out.global_load_bytes += bytes; break;
+    case kStore: out.global_store_requests++, out.global_store_sectors += distinct, out.global_store_bytes += bytes; break;
+    case kAtomic: out.global_atomic_requests++, out.global_atomic_sectors += distinct; break;
+  }
+}
+
+}  // namespace
+
+void Profiler::access(uintptr_t addr, size_t size, bool read, bool write, bool atomic, uintptr_t pc) {
+  if (stacks.holds(addr) || params.holds(addr)) return;
+  bool shared = dynamic_shared.holds(addr);
+  if (!shared) {
+    for (const Range& r : tls) shared |= r.holds(addr);
+    if (shared)
+      for (const Range& r : own)
+        if (r.holds(addr)) return;
+  }
+  const unsigned thread = linear_thread();
+  const Kind kind = atomic ? kAtomic : write ? kStore : kLoad;
+  // Note [Split vectors]: the host compiler may split a vector access (a Pack's 16-byte load)
+  // into element accesses, one after another; the thread's next access that continues its
+  // last one inside the same aligned 16 bytes joins it, as nvcc's one vector access.
+  const bool merged = last != nullptr && last_thread == thread && last_kind == kind && !atomic &&
+                      last->shared == shared && last_end == addr && ((addr - last_start) + size) <= 16 &&
+                      (last_start >> 4) == ((addr + size - 1) >> 4);
+  if (merged) {
+    Lane& l = last->lanes[last_lane];
+    l.size = uint8_t(l.size + size);
+    last_end += size;
+  } else {
+    const uint32_t occurrence = occurrences[thread][pc]++;
+    Request& r = requests[Key{pc, thread / 32, occurrence}];
+    if (r.lanes.empty()) {
+      r.kind = kind;
+      r.shared = shared;
+    }
+    // A range access (a struct copy) larger than a vector is counted in 16-byte pieces.
+    for (size_t done = 0; done < size; done += 16)
+      r.lanes.push_back(Lane{uint8_t(thread % 32), uint8_t(std::min<size_t>(16, size - done)), addr + done});
+    last = &r, last_lane = r.lanes.size() - 1, last_thread = thread, last_kind = kind;
+    last_start = addr + (size > 16 ? (size - 1) / 16 * 16 : 0), last_end = addr + size;
+  }
+  if (shared) return;
+  if (kind == kLoad && !merged) {
+    ++load_accesses;
+    if (!in_burst[thread]) ++load_bursts, in_burst[thread] = true;
+  } else if (kind != kLoad) {
+    in_burst[thread] = false;
+  }
+  for (uintptr_t a = addr; a < addr + size;) {
+    const uintptr_t sector = a >> 5, end = std::min<uintptr_t>(addr + size, (sector + 1) << 5);
+    const uint32_t bits = uint32_t(((uint64_t{1} << (end - a)) - 1) << (a & 31));
+    SectorBytes& s = sectors[sector];
+    if (read) s.read |= bits;
+    if (write) s.written |= bits;
+    a = end;
+  }
+}
+
+void Profiler::finish_block() {
+  LaunchProfile counts;
+  for (const auto& [key, r] : requests) {
+    if (r.shared) {
+      (r.kind == kLoad ? counts.shared_load_requests : counts.shared_store_requests)++;
+      count_shared(r, counts);
+    } else {
+      count_global(r, counts);
+    }
+  }
+  requests.clear();
+  last = nullptr;
+  std::lock_guard lock(launch->mu);
+  LaunchProfile& p = launch->profile;
+  p.global_load_requests += counts.global_load_requests;
+  p.global_load_sectors += counts.global_load_sectors;
+  p.global_load_bytes += counts.global_load_bytes;
+  p.global_store_requests += counts.global_store_requests;
+  p.global_store_sectors += counts.global_store_sectors;
+  p.global_store_bytes += counts.global_store_bytes;
+  p.global_atomic_requests += counts.global_atomic_requests;
+  p.global_atomic_sectors += counts.global_atomic_sectors;
+  p.shared_load_requests += counts.shared_load_requests;
+  p.shared_store_requests += counts.shared_store_requests;
+  p.shared_wavefronts += counts.shared_wavefronts;
+  p.shared_ideal_wavefronts += counts.shared_ideal_wavefronts;
+  p.global_load_accesses += std::exchange(load_accesses, 0);
+  p.global_load_bursts += std::exchange(load_bursts, 0);
+  for (const auto& [sector, bytes] : sectors) {
+    SectorBytes& s = launch->sectors[sector];
+    s.read |= bytes.read;
+    s.written |= bytes.written;
+  }
+  sectors.clear();
+}
+
+bool profile_launch_begin(const Launch& launch, const void* kernel_id) {
+  Settings& s = settings();
+  if (!s.any.load(std::memory_order_relaxed)) return false;
+  {
+    std::lock_guard lock(s.mu);
+    if (!s.wanted(launch.kernel)) return false;
+  }
+  auto state = std::make_shared<LaunchState>();
+  LaunchProfile& p = state->profile;
+  p.kernel = launch.kernel;
+  p.symbol = mangled_name(kernel_id);
+  p.grid = launch.grid;
+  p.block = launch.block;
+  p.dynamic_shared = launch.shared_bytes;
+  p.resources = resources_of(p.symbol);
+  p.occupancy = sm90_occupancy(p.resources, launch.block.x * launch.block.y * launch.block.z, launch.shared_bytes);
+  std::lock_guard lock(launches_mu);
+  launches()[&launch] = std::move(state);
+  ++profiled_launches;
+  return true;
+}
+
+void profile_launch_end(const Launch& launch) {
+  std::shared_ptr<LaunchState> state;
+  {
+    std::lock_guard lock(launches_mu);
+    auto it = launches().find(&launch);
+    if (it == launches().end()) return;
+    state = std::move(it->second);
+    launches().erase(it);
+    --profiled_launches;
+  }
+  LaunchProfile& p = state->profile;
+  for (const auto& [sector, bytes] : state->sectors) {
+    p.unique_read_bytes += std::popcount(bytes.read);
+    p.unique_write_bytes += std::popcount(bytes.written);
+  }
+  Settings& s = settings();
+  std::lock_guard lock(s.mu);
+  if (s.print) std::fprintf(stderr, "CUDA emulator profile: %s: %s\n", p.kernel.c_str(), p.summary().c_str());
+  s.records.push_back(std::move(p));
+}
+
+void profile_block_begin(const Launch& launch, const void* stacks, size_t stack_bytes, const void* dynamic_shared,
+                         size_t dynamic_shared_bytes) {
+  if (profiled_launches.load(std::memory_order_relaxed) == 0) return;
+  std::shared_ptr<LaunchState> state;
+  {
+    std::lock_guard lock(launches_mu);
+    auto it = launches().find(&launch);
+    if (it == launches().end()) return;
+    state = it->second;
+  }
+  Profiler& p = this_thread_profiler();
+  if (!p.tls_known) {
+    p.tls = shared_tls_ranges();
+    p.own[0] = range_of(thread_idx);
+    p.own[1] = range_of(block_idx);
+    p.own[2] = range_of(block_dim);
+    p.own[3] = range_of(grid_dim);
+    p.tls_known = true;
+  }
+  p.launch = std::move(state);
+  const auto s = reinterpret_cast<uintptr_t>(stacks);
+  p.stacks = Range{s, s + stack_bytes};
+  const auto d = reinterpret_cast<uintptr_t>(dynamic_shared);
+  p.dynamic_shared = Range{d, d + dynamic_shared_bytes};
+  // The kernel's arguments (constant memory on a GPU): the launch's closure, at most
+  // CUDA's 32764 bytes of parameters, on the launching thread's stack.
+  const auto c = reinterpret_cast<uintptr_t>(launch.closure);
+  p.params = Range{c, c + 32764};
+  const unsigned threads = launch.block.x * launch.block.y * launch.block.z;
+  p.occurrences.assign(threads, {});
+  p.in_burst.assign(threads, false);
+  active_profiler = &p;
+}
+
+void profile_block_end() {
+  Profiler* p = active_profiler;
+  if (p == nullptr) return;
+  active_profiler = nullptr;
+  p->finish_block();
+  p->launch.reset();
+}
+
+void profile_record(const void* ptr, size_t size, bool read, bool write, bool atomic, void* ret) {
+  active_profiler->access(reinterpret_cast<uintptr_t>(ptr), size, read, write, atomic, reinterpret_cast<uintptr_t>(ret));
+}
+
+}  // namespace detail
+
+void set_profile(const std::string& filter, bool print) {
+  detail::Settings& s = detail::settings();
+  std::lock_guard lock(s.mu);
+  s.configure(filter, print);
+  s.records.clear();
+}
+
+std::vector<LaunchProfile> take_profiles() {
+  detail::Settings& s = detail::settings();
+  std::lock_guard lock(s.mu);
+  return std::exchange(s.records, {});
+}
+
+}  // namespace ember::emu

@@ -1,0 +1,111 @@
+// The emulator's profile counters: per launch, what Nsight Compute's memory sections
+// report on a GPU (kernels/emu/README.md, "Profile"). Kernel translation units are
+// instrumented for the checks (check.cpp, Note [Instrumented kernels]); each access that
+// reaches the checks' runtime is handed here first, and counted when a profiled launch runs
+// on the calling OS thread (one thread-local test otherwise).
+//
+//   EMBER_EMU_PROFILE=1 build-emu/tests/ember_tests_cuda_emu    # one line a launch, on stderr
+//   EMBER_EMU_PROFILE=softmax,transpose ...                    # launches whose name holds one
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/emu/emu.h"
+
+namespace ember::emu {
+
+// Registers, static shared memory and stack of a kernel's sm_90 cubin, from the table
+// scripts/cubin-resources.py makes of an nvcc build (bench/calibration/sm90_resources.tsv,
+// or the file EMBER_EMU_RESOURCES names), found by the kernel's mangled name.
+struct KernelResources {
+  bool known = false;
+  int registers = 0;
+  size_t static_shared = 0, stack = 0;
+};
+
+// CUDA's occupancy rules for sm_90: 65536 registers (allocated 256 a warp), 228 KiB of
+// shared memory (1 KiB of it reserved a block), 64 warps and 32 blocks an SM.
+struct Occupancy {
+  int blocks_per_sm = 0;
+  int warps_per_sm = 0;
+  const char* limiter = "";  // "registers", "shared memory", "warps", "blocks"
+  double fraction() const { return warps_per_sm / 64.0; }
+};
+Occupancy sm90_occupancy(const KernelResources& r, unsigned threads_per_block, size_t dynamic_shared);
+
+// One launch's counters, with Nsight Compute's definitions. A request is one warp-level
+// instruction: the lanes of a warp that executed the same access site (return address) for
+// the same time. Sectors are the 32-byte pieces of memory a request touches.
+struct LaunchProfile {
+  std::string kernel;  // as the launch names it
+  std::string symbol;  // its mangled name (the cubin's), empty if not found
+  dim3 grid, block;
+  size_t dynamic_shared = 0;
+  KernelResources resources;
+  Occupancy occupancy;
+
+  uint64_t global_load_requests = 0, global_load_sectors = 0, global_load_bytes = 0;
+  uint64_t global_store_requests = 0, global_store_sectors = 0, global_store_bytes = 0;
+  uint64_t global_atomic_requests = 0, global_atomic_sectors = 0;
+  // Distinct bytes of global memory read and written: the compulsory DRAM traffic.
+  uint64_t unique_read_bytes = 0, unique_write_bytes = 0;
+  // Shared memory: 32 banks of 4 bytes; a 64-bit access is served in 2 phases (half-warps)
+  // and a 128-bit one in 4 (quarter-warps), as on the GPU. A wavefront is one pass of the
+  // banks; the ideal is one a phase, the excess are bank conflicts.
+  uint64_t shared_load_requests = 0, shared_store_requests = 0;
+  uint64_t shared_wavefronts = 0, shared_ideal_wavefronts = 0;
+  // A thread's global loads with no global store of its own between them: loads the
+  // compiler can issue together (a burst). Loads per burst estimate how many of a warp's
+  // loads are in flight at once.
+  uint64_t global_load_accesses = 0, global_load_bursts = 0;
+
+  uint64_t global_requests() const { return global_load_requests + global_store_requests + global_atomic_requests; }
+  uint64_t global_sectors() const { return global_load_sectors + global_store_sectors + global_atomic_sectors; }
+  uint64_t unique_bytes() const { return unique_read_bytes + unique_write_bytes; }
+  uint64_t bank_conflicts() const { return shared_wavefronts - shared_ideal_wavefronts; }
+  double load_sectors_per_request() const {
+    return global_load_requests ? double(global_load_sectors) / global_load_requests : 0;
+  }
+  double loads_per_burst() const {
+    return global_load_bursts ? double(global_load_accesses) / global_load_bursts : 0;
+  }
+  double store_sectors_per_request() const {
+    return global_store_requests ? double(global_store_sectors) / global_store_requests : 0;
+  }
+  // "grid 264x1x1 block 256x1x1 smem 0 regs 32 occupancy 100% (warps) ld 4.0 sect/req ..."
+  std::string summary() const;
+};
+
+// Which launches are profiled: EMBER_EMU_PROFILE at first use ("1" or "all": every launch;
+// else a comma-separated list of parts of kernel names), printed on stderr as each ends.
+// set_profile replaces it (an empty filter: none; "all": every launch) and the printing,
+// and starts a new list of records.
+void set_profile(const std::string& filter, bool print);
+// The profiles of the launches since set_profile (or the last take), in launch order.
+std::vector<LaunchProfile> take_profiles();
+
+namespace detail {
+
+struct Launch;
+struct Profiler;
+extern thread_local Profiler* active_profiler __attribute__((tls_model("initial-exec")));
+
+// From launch(): whether this launch is profiled (then profile_launch_end follows).
+bool profile_launch_begin(const Launch& launch, const void* kernel_id);
+void profile_launch_end(const Launch& launch);
+// From the block scheduler, on the OS thread that runs the block.
+void profile_block_begin(const Launch& launch, const void* stacks, size_t stack_bytes, const void* dynamic_shared,
+                         size_t dynamic_shared_bytes);
+void profile_block_end();
+
+void profile_record(const void* p, size_t size, bool read, bool write, bool atomic, void* ret);
+// From the instrumentation's entry points (check.cpp's on_access).
+inline void profile_access(const void* p, size_t size, bool read, bool write, bool atomic, void* ret) {
+  if (__builtin_expect(active_profiler != nullptr, 0)) profile_record(p, size, read, write, atomic, ret);
+}
+
+}  // namespace detail
+}  // namespace ember::emu

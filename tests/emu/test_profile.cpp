@@ -1,0 +1,169 @@
+// The emulator's profile counters (kernels/emu/profile.h) on kernels whose counts Nsight
+// Compute's definitions fix: coalesced, strided and 16-byte global accesses, shared-memory
+// broadcasts and bank conflicts, unique bytes, and sm_90's occupancy rules. Compiled with
+// the kernels' instrumentation (EMBER_EMU_INSTRUMENT); without it the counting tests skip.
+#include <gtest/gtest.h>
+
+#include <new>
+#include <vector>
+
+#include "kernels/cuda/launch.h"
+#include "kernels/emu/profile.h"
+
+namespace ember::kernels::cuda {
+namespace {
+
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kInstrumented = true;
+#else
+constexpr bool kInstrumented = false;
+#endif
+#define EMBER_NEED_INSTRUMENTATION()                                                             \
+  do {                                                                                           \
+    if (!kInstrumented) GTEST_SKIP() << "built without EMBER_EMU_INSTRUMENT's instrumentation"; \
+  } while (0)
+
+// Host memory as cudaMalloc aligns it (256 bytes): a warp's 128 contiguous bytes are 4
+// whole sectors only when they start on one.
+template <class T>
+struct Aligned {
+  explicit Aligned(size_t n) : p(new (std::align_val_t(256)) T[n]()) {}
+  ~Aligned() { ::operator delete[](p, std::align_val_t(256)); }
+  T* data() { return p; }
+  T* p;
+};
+
+// The profile of the one launch `run` makes.
+template <class F>
+emu::LaunchProfile profile_of(F run) {
+  emu::set_profile("all", false);
+  run();
+  auto profiles = emu::take_profiles();
+  emu::set_profile("", false);
+  EXPECT_EQ(profiles.size(), 1u);
+  return profiles.empty() ? emu::LaunchProfile{} : profiles[0];
+}
+
+__global__ void copy_strided(const float* in, float* out, int stride) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  out[i] = in[i * stride];
+}
+
+__global__ void copy_vec4(const float4* in, float4* out) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  out[i] = in[i];
+}
+
+TEST(EmuProfile, CoalescedLoadsAreFourSectorsARequest) {
+  EMBER_NEED_INSTRUMENTATION();
+  Aligned<float> in(1024), out(1024);
+  const auto p = profile_of([&] {
+    launch<copy_strided>(LaunchConfig{dim3(4), dim3(256), 0}, nullptr, in.data(), out.data(), 1);
+  });
+  EXPECT_EQ(p.global_load_requests, 32u);  // 1024 threads, 32 warps, one load each
+  EXPECT_DOUBLE_EQ(p.load_sectors_per_request(), 4.0);
+  EXPECT_EQ(p.global_store_requests, 32u);
+  EXPECT_DOUBLE_EQ(p.store_sectors_per_request(), 4.0);
+  EXPECT_EQ(p.unique_read_bytes, 4096u);
+  EXPECT_EQ(p.unique_write_bytes, 4096u);
+  EXPECT_EQ(p.shared_wavefronts, 0u);
+  EXPECT_EQ(p.grid.x, 4u);
+  EXPECT_EQ(p.block.x, 256u);
+  EXPECT_NE(p.kernel.find("copy_strided"), std::string::npos);
+}
+
+TEST(EmuProfile, StridedLoadsTouchASectorALane) {
+  EMBER_NEED_INSTRUMENTATION();
+  Aligned<float> in(256 * 32), out(256);
+  const auto p = profile_of([&] {
+    launch<copy_strided>(LaunchConfig{dim3(1), dim3(256), 0}, nullptr, in.data(), out.data(), 32);
+  });
+  EXPECT_DOUBLE_EQ(p.load_sectors_per_request(), 32.0);
+  EXPECT_DOUBLE_EQ(p.store_sectors_per_request(), 4.0);
+  EXPECT_EQ(p.unique_read_bytes, 1024u);  // 4 of every 128 bytes
+}
+
+TEST(EmuProfile, SixteenByteLoadsAreSixteenSectorsARequest) {
+  EMBER_NEED_INSTRUMENTATION();
+  Aligned<float4> in(256), out(256);
+  const auto p = profile_of([&] {
+    launch<copy_vec4>(LaunchConfig{dim3(1), dim3(256), 0}, nullptr, in.data(), out.data());
+  });
+  EXPECT_EQ(p.global_load_requests, 8u);
+  EXPECT_DOUBLE_EQ(p.load_sectors_per_request(), 16.0);
+  EXPECT_DOUBLE_EQ(p.store_sectors_per_request(), 16.0);
+}
+
+// Each warp writes its row of shared memory, then reads it with `stride` words between
+// lanes: a stride of 1 is conflict-free, 2 a two-way conflict, 32 a 32-way one, 0 a
+// broadcast.
+__global__ void shared_stride(float* out, int stride) {
+  __shared__ float s[32 * 33];
+  const int lane = threadIdx.x;
+  for (int k = 0; k < 33; ++k) s[k * 32 + lane] = float(k);
+  __syncthreads();
+  out[lane] = s[(lane * stride) % (32 * 33)];
+}
+
+__global__ void shared_double(double* out) {
+  __shared__ double s[32];
+  s[threadIdx.x] = threadIdx.x;
+  __syncthreads();
+  out[threadIdx.x] = s[threadIdx.x];
+}
+
+TEST(EmuProfile, SharedMemoryBankConflicts) {
+  EMBER_NEED_INSTRUMENTATION();
+  std::vector<float> out(32);
+  for (auto [stride, wavefronts] : {std::pair{1, 1}, {2, 2}, {32, 32}, {0, 1}, {33, 1}}) {
+    const auto p = profile_of([&] {
+      launch<shared_stride>(LaunchConfig{dim3(1), dim3(32), 0}, nullptr, out.data(), stride);
+    });
+    EXPECT_EQ(p.shared_store_requests, 33u) << "stride " << stride;
+    EXPECT_EQ(p.shared_load_requests, 1u) << "stride " << stride;
+    // 33 conflict-free stores, then the load.
+    EXPECT_EQ(p.shared_wavefronts, 33u + wavefronts) << "stride " << stride;
+    EXPECT_EQ(p.bank_conflicts(), uint64_t(wavefronts - 1)) << "stride " << stride;
+  }
+}
+
+TEST(EmuProfile, SixtyFourBitSharedAccessesTakeTwoPhases) {
+  EMBER_NEED_INSTRUMENTATION();
+  std::vector<double> out(32);
+  const auto p = profile_of([&] { launch<shared_double>(LaunchConfig{dim3(1), dim3(32), 0}, nullptr, out.data()); });
+  EXPECT_EQ(p.shared_wavefronts, 4u);  // a store and a load, two half-warps each
+  EXPECT_EQ(p.bank_conflicts(), 0u);
+}
+
+TEST(EmuProfile, OnlyWantedLaunchesAreProfiled) {
+  EMBER_NEED_INSTRUMENTATION();
+  Aligned<float> in(256), out(256);
+  emu::set_profile("copy_vec4", false);
+  launch<copy_strided>(LaunchConfig{dim3(1), dim3(256), 0}, nullptr, in.data(), out.data(), 1);
+  EXPECT_TRUE(emu::take_profiles().empty());
+  emu::set_profile("", false);
+}
+
+TEST(EmuProfile, Sm90OccupancyRules) {
+  emu::KernelResources r{true, 32, 0, 0};
+  auto o = emu::sm90_occupancy(r, 256, 0);
+  EXPECT_EQ(o.blocks_per_sm, 8);  // 64 warps
+  EXPECT_EQ(o.warps_per_sm, 64);
+  r.registers = 64;  // 2048 registers a warp: 32 warps
+  o = emu::sm90_occupancy(r, 1024, 0);
+  EXPECT_EQ(o.blocks_per_sm, 1);
+  EXPECT_STREQ(o.limiter, "registers");
+  r.registers = 33;  // rounds up to 40 a thread (1280 a warp): 51 warps, 6 blocks of 8
+  o = emu::sm90_occupancy(r, 256, 0);
+  EXPECT_EQ(o.blocks_per_sm, 6);
+  r.registers = 32;
+  o = emu::sm90_occupancy(r, 256, 100 * 1024);  // 101 KiB a block with the reserved 1 KiB
+  EXPECT_EQ(o.blocks_per_sm, 2);
+  EXPECT_STREQ(o.limiter, "shared memory");
+  o = emu::sm90_occupancy(r, 32, 0);
+  EXPECT_EQ(o.blocks_per_sm, 32);
+  EXPECT_STREQ(o.limiter, "blocks");
+}
+
+}  // namespace
+}  // namespace ember::kernels::cuda
