@@ -39,7 +39,6 @@
 #include "kernels/emu/check.h"
 #include "kernels/emu/model.h"
 #include "kernels/emu/profile.h"
-#include "kernels/emu/profile.h"
 
 namespace ember::emu::detail {
 namespace {
