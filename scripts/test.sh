@@ -44,10 +44,13 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:ha
 # stage 1 (the kernel tests with the checks, label emu).
 stage "the CUDA backend on the emulated device (-DEMBER_CUDA=EMULATED)"
 build_emu=$root/build-emu
+# The bench folder is configured for one target: the kernel table on the emulator, whose
+# test (kernel_counters_baseline, label emu) holds each kernel's counters to their baseline.
 [ -f "$build_emu/CMakeCache.txt" ] || cmake -S "$root" -B "$build_emu" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DEMBER_CUDA=EMULATED -DEMBER_BUILD_BENCH=OFF
+  -DEMBER_CUDA=EMULATED -DEMBER_BUILD_BENCH=ON
 cmake --build "$build_emu" --parallel "$jobs" --target ember_tests_core ember_tests_layers ember_tests_optim \
-  ember_tests_pytorch ember_tests_data ember_tests_comm ember_tests_tools ember_tests_gpu ember_tests_emu ember_tests_examples
+  ember_tests_pytorch ember_tests_data ember_tests_comm ember_tests_tools ember_tests_gpu ember_tests_emu ember_tests_examples \
+  ember_bench_cuda_kernels
 ctest --test-dir "$build_emu" --output-on-failure -j "$jobs" \
   -L '^(core|core_cuda|layers_cuda|optim_cuda|pytorch_cuda|data|comm|tools|gpu|emu|examples|examples_cuda)$'
 
