@@ -50,7 +50,14 @@ struct ScaledCopyOp {
   __device__ __forceinline__ void operator()(void* const (&ptr)[kDepth], int64_t n, int64_t base) const {
     const T* src = static_cast<const T*>(ptr[0]);
     T* dst = static_cast<T*>(ptr[1]);
-    const bool vec = vec_aligned<Shape::kVec>(src) && vec_aligned<Shape::kVec>(dst);
+    // Note [Aligned body] (multi_tensor.cuh): the first `head` elements one per thread,
+    // then whole vectors (a gradient at flat offset k sits at k in the flat buffer too).
+    const int head = body_head<Shape::kVec>(src, dst);
+    const bool vec = head >= 0;
+    const int64_t h = vec ? head : 0;
+    if (base == 0 && int64_t(threadIdx.x) < h && int64_t(threadIdx.x) < n)
+      dst[threadIdx.x] = round_to<T>(BucketCompute<T>(widen(src[threadIdx.x])) * scale);
+    src += h, dst += h, n -= h;
     BucketCompute<T> x[Shape::kElems];
     load_tile<Shape>(src, n, base, vec, x);
     EMBER_UNROLL

@@ -39,6 +39,16 @@ namespace layout_detail {
 
 inline constexpr int kTile = 32, kTileB = 64, kTileRows = 8;  // 32 (a) x 64 (b) tiles, blocks of 32 x 8 threads
 
+// Note [Tile order]. The blocks resident at once (8 x 132 on an H200) take consecutive
+// tiles. With b fastest over the whole plane, as before, they read a 128-byte piece of
+// each of ~8000 input rows 16 KiB apart ([rows, 4096] float32): one 128-byte burst per
+// DRAM page opened, while their writes ran along 128 whole output rows. In bands of
+// kBandA = 8 tiles along a (b fastest inside a band, then the next band), the same blocks
+// read 1 KiB runs of input rows (8 tiles of 32 elements) and write 33 KiB runs of 256
+// output rows: long runs on both sides, as GEMMs raster their tiles for L2 reuse. A
+// permute whose b is one tile (NCHW -> NHWC at C <= 64) keeps its order.
+inline constexpr int kBandA = 8;
+
 // The tile loop's map from a tile to memory. Dim a has input stride 1, dim b output
 // stride 1; the other dims (up to 6) are a batch of tiles with their own strides. Index
 // type I as in Indexer: uint32_t (narrow()) wherever fits_32_bits says so.
@@ -101,11 +111,12 @@ __global__ void __launch_bounds__(256) tiled_transpose_kernel(const U* __restric
   constexpr int kPerThread = kTileB / kTileRows;  // b rows a thread reads; a rows (x 2 b) it writes
   __shared__ U tile[kTileB][kTile + 1];
   for (I t = blockIdx.x; t < tiles; t += gridDim.x) {
-    I rest = t;
-    const I tb = rest % m.tiles_b;
-    rest /= m.tiles_b;
-    const I ta = rest % m.tiles_a;
-    rest /= m.tiles_a;
+    // Tiles in bands of kBandA tiles along a, b fastest inside a band (Note [Tile order]).
+    const I plane = m.tiles_a * m.tiles_b, in_plane = t % plane, band = in_plane / (kBandA * m.tiles_b);
+    const I in_band = in_plane - band * (kBandA * m.tiles_b);
+    const I band_a = m.tiles_a - band * kBandA < kBandA ? m.tiles_a - band * kBandA : I(kBandA);
+    const I ta = band * kBandA + in_band % band_a, tb = in_band / band_a;
+    I rest = t / plane;
     I in_off = 0, out_off = 0;
     EMBER_UNROLL  // constant indices into m: a run-time one put m in local memory
     for (int d = kMaxDims - 3; d >= 0; --d) {

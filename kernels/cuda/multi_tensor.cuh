@@ -77,6 +77,30 @@ struct TileShape {
   }
 };
 
+// Note [Aligned body]. A tensor of a list may start anywhere (a view one element into a
+// flat buffer; the benchmark's 200 tensors of sizes not divisible by 4 packed one after
+// another), so vec_aligned(p) alone sent 6 of every 7 of them down the scalar path on the
+// H200 of 2026-12-04 (AdamW at 65% of a copy). Where every pointer of a tensor reaches a
+// kVec-element boundary after the same number of elements `head` (< kVec), the op
+// updates those first `head` elements one by one (the tensor's first tile) and the rest,
+// from p + head, as whole vectors. body_head() finds head: -1 where the pointers
+// disagree (then everything is scalar, as before). Null pointers (SGD's missing momentum
+// buffer) are skipped.
+template <int kVec, class... T>
+__device__ __forceinline__ int body_head(const T*... p) {
+  int head = -2;  // -2: no pointer seen yet
+  bool same = true;
+  const auto see = [&](auto* q) {
+    if (q == nullptr) return;
+    using E = std::remove_cv_t<std::remove_pointer_t<decltype(q)>>;
+    const int h = int((kVec - (reinterpret_cast<uintptr_t>(q) / sizeof(E)) % kVec) % kVec);
+    if (reinterpret_cast<uintptr_t>(q) % sizeof(E) != 0 || (head != -2 && h != head)) same = false;
+    head = h;
+  };
+  (see(p), ...);
+  return same && head >= 0 ? head : -1;
+}
+
 // This thread's elements of the tile at `base` of x (n elements), converted to C;
 // elements past n read as 0.
 template <class Shape, class C, class T>
@@ -110,7 +134,7 @@ __device__ __forceinline__ void store_tile(T* __restrict__ y, int64_t n, int64_t
       Pack<T, Shape::kVec> pk;
       EMBER_UNROLL
       for (int k = 0; k < Shape::kVec; ++k) pk.v[k] = round_to<T>(in[u * Shape::kVec + k]);
-      store_vec(y + i, pk);
+      store_vec_global(y + i, pk);  // one st.global.v4 (types.cuh)
     } else {
       EMBER_UNROLL
       for (int k = 0; k < Shape::kVec; ++k) {
@@ -122,9 +146,12 @@ __device__ __forceinline__ void store_tile(T* __restrict__ y, int64_t n, int64_t
 }
 
 // Runs op over every tile of every tensor in meta (Note [Multi-tensor metadata]). The
-// op's comment says what bounds it and the bytes it moves per element.
+// op's comment says what bounds it and the bytes it moves per element. At most 64
+// registers, so 4 blocks of 256 fit an SM: with Note [Aligned body]'s head the AdamW float32
+// instance took 71 uncapped (3 blocks); capped, 55, no stack (ptxas, sm_90, nvcc 13.0;
+// SGD 61, AdamW float64 64, bucket flatten 40).
 template <class Op>
-__global__ void __launch_bounds__(kBlockThreads) multi_tensor_kernel(TensorListMeta<Op::kDepth> meta, Op op) {
+__global__ void __launch_bounds__(kBlockThreads, 4) multi_tensor_kernel(TensorListMeta<Op::kDepth> meta, Op op) {
   const int64_t tiles = meta.first_tile[meta.count];
   int t = 0;
   for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
@@ -138,7 +165,7 @@ __global__ void __launch_bounds__(kBlockThreads) multi_tensor_kernel(TensorListM
 
 // Blocks of the multi-tensor kernel for `tiles` tiles: no more than the GPU holds at
 // once (its occupancy for this op), so every block runs in the first and only wave.
-// (ptxas, sm_90: AdamW float32 takes 64 registers, so 4 blocks of 256 threads per SM,
+// (ptxas, sm_90: AdamW float32 takes 55 registers, so 4 blocks of 256 threads per SM,
 // each thread with 8 16-byte loads in flight: 128 KiB per SM, several times what
 // Little's law asks for 4.8 TB/s over 132 SMs at about a microsecond of latency.)
 template <class Op>

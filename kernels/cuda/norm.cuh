@@ -83,22 +83,21 @@ __device__ __forceinline__ void layer_norm_row(const T* x, const T* gamma, const
   layer_norm_loaded_row<kN, Red>(v, gamma, beta, y, mean_out, rstd_out, cols, rank, lanes, vec, eps);
 }
 
-// dx of one row in registers; adds the row's dy * xhat and dy to the thread's dgamma and
-// dbeta accumulators (same columns every row). With g = dy * gamma:
+// dx of one row whose x and dy the thread has loaded (xh, g: tile_load, padding 0);
+// passes the row's dy * xhat and dy of each register k to acc(k, dy * xhat, dy), which
+// adds them to the thread's dgamma and dbeta sums (same columns every row). With
+// g = dy * gamma:
 //   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)).
-template <int kN, class Red, class T>
-__device__ __forceinline__ void layer_norm_backward_row(const T* dy, const T* x, compute_t<T> mean, compute_t<T> rstd,
-                                                        const T* gamma, T* dx, int64_t cols, int rank, int lanes,
-                                                        bool vec, compute_t<T> (&dg)[kN], compute_t<T> (&db)[kN]) {
+template <int kN, class Red, class T, class Acc>
+__device__ __forceinline__ void layer_norm_backward_loaded_row(compute_t<T> (&xh)[kN], compute_t<T> (&g)[kN],
+                                                               compute_t<T> mean, compute_t<T> rstd, const T* gamma,
+                                                               T* dx, int64_t cols, int rank, int lanes, bool vec,
+                                                               Acc&& acc) {
   using A = compute_t<T>;
-  A xh[kN], g[kN];
-  tile_load<kN>(x, cols, rank, lanes, vec, xh, A(0));
-  tile_load<kN>(dy, cols, rank, lanes, vec, g, A(0));  // padding: dy = 0, so it adds nothing below
   EMBER_UNROLL
   for (int k = 0; k < kN; ++k) {
     xh[k] = (xh[k] - mean) * rstd;
-    dg[k] += g[k] * xh[k];
-    db[k] += g[k];
+    acc(k, g[k] * xh[k], g[k]);
   }
   if (gamma != nullptr)
     tile_for_each<kN, T>(cols, rank, lanes, vec, [&](int k, int64_t c, auto width) {
@@ -127,12 +126,34 @@ __device__ __forceinline__ void layer_norm_backward_row(const T* dy, const T* x,
   tile_store<kN>(dx, cols, rank, lanes, vec, g);
 }
 
-// Blocks of 512 threads per SM that layer_norm_block_kernel asks the compiler to fit (64
-// registers a thread): two, each with two rows' loads in flight, where the row and the
-// prefetched one are 8 values a thread or fewer (ptxas sm_90, float32 kN = 8: 74 registers
-// uncapped, one block per SM); one for longer rows.
+// The same, loading the row first; dg and db are the thread's sums in registers.
+template <int kN, class Red, class T>
+__device__ __forceinline__ void layer_norm_backward_row(const T* dy, const T* x, compute_t<T> mean, compute_t<T> rstd,
+                                                        const T* gamma, T* dx, int64_t cols, int rank, int lanes,
+                                                        bool vec, compute_t<T> (&dg)[kN], compute_t<T> (&db)[kN]) {
+  using A = compute_t<T>;
+  A xh[kN], g[kN];
+  tile_load<kN>(x, cols, rank, lanes, vec, xh, A(0));
+  tile_load<kN>(dy, cols, rank, lanes, vec, g, A(0));  // padding: dy = 0, so it adds nothing
+  layer_norm_backward_loaded_row<kN, Red>(xh, g, mean, rstd, gamma, dx, cols, rank, lanes, vec,
+                                          [&](int k, A gx, A gk) {
+                                            dg[k] += gx;
+                                            db[k] += gk;
+                                          });
+}
+
+// Blocks of 512 threads per SM that layer_norm_block_kernel and its backward ask the
+// compiler to fit (64 registers a thread): two, each with two rows' loads in flight, where
+// the row and the prefetched one are 8 values a thread or fewer (ptxas sm_90, float32
+// kN = 8: 74 registers uncapped, one block per SM); one for longer rows.
 template <class T, int kN>
 inline constexpr int kPrefetchBlocks = kN * sizeof(compute_t<T>) <= 32 ? 2 : 1;
+
+// Dynamic shared bytes of layer_norm_backward_block_kernel<T, kN>: its columns' sums.
+template <class A>
+inline size_t backward_block_shared_bytes(int kn) {
+  return size_t(2 * kn) * rowwise::kMaxBlockThreads * sizeof(A);
+}
 
 }  // namespace norm_detail
 
@@ -281,28 +302,63 @@ __global__ void __launch_bounds__(256)
   }
 }
 
-// kBlock: a block per row, each thread keeps its columns' sums. Memory-bound: 3s bytes per
-// element.
+// kBlock: a block per row. Memory-bound: 3s bytes per element. As the forward's kBlock,
+// the block's next row (x, dy, its mean and rstd) is loaded before this row's block
+// reduction, so its loads are in flight across the barriers; the columns' dgamma and dbeta
+// sums live in shared memory (sums: [2 kN, kMaxBlockThreads], the launch gives
+// backward_block_shared_bytes), not in registers, to leave the registers to the two rows.
+// Each thread reads and writes only its own slots of sums (slot k of thread t at
+// k kMaxBlockThreads + t: a warp's 32 slots in 32 banks; a constant stride, so the slots'
+// addresses are immediate offsets from one register: with blockDim.x as the stride, ptxas
+// kept an address per slot and spilled at the 64-register cap), so they need no barrier.
+// On an H200 (2026-12-04) the form without the prefetch, sums in registers, ran
+// [16384, 4096] float32 at 54.5% of the datasheet, 64% of a copy: a block's loads were
+// in flight only between two rows' reductions.
 template <class T, int kN>
-__global__ void __launch_bounds__(rowwise::kMaxBlockThreads)
+__global__ void __launch_bounds__(rowwise::kMaxBlockThreads, norm_detail::kPrefetchBlocks<T, kN>)
     layer_norm_backward_block_kernel(const T* __restrict__ dy, const T* __restrict__ x,
                                      const compute_t<T>* __restrict__ mean, const compute_t<T>* __restrict__ rstd,
                                      const T* __restrict__ gamma, T* __restrict__ dx,
                                      compute_t<T>* __restrict__ partial_gamma, compute_t<T>* __restrict__ partial_beta,
                                      int64_t rows, int64_t cols, bool vec) {  // shapes: the warp kernel's
   using A = compute_t<T>;
-  A dg[kN], db[kN];
-  for (int k = 0; k < kN; ++k) dg[k] = db[k] = A(0);
-  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x)
-    norm_detail::layer_norm_backward_row<kN, rowwise::BlockPerRow>(dy + row * cols, x + row * cols, mean[row],
-                                                                   rstd[row], gamma, dx + row * cols, cols,
-                                                                   threadIdx.x, blockDim.x, vec, dg, db);
+  EMBER_DYNAMIC_SHARED(A, sums);
+  constexpr int kS = rowwise::kMaxBlockThreads;  // the slots' stride
+  A* const dg = sums + threadIdx.x;              // dg[k * kS]: column tile_col(k)
+  A* const db = sums + kN * kS + threadIdx.x;    // db[k * kS]
+  EMBER_UNROLL
+  for (int k = 0; k < kN; ++k) dg[k * kS] = db[k * kS] = A(0);
+  A xv[kN], gv[kN], nx[kN] = {}, ng[kN] = {};  // (copied into xv, gv after the last row too, unused)
+  int64_t row = blockIdx.x;
+  A m = 0, r = 0, nm = 0, nr = 0;
+  if (row < rows) {
+    rowwise::tile_load<kN>(x + row * cols, cols, threadIdx.x, blockDim.x, vec, xv, A(0));
+    rowwise::tile_load<kN>(dy + row * cols, cols, threadIdx.x, blockDim.x, vec, gv, A(0));
+    m = mean[row], r = rstd[row];
+  }
+  for (; row < rows; row += gridDim.x) {
+    const int64_t after = row + gridDim.x;
+    if (after < rows) {
+      rowwise::tile_load<kN>(x + after * cols, cols, threadIdx.x, blockDim.x, vec, nx, A(0));
+      rowwise::tile_load<kN>(dy + after * cols, cols, threadIdx.x, blockDim.x, vec, ng, A(0));
+      nm = mean[after], nr = rstd[after];
+    }
+    norm_detail::layer_norm_backward_loaded_row<kN, rowwise::BlockPerRow>(
+        xv, gv, m, r, gamma, dx + row * cols, cols, threadIdx.x, blockDim.x, vec, [&](int k, A gx, A gk) {
+          dg[k * kS] += gx;
+          db[k * kS] += gk;
+        });
+    EMBER_UNROLL
+    for (int k = 0; k < kN; ++k) xv[k] = nx[k], gv[k] = ng[k];
+    m = nm, r = nr;
+  }
   if (partial_gamma == nullptr) return;
+  EMBER_UNROLL
   for (int k = 0; k < kN; ++k) {
     const int64_t c = rowwise::tile_col<T>(k, threadIdx.x, blockDim.x, vec);
     if (c < cols) {
-      partial_gamma[blockIdx.x * cols + c] = dg[k];
-      partial_beta[blockIdx.x * cols + c] = db[k];
+      partial_gamma[blockIdx.x * cols + c] = dg[k * kS];
+      partial_beta[blockIdx.x * cols + c] = db[k * kS];
     }
   }
 }
@@ -503,8 +559,12 @@ void layer_norm_backward(const T* dy,              // [rows, cols] input
         break;
       case RowVariant::kBlock:
         dispatch_pow2<kMinBlockRegs, kMaxBlockRegs<T, 16>>(p.per_thread, [&](auto kn) {
-          launch<layer_norm_backward_block_kernel<T, decltype(kn)::value>>(p.cfg, stream, dy, x, mean, rstd, gamma,
-                                                                           dx, pg, pb, rows, cols, p.vec);
+          constexpr int kN = decltype(kn)::value;
+          LaunchConfig cfg = p.cfg;
+          cfg.shared_bytes = norm_detail::backward_block_shared_bytes<A>(kN);
+          if (cfg.shared_bytes > 48 * 1024) allow_dynamic_shared<layer_norm_backward_block_kernel<T, kN>>(cfg.shared_bytes);
+          launch<layer_norm_backward_block_kernel<T, kN>>(cfg, stream, dy, x, mean, rstd, gamma, dx, pg, pb, rows, cols,
+                                                          p.vec);
         });
         break;
       default:

@@ -65,7 +65,20 @@ struct SgdOp {
     P* p = static_cast<P*>(ptr[0]);
     const P* g = static_cast<const P*>(ptr[1]);
     S* buf = static_cast<S*>(ptr[2]);
-    const bool vec = vec_aligned<Shape::kVec>(p) && vec_aligned<Shape::kVec>(g) && vec_aligned<Shape::kVec>(buf);
+    // Note [Aligned body] (multi_tensor.cuh): the first `head` elements one per thread,
+    // then whole vectors from p + head.
+    const int head = body_head<Shape::kVec>(p, g, buf);
+    const bool vec = head >= 0;
+    const int64_t h = vec ? head : 0;
+    if (base == 0 && int64_t(threadIdx.x) < h && int64_t(threadIdx.x) < n) {
+      const int64_t j = threadIdx.x;
+      S pe = S(widen(p[j])), ge = S(widen(g[j])), be = buf && !u.first_step ? buf[j] : S(0);
+      u(pe, ge, be);
+      p[j] = round_to<P>(pe);
+      if (buf) buf[j] = be;
+    }
+    p += h, g += h, n -= h;
+    if (buf) buf += h;
     S pv[Shape::kElems], gv[Shape::kElems], bv[Shape::kElems] = {};
     load_tile<Shape>(p, n, base, vec, pv);
     load_tile<Shape>(g, n, base, vec, gv);
@@ -91,8 +104,17 @@ struct AdamOp {
     const P* g = static_cast<const P*>(ptr[1]);
     S* m = static_cast<S*>(ptr[2]);
     S* v = static_cast<S*>(ptr[3]);
-    const bool vec = vec_aligned<Shape::kVec>(p) && vec_aligned<Shape::kVec>(g) && vec_aligned<Shape::kVec>(m) &&
-                     vec_aligned<Shape::kVec>(v);
+    // Note [Aligned body] (multi_tensor.cuh), as SgdOp.
+    const int head = body_head<Shape::kVec>(p, g, m, v);
+    const bool vec = head >= 0;
+    const int64_t h = vec ? head : 0;
+    if (base == 0 && int64_t(threadIdx.x) < h && int64_t(threadIdx.x) < n) {
+      const int64_t j = threadIdx.x;
+      S pe = S(widen(p[j])), ge = S(widen(g[j])), me = m[j], ve = v[j];
+      step(pe, ge, me, ve);
+      p[j] = round_to<P>(pe), m[j] = me, v[j] = ve;
+    }
+    p += h, g += h, m += h, v += h, n -= h;
     S pv[Shape::kElems], gv[Shape::kElems], mv[Shape::kElems], vv[Shape::kElems];
     load_tile<Shape>(p, n, base, vec, pv);
     load_tile<Shape>(g, n, base, vec, gv);

@@ -38,8 +38,8 @@
 // kernels with int32 arithmetic: 13.9 and 46.4 us for the first pool. Odd W (no pair
 // stores) doubles the windows backward's time (13.8 us for [128, 32, 27, 29]). There,
 // every kernel choice gave the first kernels' bits on those shapes (a one-off program).
-// Tried and dropped: two outputs a turn in the windows forward (40 registers instead of
-// 32, and no faster).
+// Tried on that pool: two outputs a turn in the windows forward (40 registers instead of
+// 32, and no faster there); kept since for large inputs (max_pool2d_windows_kernel).
 #pragma once
 
 #include <cmath>
@@ -286,8 +286,13 @@ __global__ void __launch_bounds__(256) avg_pool2d_backward_kernel(const T* __res
 
 // Max pooling forward over tiling windows: one thread per output, two divisions per
 // output, then the general kernel's scan, a whole 2x2 window's loads issued first (as a
-// loop the scan waited for each load: 10.3 us for the first pool, 7.5 us so). Memory
-// bound: each input element read once
+// loop the scan waited for each load: 10.3 us for the first pool, 7.5 us so). Two outputs
+// a turn (o and o + the grid), both windows' loads issued before either is scanned: 32
+// bytes of loads in flight a thread, 64 KiB an SM at 2048 threads, where one output a turn
+// had 32 KiB, at the edge of Little's law's ~30 KB an SM for an H200's bandwidth. (Two a
+// turn was tried once on the CNN's first pool, 3136 blocks of one output a thread: no
+// faster there, where the launch and the last wave dominate; the bench's 256 MiB input is
+// 16 M outputs over the 1056 resident blocks.) Memory bound: each input element read once
 // (kh kw sizeof(T) per output; adjacent threads' windows share sectors, which L1 serves),
 // sizeof(T) plus the index (8 or 1 bytes) written per output. Float32 2x2 with codes:
 // 16 + 4 + 1 = 21 bytes per output.
@@ -298,42 +303,60 @@ __global__ void __launch_bounds__(256) max_pool2d_windows_kernel(const T* __rest
                                                                  bool relu, int64_t total) {
   using C = compute_t<T>;
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t o = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; o < total; o += step) {
-    I pl, oh, ow;
-    pool_detail::split_index(I(o), g.OH, g.OW, pl, oh, ow);
-    const I h0 = oh * g.kh, w0 = ow * g.kw;
-    const I nh = pool_detail::min_of(g.kh, g.H - h0), nw = pool_detail::min_of(g.kw, g.W - w0);  // ceil_mode clips
-    const T* win = x + (pl * g.H + h0) * g.W + w0;
-    C best = C(-INFINITY);
-    I bi = 0, bj = 0;
-    if (g.kh == 2 && g.kw == 2 && nh == 2 && nw == 2) {
-      // A whole 2x2 window: its four loads issued before any comparison. (In the loop
+  for (int64_t o0 = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; o0 < total; o0 += 2 * step) {
+    const T* win[2] = {x, x};
+    I h0[2] = {0, 0}, w0[2] = {0, 0}, nh[2] = {0, 0}, nw[2] = {0, 0};
+    C v[2][4];
+    bool whole[2] = {false, false};
+    EMBER_UNROLL
+    for (int u = 0; u < 2; ++u) {
+      const int64_t o = o0 + u * step;
+      if (o >= total) break;
+      I pl, oh, ow;
+      pool_detail::split_index(I(o), g.OH, g.OW, pl, oh, ow);
+      h0[u] = oh * g.kh, w0[u] = ow * g.kw;
+      nh[u] = pool_detail::min_of(g.kh, g.H - h0[u]), nw[u] = pool_detail::min_of(g.kw, g.W - w0[u]);  // ceil_mode clips
+      win[u] = x + (pl * g.H + h0[u]) * g.W + w0[u];
+      // A whole 2x2 window: its four loads issued here, before any comparison. (In the loop
       // below each load waits for the comparison before it: two trips to DRAM per output.)
-      const C v[4] = {widen(win[0]), widen(win[1]), widen(win[g.W]), widen(win[g.W + 1])};
-      int k = 0;
-      best = v[0];
-      EMBER_UNROLL
-      for (int t = 1; t < 4; ++t)
-        if (ops::pool_replaces(v[t], best)) {
-          best = v[t];
-          k = t;
-        }
-      bi = I(k >> 1);
-      bj = I(k & 1);
-    } else {
-      for (I i = 0; i < nh; ++i)
-        for (I j = 0; j < nw; ++j) {
-          const C v = widen(win[i * g.W + j]);
-          if ((i == 0 && j == 0) || ops::pool_replaces(v, best)) {
-            best = v;
-            bi = i;
-            bj = j;
-          }
-        }
+      whole[u] = g.kh == 2 && g.kw == 2 && nh[u] == 2 && nw[u] == 2;
+      if (whole[u]) {
+        v[u][0] = widen(win[u][0]), v[u][1] = widen(win[u][1]);
+        v[u][2] = widen(win[u][g.W]), v[u][3] = widen(win[u][g.W + 1]);
+      }
     }
-    y[o] = round_to<T>(relu && best < C(0) ? C(0) : best);  // a NaN stays NaN
-    if constexpr (K == pool_detail::MaxIndex::kPlane) plane_idx[o] = int64_t((h0 + bi) * g.W + w0 + bj);
-    if constexpr (K == pool_detail::MaxIndex::kCode) codes[o] = static_cast<uint8_t>(bi * g.kw + bj);
+    EMBER_UNROLL
+    for (int u = 0; u < 2; ++u) {
+      const int64_t o = o0 + u * step;
+      if (o >= total) break;
+      C best = C(-INFINITY);
+      I bi = 0, bj = 0;
+      if (whole[u]) {
+        int k = 0;
+        best = v[u][0];
+        EMBER_UNROLL
+        for (int t = 1; t < 4; ++t)
+          if (ops::pool_replaces(v[u][t], best)) {
+            best = v[u][t];
+            k = t;
+          }
+        bi = I(k >> 1);
+        bj = I(k & 1);
+      } else {
+        for (I i = 0; i < nh[u]; ++i)
+          for (I j = 0; j < nw[u]; ++j) {
+            const C e = widen(win[u][i * g.W + j]);
+            if ((i == 0 && j == 0) || ops::pool_replaces(e, best)) {
+              best = e;
+              bi = i;
+              bj = j;
+            }
+          }
+      }
+      y[o] = round_to<T>(relu && best < C(0) ? C(0) : best);  // a NaN stays NaN
+      if constexpr (K == pool_detail::MaxIndex::kPlane) plane_idx[o] = int64_t((h0[u] + bi) * g.W + w0[u] + bj);
+      if constexpr (K == pool_detail::MaxIndex::kCode) codes[o] = static_cast<uint8_t>(bi * g.kw + bj);
+    }
   }
 }
 

@@ -30,6 +30,12 @@ using namespace rowwise;
 // thread in flight: 64 KiB per SM).
 inline constexpr int kStreamThreads = 1024;
 
+// The kSplit form of the kStream forward (softmax_split_kernel): kSplitRegs<T> compute
+// values a thread in registers, 512 threads, the rest of the row in shared memory.
+template <class T>
+inline constexpr int kSplitRegs = sizeof(compute_t<T>) == 8 ? 12 : 24;
+inline constexpr int kSplitThreads = 512;
+
 // n values into the kept row (shared memory; rowwise::store is for global outputs).
 template <int n, class T>
 __device__ __forceinline__ void keep_store(T* p, const compute_t<T>* v) {
@@ -167,6 +173,65 @@ __global__ void __launch_bounds__(softmax_detail::kStreamThreads)
   }
 }
 
+// kSplit: the kStream forward for rows too long for two kept rows an SM (float32 past
+// ~28000 columns: [*, 32768] kept whole is 128 KiB, one 1024-thread block per SM, which
+// reads its row, stalls at the block reduction, then writes, with nothing else on the SM
+// to fill the bubbles). Here each of 512 threads keeps kR values of the row's head in
+// registers (the kBlock tile layout: 12288 float32 values, 48 KiB a block) and the rest
+// (from column kR * 512) in shared memory, 80 KiB at 32768 float32; two blocks fit an SM
+// (64 registers a thread, 2 x 82 KiB of shared memory), so one block's loads are in
+// flight while the other reduces or stores. Rows 16-byte aligned with cols % kVec == 0 and
+// cols > kR * blockDim.x (the host's plan). Each thread reads back only the shared
+// chunks it stored, so the kept part needs no barrier of its own (as kStream).
+// Memory-bound: 2s bytes per element.
+template <class T, bool kLog>
+__global__ void __launch_bounds__(softmax_detail::kSplitThreads, 2)
+    softmax_split_kernel(const T* __restrict__ x,  // [rows, cols] input
+                         T* __restrict__ y,        // [rows, cols] output
+                         int64_t rows, int64_t cols) {
+  using namespace rowwise;
+  using A = compute_t<T>;
+  constexpr int kR = softmax_detail::kSplitRegs<T>, V = kVec<T>;
+  EMBER_DYNAMIC_SHARED(T, kept);  // [cols - kR * blockDim.x]: the row past the registers' part
+  const int64_t head = int64_t(kR) * blockDim.x, step = int64_t(blockDim.x) * V;
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T* xr = x + row * cols;
+    T* yr = y + row * cols;
+    A v[kR];
+    tile_load<kR>(xr, cols, threadIdx.x, blockDim.x, true, v, A(-INFINITY));
+    // softmax: v becomes exp(v - mine.max), scaled at the end (one exp a value, as kBlock).
+    const OnlineSoftmax<A> mine = kLog ? OnlineSoftmax<A>::empty() : OnlineSoftmax<A>::of_exps(v, kR);
+    OnlineSoftmax<A> st = mine;
+    if (kLog) st.add(v, kR);
+    EMBER_UNROLL_BY(4)
+    for (int64_t c = head + int64_t(threadIdx.x) * V; c < cols; c += step) {
+      A w[V];
+      load<V>(xr + c, w);
+      softmax_detail::keep_store<V>(kept + (c - head), w);
+      st.add(w, V);
+    }
+    st = block_merge(st);
+    const A shift = OnlineSoftmax<A>::shift(st.max), log_sum = log_acc(st.sum), inv = A(1) / st.sum;
+    if (kLog) {
+      EMBER_UNROLL
+      for (int k = 0; k < kR; ++k) v[k] = (v[k] - shift) - log_sum;
+    } else {
+      const A scale = mine.exp_scale(st);
+      EMBER_UNROLL
+      for (int k = 0; k < kR; ++k) v[k] *= scale;
+    }
+    tile_store<kR>(yr, cols, threadIdx.x, blockDim.x, true, v);
+    EMBER_UNROLL_BY(4)
+    for (int64_t c = head + int64_t(threadIdx.x) * V; c < cols; c += step) {
+      A w[V];
+      load<V>(kept + (c - head), w);
+      EMBER_UNROLL
+      for (int i = 0; i < V; ++i) w[i] = kLog ? (w[i] - shift) - log_sum : exp_acc(w[i] - shift) * inv;
+      store<V>(yr + c, w);
+    }
+  }
+}
+
 // --- softmax / log_softmax backward ------------------------------------------------------------
 // softmax:     dx = y * (dy - sum(dy * y))
 // log_softmax: dx = dy - exp(y) * sum(dy)
@@ -282,8 +347,10 @@ inline size_t kept_row_bytes(int64_t cols, int elem_bytes) {
 // The plan (variant, registers, vectors, launch configuration) of every softmax kernel.
 // kStream takes blocks of up to kStreamThreads, as many per SM as their kept rows leave
 // room for (one for a [*, 32768] float32 row of 128 KiB), and the kept row's shared bytes.
+// forward: the plan of softmax / log_softmax (which may take kSplit: per_thread is then
+// its kSplitRegs, 0 for the other kStream forms), else of their backward.
 inline RowPlan softmax_config(int64_t rows, int64_t cols, int elem_bytes, bool aligned, bool stream_vec,
-                              RowVariant variant = RowVariant::kAuto) {
+                              RowVariant variant = RowVariant::kAuto, bool forward = false) {
   // Backward keeps two arrays in registers: kN <= 32 still fits a 512-thread block.
   RowPlan p = rowwise::plan_rows("softmax", rows, cols, elem_bytes, aligned, stream_vec, variant);
   if (p.variant == RowVariant::kStream) {
@@ -297,7 +364,19 @@ inline RowPlan softmax_config(int64_t rows, int64_t cols, int elem_bytes, bool a
       const int64_t fit = int64_t(sm_shared() / (kept + kStaticShared));
       per_sm = std::max<int64_t>(1, std::min(per_sm, fit));
     }
+    p.per_thread = 0;
     p.cfg = {dim3(grid_stride_blocks(rows, 1, int(per_sm))), dim3(unsigned(threads)), kept};
+    // kSplit where a kept row leaves one block an SM and two split ones fit.
+    const int regs = elem_bytes == 8 ? kSplitRegs<double> : kSplitRegs<float>;
+    const int64_t head = int64_t(regs) * kSplitThreads;
+    if (forward && per_sm < 2 && aligned && cols % V == 0 && cols > head) {
+      const size_t rest = size_t(cols - head) * size_t(elem_bytes);
+      if (2 * (rest + kStaticShared) <= sm_shared()) {
+        p.per_thread = regs;
+        p.vec = true;
+        p.cfg = {dim3(grid_stride_blocks(rows, 1, 2)), dim3(kSplitThreads), rest};
+      }
+    }
   }
   return p;
 }
@@ -319,7 +398,7 @@ void softmax_forward(const T* x, T* y, int64_t rows, int64_t cols, cudaStream_t 
               cols, "] tensor");
   if (rows == 0 || cols == 0) return;
   const bool aligned = all_aligned16(x, y), stream_vec = same_alignment(x, y);
-  const RowPlan p = softmax_config(rows, cols, sizeof(T), aligned, stream_vec, variant);
+  const RowPlan p = softmax_config(rows, cols, sizeof(T), aligned, stream_vec, variant, /*forward=*/true);
   switch (p.variant) {
     case RowVariant::kWarp:
       dispatch_pow2<1, kMaxWarpRow>(p.per_thread, [&](auto kp) {
@@ -332,7 +411,12 @@ void softmax_forward(const T* x, T* y, int64_t rows, int64_t cols, cudaStream_t 
       });
       break;
     default:
-      launch_stream<softmax_stream_kernel<T, kLog>>(p, stream, x, y, rows, cols, p.vec);
+      if (p.per_thread > 0) {  // kSplit
+        allow_dynamic_shared<softmax_split_kernel<T, kLog>>(p.cfg.shared_bytes);
+        launch<softmax_split_kernel<T, kLog>>(p.cfg, stream, x, y, rows, cols);
+      } else {
+        launch_stream<softmax_stream_kernel<T, kLog>>(p, stream, x, y, rows, cols, p.vec);
+      }
   }
 }
 

@@ -65,10 +65,11 @@ Tensor base(const Shape& shape) { return arange(shape_numel(shape)).view(shape);
 TEST(CudaLayout, TransposeBatchedOfAwkwardShapes) {
   EMBER_NEED_DEVICE();
   // {3, 64, 32} and {2, 130, 96}: whole 32 x 64 tiles (the unguarded path) in a batch, and
-  // beside partial ones; {5, 128, 256}: 80 whole tiles, several grid-stride turns.
+  // beside partial ones; {5, 128, 256}: 80 whole tiles, several grid-stride turns;
+  // {2, 100, 330}: 11 tiles along a, a band of 8 and a last band of 3 (Note [Tile order]).
   const std::vector<std::array<int64_t, 3>> shapes = {{1, 1, 1},    {3, 33, 31},  {2, 70, 129}, {1, 32, 64},
                                                       {3, 64, 32},  {2, 130, 96}, {5, 128, 256}, {2, 1, 4097},
-                                                      {1, 1023, 3}, {0, 5, 5},    {4, 0, 3}};
+                                                      {1, 1023, 3}, {0, 5, 5},    {4, 0, 3},    {2, 100, 330}};
   for (const auto& [b, r, c] : shapes) {
     SCOPED_TRACE(std::to_string(b) + " x " + std::to_string(r) + " x " + std::to_string(c));
     const std::vector<int64_t> src = base({b, r, c}).transpose(1, 2).contiguous().to_vector<int64_t>();

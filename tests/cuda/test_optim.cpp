@@ -63,7 +63,9 @@ struct Layout {
 };
 
 // Every awkward size (and one of many tiles), each with everything aligned, only the
-// gradient misaligned, everything misaligned, and only the last state misaligned.
+// gradient misaligned, everything misaligned by one element (a head of 3 float32
+// elements before the vectors, Note [Aligned body]) or by three (a head of one), and
+// only the last state misaligned.
 std::vector<Layout> awkward_layouts() {
   std::vector<int64_t> sizes = test::kAwkwardSizes;
   sizes.push_back(70001);
@@ -72,6 +74,7 @@ std::vector<Layout> awkward_layouts() {
     out.push_back({n, {0, 0, 0, 0}});
     out.push_back({n, {0, 1, 0, 0}});
     out.push_back({n, {1, 1, 1, 1}});
+    out.push_back({n, {3, 3, 3, 3}});
     out.push_back({n, {0, 0, 0, 1}});
   }
   return out;

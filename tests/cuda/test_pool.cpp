@@ -184,6 +184,8 @@ const std::vector<PoolCase> kTilingCases = {
     {4, 3, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, false},    // 1x1 planes
     {4, 3, 1, 1, 2, 2, 2, 2, 0, 0, 1, 1, true},     // 1x1 planes in clipped 2x2 windows
     {2, 2, 1, 9, 1, 2, 1, 2, 0, 0, 1, 1, false},    // one row
+    {2, 16, 33, 35, 2, 2, 2, 2, 0, 0, 1, 1, true},  // 9792 outputs: the windows forward's second output
+                                                    // a turn (the emulator's grid: 8192 threads), clipped
 };
 
 TEST(CudaPool, TilingWindowsMatchCpu) {

@@ -80,8 +80,9 @@ struct RowSplit {
   int levels = 0;
   bool rescaled = false;
 };
-RowSplit row_split(int64_t rows, int64_t cols, int elem_bytes, RowVariant v) {
-  const RowPlan p = softmax_config(rows, cols, elem_bytes, true, true, v);  // vectors: the most a thread
+RowSplit row_split(int64_t rows, int64_t cols, int elem_bytes, RowVariant v, bool forward) {
+  // vectors: the most a thread; kSplit's 512 threads give more terms a thread than kStream's 1024
+  const RowPlan p = softmax_config(rows, cols, elem_bytes, true, true, v, forward);
   RowSplit s;
   if (p.variant == RowVariant::kWarp) {
     const int kw = std::min(p.per_thread, 32);
@@ -115,7 +116,7 @@ template <class T>
 std::vector<double> forward_bound(const std::vector<double>& x, int64_t rows, int64_t cols, RowVariant v, bool log,
                                   const std::vector<double>& want) {
   const double u = compute_roundoff<T>(), uT = store_roundoff<T>(), ref = gamma_n(double(cols) + 10, std::ldexp(1.0, -53));
-  const RowSplit sp = row_split(rows, cols, int(sizeof(T)), v);
+  const RowSplit sp = row_split(rows, cols, int(sizeof(T)), v, true);
   const double d_s = kExpRoundings + double(sp.per_thread) * (sp.rescaled ? 2 + kExpRoundings : 1) +
                      sp.levels * (2 + kExpRoundings);
   std::vector<double> tol(x.size());
@@ -295,7 +296,7 @@ template <class T>
 std::vector<double> backward_bound(const std::vector<double>& y, const std::vector<double>& dy, int64_t rows,
                                    int64_t cols, RowVariant v, bool log, const std::vector<double>& want) {
   const double u = compute_roundoff<T>(), uT = store_roundoff<T>(), uD = std::ldexp(1.0, -53);
-  const RowSplit sp = row_split(rows, cols, int(sizeof(T)), v);
+  const RowSplit sp = row_split(rows, cols, int(sizeof(T)), v, false);
   const double d_s = double(sp.per_thread) + sp.levels + (log ? 0 : 1);
   std::vector<double> tol(y.size());
   for (int64_t r = 0; r < rows && cols > 0; ++r) {
@@ -387,6 +388,33 @@ TEST(CudaSoftmax, StreamRowsPastSharedMemoryAreReadTwice) {
     check_forward<float>(x, 2, cols, RowVariant::kAuto, log, seed, 1, 1);
     check_backward<float>(2, cols, RowVariant::kAuto, log, seed += 2);
   }
+}
+
+// kSplit: rows whose kept copy would leave one block an SM (float32 past ~28000 columns,
+// float64 past ~14000) keep 24 (float64: 12) values a thread in registers and the rest in
+// shared memory; rows that are not 16-byte aligned or whose length no vector divides
+// stay kStream. Forward only: the backward keeps its plan.
+TEST(CudaSoftmax, LongAlignedRowsSplitBetweenRegistersAndSharedMemory) {
+  EMBER_NEED_DEVICE();
+  const RowPlan p = softmax_config(2, 32768, 4, true, true, RowVariant::kAuto, /*forward=*/true);
+  EXPECT_EQ(p.per_thread, 24);
+  EXPECT_EQ(p.cfg.block.x, 512u);
+  EXPECT_EQ(p.cfg.shared_bytes, size_t(32768 - 24 * 512) * 4);
+  EXPECT_EQ(softmax_config(2, 32768, 4, true, true, RowVariant::kAuto, false).per_thread, 0);  // backward
+  EXPECT_EQ(softmax_config(2, 32769, 4, true, true, RowVariant::kAuto, true).per_thread, 0);   // cols % 4
+  EXPECT_EQ(softmax_config(2, 32768, 4, false, true, RowVariant::kAuto, true).per_thread, 0);  // unaligned
+  EXPECT_EQ(softmax_config(2, 20000, 4, true, true, RowVariant::kAuto, true).per_thread, 0);   // two kept fit
+  EXPECT_EQ(softmax_config(2, 20000, 8, true, true, RowVariant::kAuto, true).per_thread, 12);  // float64
+  uint32_t seed = 380;
+  for (int64_t cols : {int64_t(32768), int64_t(30004), int64_t(32769)}) {
+    const auto x = random_doubles(3 * cols, seed++, -4, 4);
+    for (bool log : {false, true}) {
+      check_forward<float>(x, 3, cols, RowVariant::kAuto, log, seed);
+      if (cols == 32768) check_forward<float>(x, 3, cols, RowVariant::kAuto, log, seed, 1, 1);  // kStream, kept
+    }
+  }
+  const auto x = random_doubles(2 * 20000, seed++, -4, 4);
+  for (bool log : {false, true}) check_forward<double>(x, 2, 20000, RowVariant::kAuto, log, seed);
 }
 
 // The backward formulas are the gradients autograd gives for ember::softmax on the CPU.
