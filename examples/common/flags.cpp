@@ -135,6 +135,16 @@ void check_train_config(const TrainConfig& c) {
   need("--image-size", std::to_string(c.image_size));
 }
 
+void add_profile_flags(CLI::App& app, TrainConfig& c) {
+  app.add_flag("--profile", c.profile, "print the time each kernel took in training, as a table");
+  app.add_option("--profile-trace", c.profile_trace,
+                 "write a Chrome/Perfetto trace of training here: ops per host thread, their device time per "
+                 "CUDA stream (open it in ui.perfetto.dev or chrome://tracing)");
+  app.add_flag("--profile-nvtx", c.profile_nvtx,
+               "open an NVTX range per op during training, so that Nsight Systems (nsys profile) shows ember's op "
+               "names over the kernels (a build with a real GPU backend only)");
+}
+
 void add_train_flags(CLI::App& app, TrainConfig& c) {
   app.add_option("--data", c.data, "Fashion-MNIST folder (IDX files)")->capture_default_str();
   app.add_option("--device", c.device, "auto, cpu, cuda or cuda:N")->capture_default_str();
@@ -172,13 +182,7 @@ void add_train_flags(CLI::App& app, TrainConfig& c) {
                "let float32 matmul, linear and conv2d on a CUDA GPU use TF32 tensor cores (10-bit mantissa "
                "products, as PyTorch's allow_tf32); no effect on the cpu or the emulated device");
   app.add_flag("--json", c.json, "end with one JSON line of results");
-  app.add_flag("--profile", c.profile, "print the time each kernel took in training, as a table");
-  app.add_option("--profile-trace", c.profile_trace,
-                 "write a Chrome/Perfetto trace of training here: ops per host thread, their device time per "
-                 "CUDA stream (open it in ui.perfetto.dev or chrome://tracing)");
-  app.add_flag("--profile-nvtx", c.profile_nvtx,
-               "open an NVTX range per op during training, so that Nsight Systems (nsys profile) shows ember's op "
-               "names over the kernels (a build with a real GPU backend only)");
+  add_profile_flags(app, c);
   app.add_option("--max-memory", c.max_memory,
                  "memory training may allocate on the device beyond what it starts with (the dataset, on the "
                  "cpu): bytes, a size such as 64MiB or 2GiB, or a share of the device such as 50%");

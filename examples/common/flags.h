@@ -53,6 +53,9 @@ struct TrainConfig {
 };
 
 void add_train_flags(CLI::App& app, TrainConfig& config);
+// --profile, --profile-trace and --profile-nvtx (part of add_train_flags; ember_gpt's own
+// flag set takes them too).
+void add_profile_flags(CLI::App& app, TrainConfig& config);
 // --image-size, for the models whose input size follows it (the CNN).
 void add_image_size_flag(CLI::App& app, TrainConfig& config);
 

@@ -92,13 +92,7 @@ void add_gpt_flags(CLI::App& app, GptOptions& o) {
   app.add_option("--save", c.save, "write a checkpoint here at every evaluation (the file a symlink names)");
   app.add_option("--resume", c.resume, "continue from this checkpoint (the same flags: the run continues bit for bit)");
   app.add_flag("--json", c.json, "end with one JSON line of results");
-  app.add_flag("--profile", c.profile, "print the time each kernel took in training, as a table");
-  app.add_option("--profile-trace", c.profile_trace,
-                 "write a Chrome/Perfetto trace of training here: ops per host thread, their device time per "
-                 "CUDA stream (open it in ui.perfetto.dev or chrome://tracing)");
-  app.add_flag("--profile-nvtx", c.profile_nvtx,
-               "open an NVTX range per op during training, so that Nsight Systems (nsys profile) shows ember's op "
-               "names over the kernels (a build with a real GPU backend only)");
+  add_profile_flags(app, c);
   app.add_option("--precision", c.precision,
                  "fp32, or bf16: matmul/linear compute in bf16 and keep bf16 activations; the weights stay float32")
       ->check(CLI::IsMember({"fp32", "bf16"}))

@@ -37,6 +37,7 @@
 
 #include "base/error.h"
 #include "kernels/emu/check.h"
+#include "kernels/emu/memory_ranges.h"
 #include "kernels/emu/model.h"
 #include "kernels/emu/profile.h"
 
@@ -169,42 +170,6 @@ class Table {
 // Beyond this many distinct global bytes in one barrier interval of a block, the rest of
 // the interval's global accesses go unchecked (a grid-stride loop over a large tensor).
 constexpr size_t kMaxGlobalBytes = size_t{1} << 16;
-
-struct Range {
-  uintptr_t lo = 0, hi = 0;
-  bool holds(uintptr_t a) const { return a - lo < hi - lo; }
-};
-
-// This OS thread's static thread-local blocks of the program and of the module holding
-// this file (ember's library, or the program itself): where `__shared__` variables are.
-std::vector<Range> shared_tls_ranges() {
-  struct Search {
-    uintptr_t self;
-    bool first = true;
-    std::vector<Range> ranges;
-  } search{reinterpret_cast<uintptr_t>(&shared_tls_ranges), true, {}};
-  dl_iterate_phdr(
-      [](dl_phdr_info* info, size_t, void* data) {
-        auto* s = static_cast<Search*>(data);
-        const bool program = s->first;
-        s->first = false;
-        bool holds_self = false;
-        const ElfW(Phdr)* tls = nullptr;
-        for (int i = 0; i < info->dlpi_phnum; ++i) {
-          const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-          if (ph.p_type == PT_TLS) tls = &ph;
-          if (ph.p_type == PT_LOAD && Range{info->dlpi_addr + ph.p_vaddr, info->dlpi_addr + ph.p_vaddr + ph.p_memsz}.holds(s->self))
-            holds_self = true;
-        }
-        if ((program || holds_self) && tls != nullptr && info->dlpi_tls_data != nullptr) {
-          const auto lo = reinterpret_cast<uintptr_t>(info->dlpi_tls_data);
-          s->ranges.push_back(Range{lo, lo + tls->p_memsz});
-        }
-        return 0;
-      },
-      &search);
-  return search.ranges;
-}
 
 // The state of the checks on one OS thread: the block it runs, and the shadow.
 struct Checker {
@@ -384,12 +349,6 @@ thread_local unsigned model_depth __attribute__((tls_model("initial-exec"))) = 0
 
 // For note_read/note_write: the running block's checker, inside a ModelScope or not.
 Checker* noting_checker() { return checker != nullptr ? checker : model_checker; }
-
-template <class T>
-Range range_of(const T& v) {
-  const auto lo = reinterpret_cast<uintptr_t>(&v);
-  return Range{lo, lo + sizeof(T)};
-}
 
 }  // namespace
 
