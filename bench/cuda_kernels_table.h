@@ -119,15 +119,7 @@ RowCounters gather(const std::vector<ember::emu::LaunchProfile>& launches, doubl
   ember::emu::LaunchProfile& s = r.sum;
   double warp_weighted = 0, weight = 0;
   for (const auto& l : launches) {
-    s.global_load_requests += l.global_load_requests, s.global_load_sectors += l.global_load_sectors;
-    s.global_load_bytes += l.global_load_bytes;
-    s.global_store_requests += l.global_store_requests, s.global_store_sectors += l.global_store_sectors;
-    s.global_store_bytes += l.global_store_bytes;
-    s.global_atomic_requests += l.global_atomic_requests, s.global_atomic_sectors += l.global_atomic_sectors;
-    s.unique_read_bytes += l.unique_read_bytes, s.unique_write_bytes += l.unique_write_bytes;
-    s.shared_load_requests += l.shared_load_requests, s.shared_store_requests += l.shared_store_requests;
-    s.shared_wavefronts += l.shared_wavefronts, s.shared_ideal_wavefronts += l.shared_ideal_wavefronts;
-    s.global_load_accesses += l.global_load_accesses, s.global_load_bursts += l.global_load_bursts;
+    s.add_counts(l);
     // Resident warps of an SM: occupancy's, or fewer when the grid at the full operands
     // (its blocks scaled as the operands) cannot fill the 132 SMs.
     const double threads = double(l.block.x) * l.block.y * l.block.z, warps = std::ceil(threads / 32);

@@ -55,6 +55,18 @@ Occupancy sm90_occupancy(const KernelResources& r, unsigned threads, size_t dyna
   return o;
 }
 
+void LaunchProfile::add_counts(const LaunchProfile& o) {
+  global_load_requests += o.global_load_requests, global_load_sectors += o.global_load_sectors;
+  global_load_bytes += o.global_load_bytes;
+  global_store_requests += o.global_store_requests, global_store_sectors += o.global_store_sectors;
+  global_store_bytes += o.global_store_bytes;
+  global_atomic_requests += o.global_atomic_requests, global_atomic_sectors += o.global_atomic_sectors;
+  unique_read_bytes += o.unique_read_bytes, unique_write_bytes += o.unique_write_bytes;
+  shared_load_requests += o.shared_load_requests, shared_store_requests += o.shared_store_requests;
+  shared_wavefronts += o.shared_wavefronts, shared_ideal_wavefronts += o.shared_ideal_wavefronts;
+  global_load_accesses += o.global_load_accesses, global_load_bursts += o.global_load_bursts;
+}
+
 std::string LaunchProfile::summary() const {
   char buf[768];
   const double ld = load_sectors_per_request(), st = store_sectors_per_request();
@@ -375,18 +387,7 @@ void Profiler::finish_block() {
   last = nullptr;
   std::lock_guard lock(launch->mu);
   LaunchProfile& p = launch->profile;
-  p.global_load_requests += counts.global_load_requests;
-  p.global_load_sectors += counts.global_load_sectors;
-  p.global_load_bytes += counts.global_load_bytes;
-  p.global_store_requests += counts.global_store_requests;
-  p.global_store_sectors += counts.global_store_sectors;
-  p.global_store_bytes += counts.global_store_bytes;
-  p.global_atomic_requests += counts.global_atomic_requests;
-  p.global_atomic_sectors += counts.global_atomic_sectors;
-  p.shared_load_requests += counts.shared_load_requests;
-  p.shared_store_requests += counts.shared_store_requests;
-  p.shared_wavefronts += counts.shared_wavefronts;
-  p.shared_ideal_wavefronts += counts.shared_ideal_wavefronts;
+  p.add_counts(counts);
   p.global_load_accesses += std::exchange(load_accesses, 0);
   p.global_load_bursts += std::exchange(load_bursts, 0);
   for (const auto& [sector, bytes] : sectors) {

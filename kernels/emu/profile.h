@@ -62,6 +62,8 @@ struct LaunchProfile {
   // loads are in flight at once.
   uint64_t global_load_accesses = 0, global_load_bursts = 0;
 
+  // Adds another profile's requests, sectors, bytes, wavefronts and bursts (not its shape).
+  void add_counts(const LaunchProfile& other);
   uint64_t global_requests() const { return global_load_requests + global_store_requests + global_atomic_requests; }
   uint64_t global_sectors() const { return global_load_sectors + global_store_sectors + global_atomic_sectors; }
   uint64_t unique_bytes() const { return unique_read_bytes + unique_write_bytes; }
