@@ -2,7 +2,7 @@
 // (kernels/emu/profile.h): a roofline whose ceilings are fitted to measured GPU runs
 // (bench/calibration/h200.json) by scripts/kernel-model.py, which writes the parameters
 // (bench/calibration/h200_model.txt) and reports the model's leave-one-out error. The
-// formula is written twice, here and in that script; docs/cuda-kernels.md, "Predicted time".
+// formula is written twice, here and in that script; docs/kernel-speed.md, "Predicted time".
 //
 //   time = launch floor + max(DRAM, L2, in flight, issue, shared, math), where
 //   DRAM      = unique bytes read / read bandwidth + unique bytes written / write bandwidth
