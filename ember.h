@@ -12,6 +12,7 @@
 #include "core/meta.h"
 #include "core/ops.h"
 #include "core/profiler.h"
+#include "core/profiler_trace.h"
 #include "core/random.h"
 #include "core/runtime.h"
 #include "core/safetensors.h"
