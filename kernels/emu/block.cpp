@@ -108,7 +108,7 @@ SkippedBarrier parse_skipped_barrier(const char* env) {
   char* end = nullptr;
   const unsigned long line = colon == std::string::npos ? 0 : std::strtoul(v.c_str() + colon + 1, &end, 10);
   if (line == 0 || colon == 0 || end == nullptr || *end != '\0')
-    throw Error("EMBER_EMU_SKIP_BARRIER: '" + v + "' is not FILE:LINE (kernels/cuda/norm.cuh:276)");
+    throw Error("EMBER_EMU_SKIP_BARRIER: '" + v + "' is not FILE:LINE (a kernel file's path or its suffix, a colon, the line of a barrier)");
   s.file = v.substr(0, colon);
   s.line = static_cast<unsigned>(line);
   return s;
