@@ -99,17 +99,58 @@ __device__ __forceinline__ void load_tile(tc::SharedAddr dst, unsigned char* dst
   }
 }
 
-// The ldmatrix.x4 address of this lane for the 16 (mn) x 16 (k) block at (mn_base, k_base)
-// of a shared tile. Matrix q = lane / 8 of the four covers mn offset 8 * (q % 2) and k
-// offset 8 * (q / 2) when kMnFirst (A: fragments a0..a3), the other way round otherwise
-// (B: b0, b1 of one n8 tile, then of the next).
+// The copy of a whole tile (every element inside the operand, rows 16-byte aligned), the
+// k loop's common case, with little arithmetic: chunk i of a thread is chunk tid + i *
+// kThreads of the tile, and kThreads spans a multiple of 8 rows, so every chunk of the
+// thread has the same column and the same swizzle, kRowStep rows below the previous one:
+// a 64-bit add for the source, an immediate for the destination.
+template <bool KContig, int MN, int kThreads>
+struct WholeTileCopy {
+  using T = Tile<KContig, MN>;
+  static constexpr int kPerThread = T::kRows * T::kChunks / kThreads, kRowStep = kThreads / T::kChunks;
+  static_assert(kThreads % T::kChunks == 0 && kRowStep % 8 == 0, "a thread's chunks share column and swizzle");
+  const __nv_bfloat16* src;  // the thread's first chunk at k = 0
+  int64_t ld;
+  uint32_t dst;  // its offset in the tile
+
+  __device__ __forceinline__ WholeTileCopy(const __nv_bfloat16* x, int64_t ld_, int mn0, int tid) : ld(ld_) {
+    const int row = tid / T::kChunks, chunk = tid % T::kChunks;
+    src = KContig ? x + int64_t(mn0 + row) * ld + chunk * 8 : x + int64_t(row) * ld + mn0 + chunk * 8;
+    dst = T::offset(row, chunk);
+  }
+  __device__ __forceinline__ void issue(tc::SharedAddr tile, int k0) const {
+    const __nv_bfloat16* p = src + (KContig ? int64_t(k0) : int64_t(k0) * ld);
+    EMBER_UNROLL
+    for (int i = 0; i < kPerThread; ++i)
+      tc::cp_async<16>(tile + dst + uint32_t(i * kRowStep * T::kChunks * 16), p + int64_t(i) * kRowStep * ld);
+  }
+};
+
+// The ldmatrix.x4 addresses of a lane for a warp's four 16 (mn) x 16 (k) blocks, block b at
+// mn0 + 16 b, at k step s (k = 16 s) of a shared tile. Matrix q = lane / 8 of the four
+// covers mn offset 8 * (q % 2) and k offset 8 * (q / 2) when kMnFirst (A: fragments
+// a0..a3), the other way round otherwise (B: b0, b1 of one n8 tile, then of the next). The
+// row a lane names is lane % 8 modulo 8 in every case (mn0 is a multiple of 64), so its
+// swizzle is an XOR with a per-lane constant x of the chunk's low three bits, and the rest
+// is immediate:
+//   KContig ([mn][64 k], 128-byte rows): row mn0 + 16 b + mn_off + r, chunk 2 s + k_off / 8,
+//     at base + 2048 b + 16 (2 s ^ x), x = k_off / 8 ^ r;
+//   otherwise ([64 k][MN]): row 16 s + k_off + r, chunk mn0 / 8 + 2 b + mn_off / 8,
+//     at base + 16 s * 2 MN + 16 (2 b ^ x), x = mn_off / 8 ^ r.
 template <bool KContig, int MN, bool kMnFirst>
-__device__ __forceinline__ tc::SharedAddr fragment_addr(tc::SharedAddr tile, int mn_base, int k_base, int lane) {
-  const int q = lane / 8, r = lane % 8;
-  const int mn_off = kMnFirst ? 8 * (q % 2) : 8 * (q / 2), k_off = kMnFirst ? 8 * (q / 2) : 8 * (q % 2);
-  if (KContig) return tile + Tile<true, MN>::offset(mn_base + mn_off + r, (k_base + k_off) / 8);
-  return tile + Tile<false, MN>::offset(k_base + k_off + r, (mn_base + mn_off) / 8);
-}
+struct Fragments {
+  uint32_t base, x16;  // x16 = 16 x
+
+  __device__ __forceinline__ Fragments(int mn0, int lane) {
+    const int q = lane / 8, r = lane % 8;
+    const int mn_off = kMnFirst ? 8 * (q % 2) : 8 * (q / 2), k_off = kMnFirst ? 8 * (q / 2) : 8 * (q % 2);
+    base = KContig ? uint32_t(mn0 + mn_off + r) * 128u : uint32_t(k_off + r) * (2u * MN) + uint32_t(mn0) * 2u;
+    x16 = uint32_t((KContig ? k_off / 8 : mn_off / 8) ^ r) * 16u;
+  }
+  __device__ __forceinline__ uint32_t at(int b, int s) const {
+    return KContig ? base + 2048u * b + (x16 ^ (32u * s)) : base + 32u * MN * s + (x16 ^ (32u * b));
+  }
+};
 
 template <class TC>
 __device__ __forceinline__ void store_pair(TC* c, int64_t ldc, int m, int n, int row, int col, float v0, float v1,
@@ -155,13 +196,21 @@ __global__ void __launch_bounds__(Bf16Tiles<BN>::kThreads, Bf16Tiles<BN>::kMinBl
   const __nv_bfloat16* a = g.a + int64_t(blockIdx.z) * g.stride_a;
   const __nv_bfloat16* b = g.b + int64_t(blockIdx.z) * g.stride_b;
 
-  // A stage: the A tile (BM x 64), then the B tile (BN x 64).
+  // A stage: the A tile (BM x 64), then the B tile (BN x 64); whole tiles the short way.
+  const WholeTileCopy<kA, BM, kThreads> copy_a(a, g.lda, tm * BM, tid);
+  const WholeTileCopy<kB, BN, kThreads> copy_b(b, g.ldb, tn * BN, tid);
+  const bool whole_a = async_a && tm * BM + BM <= g.m, whole_b = async_b && tn * BN + BN <= g.n;
   auto load_stage = [&](int stage, int t) {
     const tc::SharedAddr at = smem_base + stage * Cfg::kStageBytes, bt = at + Cfg::kATileBytes;
     unsigned char* ap = smem + stage * Cfg::kStageBytes;
-    load_tile<kA, BM, kThreads>(at, ap, a, g.lda, g.m, g.k, tm * BM, t * BK, async_a, tid);
-    load_tile<kB, BN, kThreads>(bt, ap + Cfg::kATileBytes, b, g.ldb, g.n, g.k, tn * BN, t * BK, async_b, tid);
+    const bool whole_k = t * BK + BK <= g.k;
+    if (whole_a && whole_k) copy_a.issue(at, t * BK);
+    else load_tile<kA, BM, kThreads>(at, ap, a, g.lda, g.m, g.k, tm * BM, t * BK, async_a, tid);
+    if (whole_b && whole_k) copy_b.issue(bt, t * BK);
+    else load_tile<kB, BN, kThreads>(bt, ap + Cfg::kATileBytes, b, g.ldb, g.n, g.k, tn * BN, t * BK, async_b, tid);
   };
+  const Fragments<kA, BM, true> frag_a(wm * 64, lane);
+  const Fragments<kB, BN, false> frag_b(wn * 64, lane);
 
   float acc[4][8][4] = {};
   const int tiles = (g.k + BK - 1) / BK;
@@ -177,15 +226,14 @@ __global__ void __launch_bounds__(Bf16Tiles<BN>::kThreads, Bf16Tiles<BN>::kMinBl
     tc::cp_async_commit();
     const tc::SharedAddr at = smem_base + (t % S) * Cfg::kStageBytes, bt = at + Cfg::kATileBytes;
     EMBER_UNROLL
-    for (int ks = 0; ks < BK; ks += 16) {
+    for (int ks = 0; ks < BK / 16; ++ks) {
       uint32_t fa[4][4], fb[8][2];
       EMBER_UNROLL
-      for (int i = 0; i < 4; ++i)
-        tc::ldmatrix<4, !kA>(fa[i], fragment_addr<kA, BM, true>(at, wm * 64 + i * 16, ks, lane));
+      for (int i = 0; i < 4; ++i) tc::ldmatrix<4, !kA>(fa[i], at + frag_a.at(i, ks));
       EMBER_UNROLL
       for (int j = 0; j < 4; ++j) {
         uint32_t r[4];
-        tc::ldmatrix<4, !kB>(r, fragment_addr<kB, BN, false>(bt, wn * 64 + j * 16, ks, lane));
+        tc::ldmatrix<4, !kB>(r, bt + frag_b.at(j, ks));
         fb[2 * j][0] = r[0], fb[2 * j][1] = r[1], fb[2 * j + 1][0] = r[2], fb[2 * j + 1][1] = r[3];
       }
       EMBER_UNROLL
