@@ -3,8 +3,9 @@
 // in the four layouts of gemm_common.cuh, batched, any m, n, k and leading dimensions.
 // 2*m*n*k FLOPs on 2*(m*k + k*n) + sizeof(C)*m*n bytes: at 4096^3, 1.4 kFLOP/byte, far past
 // the H200's ridge (~990 TFLOP/s dense bf16 / 4.8 TB/s = 206 FLOP/byte), so the bound is the
-// tensor cores' issue rate and the shared-memory traffic that feeds them. Target: >= 450
-// TFLOP/s at 4096^3 on an H200 with mma.sync (Hopper's wgmma would be the next step).
+// tensor cores' issue rate and what feeds them: shared-memory wavefronts and the bytes each
+// SM pulls from L2. Target: >= 450 TFLOP/s at 8192^3 on an H200 with mma.sync (Hopper's
+// wgmma would be the next step).
 //
 // Design (CUTLASS's sm_80 configurations; docs/kernel-speed.md, "The bf16 tensor-core GEMM",
 // has the per-SM budget behind the numbers):
@@ -24,9 +25,13 @@
 //   fragments either way, so all four layouts take the same path. 16-byte chunks are XOR-
 //   swizzled by row (chunk ^ (row % 8)) so the 8 rows an ldmatrix phase reads, and the
 //   chunks a warp copies, fall in distinct banks.
-// - Edges: cp.async's source size zero-fills the part of a chunk past m, n or k. Operands
-//   whose rows are not 16-byte aligned (leading dimension not a multiple of 8, or an odd
-//   base) are copied element by element instead, synchronously: correct, slower.
+// - A tile wholly inside its operand (all but the edges) is copied with one add a chunk
+//   (WholeTileCopy), and ldmatrix addresses are a per-lane XOR plus immediates (Fragments):
+//   a warp's k step is ~270 PTX instructions for its 128 MMAs (~540 with per-chunk bounds
+//   and swizzle arithmetic). At the edges cp.async's
+//   source size zero-fills the part of a chunk past m, n or k. Operands whose rows are not
+//   16-byte aligned (leading dimension not a multiple of 8, or an odd base) are copied
+//   element by element instead, synchronously: correct, slower.
 //
 // cp.async, ldmatrix and mma.sync come from tensor_core.cuh: inline PTX on a GPU, the
 // emulator's models of the PTX ISA's fragment layouts and commit groups in CI.
