@@ -28,10 +28,10 @@
 // - A tile wholly inside its operand (all but the edges) is copied with one add a chunk
 //   (WholeTileCopy), and ldmatrix addresses are a per-lane XOR plus immediates (Fragments):
 //   a warp's k step is ~270 PTX instructions for its 128 MMAs (~540 with per-chunk bounds
-//   and swizzle arithmetic). At the edges cp.async's
-//   source size zero-fills the part of a chunk past m, n or k. Operands whose rows are not
-//   16-byte aligned (leading dimension not a multiple of 8, or an odd base) are copied
-//   element by element instead, synchronously: correct, slower.
+//   and swizzle arithmetic). At the edges cp.async's source size zero-fills the part of a
+//   chunk past m, n or k. Operands whose rows are not 16-byte aligned (leading dimension
+//   not a multiple of 8, or an odd base) are copied element by element instead,
+//   synchronously: correct, slower.
 //
 // cp.async, ldmatrix and mma.sync come from tensor_core.cuh: inline PTX on a GPU, the
 // emulator's models of the PTX ISA's fragment layouts and commit groups in CI.
