@@ -382,15 +382,19 @@ TEST(CudaGemm, BadArgumentsRaiseErrors) {
 
 // --- bf16 tensor cores ------------------------------------------------------------------------
 
+// Each case in both block shapes (gemm_bf16 picks one by size; see the dispatch test).
 template <class TC>
 void expect_bf16_matches(const Case& cs, uint32_t seed) {
   auto pr = make_problem<__nv_bfloat16, TC>(cs, seed);
-  gemm_bf16(pr->p, nullptr);
   // Tensor cores accumulate in float32 but need not round each addition to nearest:
   // twice the float32 allowance. A bf16 C is rounded once more (2^-8 relative).
   const double out_rel = std::is_same_v<TC, float> ? 0.0 : 1.0 / 256;
-  EXPECT_TRUE(matches_reference(*pr, 2 * kF32Unit, out_rel))
-      << "gemm_bf16 -> " << (std::is_same_v<TC, float> ? "f32" : "bf16") << ", " << describe(cs);
+  const char* out = std::is_same_v<TC, float> ? "f32" : "bf16";
+  gemm_bf16_with<Bf16Small>(pr->p, nullptr);
+  EXPECT_TRUE(matches_reference(*pr, 2 * kF32Unit, out_rel)) << "gemm_bf16 128 x 128 -> " << out << ", " << describe(cs);
+  pr->c->upload(test::from_doubles<TC>(pr->hc));
+  gemm_bf16_with<Bf16Large>(pr->p, nullptr);
+  EXPECT_TRUE(matches_reference(*pr, 2 * kF32Unit, out_rel)) << "gemm_bf16 128 x 256 -> " << out << ", " << describe(cs);
 }
 
 TEST(CudaGemm, Bf16TensorCoreGemmMatchesFloat64) {
@@ -412,6 +416,123 @@ TEST(CudaGemm, Bf16TensorCoreGemmMatchesFloat64) {
     expect_bf16_matches<float>(Case{100, 140, 72, ta, tb, -0.5f, 2.0f, 8, 0, 3, true}, seed++);
     expect_bf16_matches<__nv_bfloat16>(Case{100, 140, 72, ta, tb, 1.5f, 0.5f, 1, 1, 2}, seed++);
     expect_bf16_matches<float>(Case{9, 8, 0, ta, tb, 1.0f, 0.5f}, seed++);  // k = 0: C = beta C
+  }
+}
+
+// The edges of the 128 x 256 tiles and of the 4-stage pipeline: m and n one past a tile
+// (a second tile row or column holding one line), one short of it, a line in the middle
+// of a B tile; k with fewer tiles than stages (1, 2), one element into a last tile, and
+// more tiles than stages (the ring of stages wraps); a single row or column of C; a batch.
+TEST(CudaGemm, Bf16TensorCoreGemmAtTheLargeTilesEdges) {
+  EMBER_NEED_DEVICE();
+  uint32_t seed = 900;
+  for (int layout = 0; layout < 4; ++layout) {
+    const bool ta = layout & 1, tb = layout & 2;
+    for (Case cs : {Case{129, 257, 64}, Case{127, 255, 65}, Case{40, 136, 128}, Case{1, 300, 200}, Case{300, 1, 63},
+                    Case{136, 264, 5 * 64 + 8}}) {
+      cs.ta = ta, cs.tb = tb;
+      cs.round_to = 8;
+      expect_bf16_matches<float>(cs, seed++);
+    }
+    expect_bf16_matches<__nv_bfloat16>(Case{130, 260, 136, ta, tb, 1.0f, 0.25f, 0, 0, 3, false, 8, 7, 8}, seed++);
+    expect_bf16_matches<float>(Case{129, 258, 70, ta, tb, 2.0f, 0.0f, 1, 1, 2, true}, seed++);  // unaligned
+  }
+}
+
+#if !defined(__CUDACC__)
+// Shared-memory wavefronts as the hardware serves 16-byte-per-lane accesses (ldmatrix's
+// rows, cp.async's chunks): a quarter-warp at a time, each quarter as many wavefronts as
+// the most distinct 4-byte words one of the 32 banks is asked for. The emulator's profile
+// cannot count these (its ldmatrix and cp.async models move data lane by lane, and those
+// are the accesses it sees), so this checks the kernel's own address functions.
+int wavefronts_16b(const uint32_t (&addr)[32]) {
+  int total = 0;
+  for (int quarter = 0; quarter < 4; ++quarter) {
+    int most = 0;
+    for (int bank = 0; bank < 32; ++bank) {
+      std::vector<uint32_t> words;
+      for (int l = 8 * quarter; l < 8 * quarter + 8; ++l)
+        for (uint32_t w = addr[l] / 4; w < addr[l] / 4 + 4; ++w)
+          if (int(w % 32) == bank && std::find(words.begin(), words.end(), w) == words.end()) words.push_back(w);
+      most = std::max(most, int(words.size()));
+    }
+    total += most;
+  }
+  return total;
+}
+
+// Fragments names, for every lane, the row ldmatrix.x4 needs (matrix q = lane / 8 of the
+// 16 x 16 block: mn + 8 (q % 2), k + 8 (q / 2) for A, the other way round for B) at its
+// swizzled place; every ldmatrix.x4 of a warp and every cp.async of a warp (32 chunks in a
+// row, WholeTileCopy's and load_tile's order) takes the ideal 4 wavefronts.
+template <bool KContig, int MN, bool kMnFirst, int kThreads>
+void expect_tile_layout_right() {
+  using namespace bf16_gemm;
+  using T = Tile<KContig, MN>;
+  uint32_t addr[32];
+  for (int mn0 = 0; mn0 < MN; mn0 += 64)
+    for (int b = 0; b < 4; ++b)
+      for (int s = 0; s < kBK / 16; ++s) {
+        for (int lane = 0; lane < 32; ++lane) {
+          const int q = lane / 8, r = lane % 8;
+          const int mn = mn0 + 16 * b + 8 * (kMnFirst ? q % 2 : q / 2) + (KContig ? r : 0);
+          const int k = 16 * s + 8 * (kMnFirst ? q / 2 : q % 2) + (KContig ? 0 : r);
+          const uint32_t want = KContig ? T::offset(mn, k / 8) : T::offset(k, mn / 8);
+          addr[lane] = Fragments<KContig, MN, kMnFirst>(mn0, lane).at(b, s);
+          EXPECT_EQ(addr[lane], want) << "lane " << lane << ", block " << b << ", step " << s << ", KContig " << KContig;
+        }
+        EXPECT_EQ(wavefronts_16b(addr), 4) << "ldmatrix at mn " << mn0 + 16 * b << ", step " << s;
+      }
+  for (int first = 0; first < T::kRows * T::kChunks; first += 32) {
+    for (int lane = 0; lane < 32; ++lane) addr[lane] = T::offset((first + lane) / T::kChunks, (first + lane) % T::kChunks);
+    EXPECT_EQ(wavefronts_16b(addr), 4) << "cp.async of chunks " << first << "+, KContig " << KContig << ", MN " << MN;
+  }
+  // WholeTileCopy: thread tid's chunk i is chunk tid + i * kThreads of load_tile's order.
+  using Copy = WholeTileCopy<KContig, MN, kThreads>;
+  const std::vector<__nv_bfloat16> panel(512);  // a panel with ld 1, for the constructor's pointer
+  for (int tid = 0; tid < kThreads; ++tid) {
+    const Copy copy(panel.data(), 1, 0, tid);
+    for (int i = 0; i < Copy::kPerThread; ++i) {
+      const int id = tid + i * kThreads;
+      EXPECT_EQ(copy.dst + uint32_t(i * Copy::kRowStep * T::kChunks * 16), T::offset(id / T::kChunks, id % T::kChunks));
+    }
+  }
+}
+
+TEST(CudaGemm, Bf16SwizzledTilesHaveNoBankConflicts) {
+  expect_tile_layout_right<true, 128, true, Bf16Small::kThreads>();  // A [m][k]
+  expect_tile_layout_right<false, 128, true, Bf16Small::kThreads>();  // A [k][m]
+  expect_tile_layout_right<true, 128, false, Bf16Small::kThreads>();  // B [n][k]
+  expect_tile_layout_right<false, 128, false, Bf16Small::kThreads>();  // B [k][n]
+  expect_tile_layout_right<true, 128, true, Bf16Large::kThreads>();
+  expect_tile_layout_right<false, 128, true, Bf16Large::kThreads>();
+  expect_tile_layout_right<true, 256, false, Bf16Large::kThreads>();
+  expect_tile_layout_right<false, 256, false, Bf16Large::kThreads>();
+  // The check itself: the unswizzled layout's ldmatrix (8 rows 128 bytes apart) takes 8 a quarter.
+  uint32_t rows[32];
+  for (int lane = 0; lane < 32; ++lane) rows[lane] = uint32_t(lane % 8 * 128 + lane / 8 * 16);
+  EXPECT_EQ(wavefronts_16b(rows), 32);
+}
+#endif
+
+// gemm_bf16 takes the large tiles when they give every SM a block at least.
+TEST(CudaGemm, Bf16TensorCoreGemmPicksTheBlockShapeBySize) {
+  EMBER_NEED_DEVICE();
+  const int64_t sms = sm_count();
+  EXPECT_TRUE(gemm_bf16_uses_large_tiles(128, 256 * sms, 1));
+  EXPECT_TRUE(gemm_bf16_uses_large_tiles(128 * sms - 127, 129, 1));  // sms x 1 tiles, partial ones
+  EXPECT_TRUE(gemm_bf16_uses_large_tiles(100, 200, sms));
+  EXPECT_FALSE(gemm_bf16_uses_large_tiles(128, 256 * (sms - 1), 1));
+  EXPECT_FALSE(gemm_bf16_uses_large_tiles(100, 200, sms - 1));
+  EXPECT_EQ(gemm_bf16_config<Bf16Large>(300, 600, 2).grid.x, 3u * 3u);
+  EXPECT_EQ(gemm_bf16_config<Bf16Large>(300, 600, 2).block.x, 256u);
+  EXPECT_EQ(gemm_bf16_config<Bf16Small>(300, 600, 2).grid.x, 3u * 5u);
+  // Through gemm_bf16 both ways: a size that takes the large tiles, and one that does not.
+  uint32_t seed = 950;
+  for (const Case& cs : {Case{130, 256 * sms, 40}, Case{130, 256, 40}}) {
+    auto pr = make_problem<__nv_bfloat16, float>(cs, seed++);
+    gemm_bf16(pr->p, nullptr);
+    EXPECT_TRUE(matches_reference(*pr, 2 * kF32Unit, 0.0)) << describe(cs);
   }
 }
 
