@@ -34,6 +34,7 @@ inline constexpr int kH200Sms = 132;
 struct KernelCounters {
   double read_bytes = 0, write_bytes = 0;  // unique: the compulsory DRAM traffic
   double sectors = 0;                      // global sectors the requests touch
+  double l2_sectors = 0;                   // of them, loads missing the L1 model, stores, atomics
   double requests = 0;                     // global load, store and atomic requests
   double wavefronts = 0;                   // shared-memory wavefronts
   double flops = 0;
@@ -41,6 +42,8 @@ struct KernelCounters {
   double warps_per_sm = 64;                // resident: occupancy, or fewer when the grid is small
   double bytes_per_request = 128;          // global bytes the lanes ask for, per request
   double loads_per_burst = 1;              // a thread's loads with no store between (profile.h)
+  int launches = 1;                        // kernel launches of the row
+  double warp_basic_blocks = 0;            // the host compiler's basic blocks a warp ran (profile.h)
 };
 
 struct ModelParams {
