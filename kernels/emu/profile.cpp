@@ -7,14 +7,14 @@
 // the GPU when the warp does not diverge, which is what the kernels' loops are. The
 // requests of a block are kept until it ends, then counted.
 //
-// Note [L1 model]: an LRU of the 32-byte sectors global loads touched, as large as a
-// block's share of its SM's L1 (l1_bytes_per_block), stands for an SM's L1: a load's sector
-// missing it is an L1 miss, a sector the L2 serves. Stores write through to the L2 and are
-// not kept. One LRU an OS thread, emptied when a launch's first block runs there (a kernel
-// starts with a cold L1) and kept across the blocks of that launch it runs next, as an
-// SM's resident blocks share theirs: data every block reads (layer norm's gamma and beta)
-// hit after the first, and a block's own re-reads hit when they fit its share, as when its
-// SM's other blocks stream through the rest. The LRU sees accesses in the fibers' order
+// Note [L1 model]: each block has an LRU of the 32-byte sectors its global loads touched,
+// as large as its share of its SM's L1 (l1_bytes_per_block): a load's sector missing it is
+// an L1 miss, a sector the L2 serves. Stores write through to the L2 and are not kept.
+// Per block, emptied when it starts: blocks run on the OS threads as they come free, so an
+// LRU kept across the blocks one thread runs would count hits that depend on the
+// scheduling (the counters are exact, run to run). Data that the blocks an SM holds read
+// alike (layer norm's gamma and beta, a broadcast operand) therefore misses once a block,
+// where the GPU's SM would keep it for all of them. The LRU sees accesses in the fibers' order
 // (each thread up to its next barrier), not the GPU's interleaving of warps: a block's
 // re-read after a barrier (a row's statistics, then its normalisation) and lanes of other
 // warps in a sector hit as on the GPU; a thread that walked more than the share before the
@@ -241,6 +241,7 @@ struct Request {
   Kind kind;
   bool shared;
   std::vector<Lane> lanes;
+  std::vector<uintptr_t> l1_missed;  // sectors of a load that missed the L1 model
 };
 
 struct Key {
@@ -291,7 +292,6 @@ class SectorLru {
 
 // The counters of one launch, merged from its blocks.
 struct LaunchState {
-  uint64_t serial = 0;  // which launch, for the L1 model (Note [L1 model])
   std::mutex mu;
   LaunchProfile profile;
   SectorMap sectors;
@@ -322,8 +322,6 @@ struct Profiler {
   std::vector<bool> in_burst;  // per thread: its last global access was a load
   uint64_t load_accesses = 0, load_bursts = 0;
   SectorLru l1;
-  uint64_t l1_launch = 0;  // the serial of the launch whose blocks l1 holds
-  uint64_t l1_misses = 0;
   uint64_t basic_blocks = 0;
   std::vector<std::unordered_map<uintptr_t, uint32_t>> occurrences;  // per thread: site -> times reached
   SectorMap sectors;
@@ -380,6 +378,11 @@ void count_global(const Request& r, LaunchProfile& out) {
   }
   std::sort(sectors, sectors + n);
   const uint64_t distinct = std::unique(sectors, sectors + n) - sectors;
+  // A sector the fibers' order let fall out of the LRU between two lanes of one request
+  // (Note [L1 model]) missed once: the request asks the L2 for it once.
+  std::vector<uintptr_t> missed = r.l1_missed;
+  std::sort(missed.begin(), missed.end());
+  out.global_load_l1_miss_sectors += std::unique(missed.begin(), missed.end()) - missed.begin();
   switch (r.kind) {
     case kLoad: out.global_load_requests++, out.global_load_sectors += distinct, out.global_load_bytes += bytes; break;
     case kStore: out.global_store_requests++, out.global_store_sectors += distinct, out.global_store_bytes += bytes; break;
@@ -433,7 +436,7 @@ void Profiler::access(uintptr_t addr, size_t size, bool read, bool write, bool a
   for (uintptr_t a = addr; a < addr + size;) {
     const uintptr_t sector = a >> 5, end = std::min<uintptr_t>(addr + size, (sector + 1) << 5);
     const uint32_t bits = uint32_t(((uint64_t{1} << (end - a)) - 1) << (a & 31));
-    if (kind == kLoad && !l1.touch(sector)) ++l1_misses;
+    if (kind == kLoad && !l1.touch(sector)) last->l1_missed.push_back(sector);
     SectorBytes& s = sectors[sector];
     if (read) s.read |= bits;
     if (write) s.written |= bits;
@@ -458,7 +461,6 @@ void Profiler::finish_block() {
   p.add_counts(counts);
   p.global_load_accesses += std::exchange(load_accesses, 0);
   p.global_load_bursts += std::exchange(load_bursts, 0);
-  p.global_load_l1_miss_sectors += std::exchange(l1_misses, 0);
   p.basic_blocks += std::exchange(basic_blocks, 0);
   for (const auto& [sector, bytes] : sectors) {
     SectorBytes& s = launch->sectors[sector];
@@ -475,9 +477,7 @@ bool profile_launch_begin(const Launch& launch, const void* kernel_id) {
     std::lock_guard lock(s.mu);
     if (!s.wanted(launch.kernel)) return false;
   }
-  static std::atomic<uint64_t> serials{0};
   auto state = std::make_shared<LaunchState>();
-  state->serial = ++serials;
   LaunchProfile& p = state->profile;
   p.kernel = launch.kernel;
   p.symbol = mangled_name(kernel_id);
@@ -545,10 +545,7 @@ void profile_block_begin(const Launch& launch, const void* stacks, size_t stack_
   p.occurrences.assign(threads, {});
   p.in_burst.assign(threads, false);
   const LaunchProfile& lp = p.launch->profile;
-  if (p.l1_launch != p.launch->serial) {
-    p.l1.reset(l1_bytes_per_block(lp.occupancy, lp.resources.static_shared + lp.dynamic_shared) / 32);
-    p.l1_launch = p.launch->serial;
-  }
+  p.l1.reset(l1_bytes_per_block(lp.occupancy, lp.resources.static_shared + lp.dynamic_shared) / 32);
   active_profiler = &p;
 }
 

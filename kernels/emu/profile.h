@@ -64,11 +64,10 @@ struct LaunchProfile {
   // compiler can issue together (a burst). Loads per burst estimate how many of a warp's
   // loads are in flight at once.
   uint64_t global_load_accesses = 0, global_load_bursts = 0;
-  // Load sectors that miss a model of the SM's L1: an LRU of 32-byte sectors as large as a
-  // block's share of the L1 (l1_bytes_per_block), kept across the blocks of the launch an
-  // OS thread runs. The rest are L1 hits (a block's re-reads, data every block reads, lanes
-  // of different requests in one sector); misses, stores and atomics are the sectors
-  // between L2 and the SMs (l2_sectors). Note [L1 model] in profile.cpp.
+  // Load sectors that miss a model of the SM's L1: per block, an LRU of 32-byte sectors as
+  // large as its share of the L1 (l1_bytes_per_block). The rest are L1 hits (a block's
+  // re-reads, lanes of its other requests in a sector); misses, stores and atomics are the
+  // sectors between L2 and the SMs (l2_sectors). Note [L1 model] in profile.cpp.
   uint64_t global_load_l1_miss_sectors = 0;
   // Basic blocks of the host compiler's code the threads ran: an instruction count's
   // proxy, counted only in translation units built with -fsanitize-coverage=trace-pc (the
