@@ -135,6 +135,10 @@ RowCounters gather(const std::vector<ember::emu::LaunchProfile>& launches, doubl
   m.read_bytes = s.unique_read_bytes * unique_scale;
   m.write_bytes = s.unique_write_bytes * unique_scale;
   m.sectors = double(s.global_sectors()) * work_scale;
+  m.l2_sectors = double(s.l2_sectors()) * work_scale;
+  m.launches = r.launches;
+  // A warp runs a block of the code once for its 32 lanes (when they do not diverge).
+  m.warp_basic_blocks = double(s.basic_blocks) / 32 * work_scale;
   m.requests = double(s.global_requests()) * work_scale;
   m.wavefronts = double(s.shared_wavefronts) * work_scale;
   m.flops = flops, m.flop_kind = flop_kind;
@@ -154,7 +158,9 @@ class Table {
     if (!o.counters.empty()) {
       counters_.open(o.counters);
       counters_ << "kernel\tbytes\tflops\tflop_kind\tread_bytes\twrite_bytes\tsectors\trequests\twavefronts"
-                   "\twarps_per_sm\tbytes_per_request\tloads_per_burst\tld_sectors_per_request\tst_sectors_per_request"
+                   "\twarps_per_sm\tbytes_per_request\tloads_per_burst\tl2_sectors\tlaunches\twarp_basic_blocks"
+                   "\tld_sectors_per_request"
+                   "\tst_sectors_per_request"
                    "\tbank_conflicts_per_request\tunique_over_ideal\tkernels\n";
     }
     if (!o.baseline.empty()) read_baseline(o.baseline);
@@ -256,7 +262,7 @@ class Table {
   // bytes the lanes asked for (1 when coalesced), which a change of access width (4 to 16
   // bytes a lane: 4 to 16 sectors a request) leaves alone, and uncoalescing raises.
   struct Ratios {
-    double ld = 0, st = 0, conflicts = 0, unique = 0, ld_excess = 0, st_excess = 0;
+    double ld = 0, st = 0, conflicts = 0, unique = 0, ld_excess = 0, st_excess = 0, l1_hits = 0;
   };
   static Ratios ratios(const RowCounters& c, double run_bytes) {
     const auto& s = c.sum;
@@ -267,15 +273,16 @@ class Table {
             shared_requests > 0 ? double(s.bank_conflicts()) / shared_requests : 0,
             run_bytes > 0 ? double(s.unique_bytes()) / run_bytes : 0,
             over_ideal(s.global_load_sectors, s.global_load_bytes),
-            over_ideal(s.global_store_sectors, s.global_store_bytes)};
+            over_ideal(s.global_store_sectors, s.global_store_bytes),
+            s.global_load_sectors ? 1 - double(s.global_load_l1_miss_sectors) / double(s.global_load_sectors) : 0};
   }
   static std::string describe(const RowCounters& c, double run_bytes) {
     const Ratios r = ratios(c, run_bytes);
     char buf[512];
     std::snprintf(buf, sizeof buf,
-                  "%d launch%s; ld %.1f, st %.1f sect/req, %.0f B/req, %.1f loads/burst; bank conflicts %.2f/req; unique/ideal %.2f; "
+                  "%d launch%s; ld %.1f, st %.1f sect/req, %.0f%% L1 hits, %.0f B/req, %.1f loads/burst; bank conflicts %.2f/req; unique/ideal %.2f; "
                   "%.0f warps/SM",
-                  c.launches, c.launches == 1 ? "" : "es", r.ld, r.st, c.model.bytes_per_request, c.model.loads_per_burst, r.conflicts,
+                  c.launches, c.launches == 1 ? "" : "es", r.ld, r.st, 100 * r.l1_hits, c.model.bytes_per_request, c.model.loads_per_burst, r.conflicts,
                   r.unique, c.model.warps_per_sm);
     return buf;
   }
@@ -285,7 +292,8 @@ class Table {
       const auto& m = c.model;
       counters_ << name << '\t' << bytes << '\t' << flops << '\t' << m.flop_kind << '\t' << m.read_bytes << '\t'
                 << m.write_bytes << '\t' << m.sectors << '\t' << m.requests << '\t' << m.wavefronts << '\t'
-                << m.warps_per_sm << '\t' << m.bytes_per_request << '\t' << m.loads_per_burst << '\t' << r.ld << '\t' << r.st << '\t'
+                << m.warps_per_sm << '\t' << m.bytes_per_request << '\t' << m.loads_per_burst << '\t' << m.l2_sectors << '\t' << m.launches
+                << '\t' << m.warp_basic_blocks << '\t' << r.ld << '\t' << r.st << '\t'
                 << r.conflicts << '\t' << r.unique << '\t' << c.kernels << '\n';
     }
     if (baseline_out_.is_open())

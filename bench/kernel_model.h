@@ -4,9 +4,11 @@
 // (bench/calibration/h200_model.txt) and reports the model's leave-one-out error. The
 // formula is written twice, here and in that script; docs/kernel-speed.md, "Predicted time".
 //
-//   time = launch floor + max(DRAM, L2, in flight, issue, shared, math), where
+//   time = launches x floor + ||DRAM, L2, in flight, issue, shared, math||_p, where the
+//   p-norm (p fitted) is a smooth max: the phases of a kernel partly overlap, and
 //   DRAM      = unique bytes read / read bandwidth + unique bytes written / write bandwidth
-//   L2        = 32-byte sectors the requests touch x 32 / L2 bandwidth
+//   L2        = (load sectors missing the L1 model + store and atomic sectors) x 32 / L2
+//               bandwidth (profile.h: a block's re-reads that fit its L1 share are hits)
 //   in flight = DRAM bytes x latency / (SMs x resident warps x bytes a warp request moves)
 //               (Little's law: what the resident warps keep in flight, one request each;
 //               loads per burst, the host compiler's order of a thread's loads, made the
@@ -20,6 +22,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -34,6 +37,7 @@ inline constexpr int kH200Sms = 132;
 struct KernelCounters {
   double read_bytes = 0, write_bytes = 0;  // unique: the compulsory DRAM traffic
   double sectors = 0;                      // global sectors the requests touch
+  double l2_sectors = 0;                   // of them, loads missing the L1 model, stores, atomics
   double requests = 0;                     // global load, store and atomic requests
   double wavefronts = 0;                   // shared-memory wavefronts
   double flops = 0;
@@ -41,12 +45,15 @@ struct KernelCounters {
   double warps_per_sm = 64;                // resident: occupancy, or fewer when the grid is small
   double bytes_per_request = 128;          // global bytes the lanes ask for, per request
   double loads_per_burst = 1;              // a thread's loads with no store between (profile.h)
+  int launches = 1;                        // kernel launches of the row
+  double warp_basic_blocks = 0;            // the host compiler's basic blocks a warp ran (profile.h)
 };
 
 struct ModelParams {
   bool loaded = false;
   double floor_us = 2, read_gbs = 4000, write_gbs = 4000, l2_gbs = 10000, latency_us = 1;
   double issue_per_us = 2000, wavefronts_per_us = 2000, f32_tflops = 50, bf16_tflops = 600, math_warps = 16;
+  double smooth_p = 4;
   // From the same GPU run: the device-to-device copy (the "of copy" ceiling) and cuBLAS.
   double copy_gbs = 4077, cublas_sgemm_4096_us = 2727.5;
   std::string source;  // the run the parameters were fitted on
@@ -62,6 +69,7 @@ inline ModelParams load_model(const std::string& path) {
       {"latency_us", &p.latency_us},     {"issue_per_us", &p.issue_per_us},
       {"wavefronts_per_us", &p.wavefronts_per_us}, {"math_warps", &p.math_warps},
       {"f32_tflops", &p.f32_tflops},     {"bf16_tflops", &p.bf16_tflops},
+      {"smooth_p", &p.smooth_p},
       {"copy_gbs", &p.copy_gbs},         {"cublas_sgemm_4096_us", &p.cublas_sgemm_4096_us}};
   std::string line;
   while (std::getline(in, line)) {
@@ -78,7 +86,7 @@ inline ModelParams load_model(const std::string& path) {
 
 struct Prediction {
   double us = 0;
-  const char* bound = "";  // the term that sets it
+  const char* bound = "";  // the largest term
 };
 
 inline Prediction predict(const KernelCounters& c, const ModelParams& p) {
@@ -87,20 +95,23 @@ inline Prediction predict(const KernelCounters& c, const ModelParams& p) {
   // The emulator's tensor-core and cp.async models move memory lane by lane, not as the
   // hardware's instructions: a bf16 mma.sync kernel keeps only its DRAM bytes and FLOPs.
   const bool tc = c.flop_kind == 1;
-  const double l2 = (tc ? 0 : 32 * c.sectors) / (p.l2_gbs * 1e3);
+  const double l2 = (tc ? 0 : 32 * c.l2_sectors) / (p.l2_gbs * 1e3);
   const double flight =
       (c.read_bytes + c.write_bytes) * p.latency_us / (kH200Sms * warps * std::max(c.bytes_per_request, 1.0));
   const double issue = (tc ? 0 : c.requests) / (kH200Sms * p.issue_per_us);
   const double shared = (tc ? 0 : c.wavefronts) / (kH200Sms * p.wavefronts_per_us);
   const double math = c.flops / ((c.flop_kind == 1 ? p.bf16_tflops : p.f32_tflops) * 1e6 *
                                  std::min(1.0, warps / p.math_warps));
-  Prediction r{dram, "DRAM"};
-  if (l2 > r.us) r = {l2, "L2 sectors"};
-  if (flight > r.us) r = {flight, "in flight"};
-  if (issue > r.us) r = {issue, "issue"};
-  if (shared > r.us) r = {shared, "shared"};
-  if (math > r.us) r = {math, "math"};
-  r.us += p.floor_us;
+  const double terms[] = {dram, l2, flight, issue, shared, math};
+  const char* names[] = {"DRAM", "L2 sectors", "in flight", "issue", "shared", "math"};
+  Prediction r{dram, names[0]};
+  for (int i = 1; i < 6; ++i)
+    if (terms[i] > r.us) r = {terms[i], names[i]};
+  // The p-norm, scaled by the largest term (no overflow at a large p).
+  const double top = std::max(r.us, 1e-30);
+  double sum = 0;
+  for (double t : terms) sum += std::pow(t / top, p.smooth_p);
+  r.us = p.floor_us * std::max(c.launches, 1) + top * std::pow(sum, 1 / p.smooth_p);
   return r;
 }
 

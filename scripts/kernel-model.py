@@ -12,8 +12,9 @@
 MEASURED.md is the table ember_bench_cuda_kernels prints on a GPU (gpu-check's last table);
 COUNTERS.tsv is what `ember_bench_cuda_kernels --emulated --counters FILE` writes, for the
 commit that was measured (scripts/kernel-counters-at.sh COMMIT ...). The model's formula is
-bench/kernel_model.h's (the bench predicts with it): time = floor + max(DRAM, L2 sectors,
-in flight, issue, math). Fitted by Nelder-Mead on the logarithms of the parameters,
+bench/kernel_model.h's (the bench predicts with it): time = launches x floor + the p-norm of
+(DRAM, L2 sectors, in flight, issue, shared, math), p fitted (a smooth max: the phases
+partly overlap). Fitted by Nelder-Mead on the logarithms of the parameters,
 minimising the mean absolute log error; leave-one-out refits without each kernel in turn and
 predicts it. Needs numpy only.
 """
@@ -31,39 +32,57 @@ CALIBRATION = os.path.join(ROOT, 'bench', 'calibration', 'h200.json')
 MODEL = os.path.join(ROOT, 'bench', 'calibration', 'h200_model.txt')
 SMS = 132
 
-# name, starting value (a datasheet figure or a plain guess), unit
+# name, starting value (a datasheet figure or a plain guess), the physical range the fit
+# keeps it in (the H200's datasheet: 4.8 TB/s of HBM3e, 67 TFLOP/s f32, 989 bf16 dense;
+# L2 above DRAM; a loaded DRAM latency of 0.3-2 us), unit. Without the ranges the fit
+# traded the terms for each other (reads at 9.5 TB/s, L2 at 4.3: the L2 term standing for
+# DRAM, which coalesced kernels' sectors equal).
 PARAMS = [
-    ('floor_us', 3.0, 'us, launch and tail'),
-    ('read_gbs', 4000.0, 'GB/s, DRAM reads'),
-    ('write_gbs', 4000.0, 'GB/s, DRAM writes'),
-    ('l2_gbs', 10000.0, 'GB/s, sectors between L2 and the SMs'),
-    ('latency_us', 1.0, 'us, loaded memory latency (Little)'),
-    ('issue_per_us', 1980.0, 'global requests an SM issues a us'),
-    ('wavefronts_per_us', 1980.0, 'shared-memory wavefronts an SM serves a us'),
-    ('f32_tflops', 60.0, 'TFLOP/s, f32 FMA at full latency hiding'),
-    ('bf16_tflops', 620.0, 'TFLOP/s, bf16 mma.sync'),
-    ('math_warps', 16.0, 'resident warps an SM needs for its math rate'),
+    ('floor_us', 3.0, (0.5, 30), 'us a launch, launch and tail'),
+    ('read_gbs', 4000.0, (1000, 4800), 'GB/s, DRAM reads'),
+    ('write_gbs', 4000.0, (1000, 4800), 'GB/s, DRAM writes'),
+    ('l2_gbs', 10000.0, (4800, 30000), 'GB/s, sectors between L2 and the SMs (L1 misses, stores)'),
+    ('latency_us', 1.0, (0.3, 2), 'us, loaded memory latency (Little)'),
+    ('issue_per_us', 1980.0, (10, 1e5), 'global requests an SM issues a us'),
+    ('wavefronts_per_us', 1980.0, (10, 1e5), 'shared-memory wavefronts an SM serves a us'),
+    ('f32_tflops', 60.0, (5, 67), 'TFLOP/s, f32 FMA at full latency hiding'),
+    ('bf16_tflops', 620.0, (50, 989), 'TFLOP/s, bf16 mma.sync'),
+    ('math_warps', 16.0, (1, 64), 'resident warps an SM needs for its math rate'),
+    ('smooth_p', 4.0, (1, 64), 'the p of the terms\' p-norm (large: their max)'),
 ]
+LOG_LO = np.log([p[2][0] for p in PARAMS])
+LOG_HI = np.log([p[2][1] for p in PARAMS])
+
+
+def values(theta):
+    """The parameters of a point of the search: its logarithms, held to the ranges."""
+    return np.exp(np.clip(theta, LOG_LO, LOG_HI))
 FEATURES = ['read_bytes', 'write_bytes', 'sectors', 'requests', 'wavefronts', 'flops', 'flop_kind', 'warps_per_sm',
-            'bytes_per_request', 'loads_per_burst']
-DEFAULTS = {'loads_per_burst': 1.0}  # for counters tables written before the feature
+            'bytes_per_request', 'loads_per_burst', 'l2_sectors', 'launches', 'warp_basic_blocks']
+# For counters tables written before a feature: one launch, every sector an L1 miss.
+DEFAULTS = {'loads_per_burst': 1.0, 'launches': 1.0, 'warp_basic_blocks': 0.0}
+FALLBACK = {'l2_sectors': 'sectors'}
+
+
+def counter(c, k):
+    return float(c.get(k, c.get(FALLBACK.get(k, k), DEFAULTS.get(k, 0))))
 
 
 def terms(theta, f):
     """Each term of bench/kernel_model.h's predict(), in us; f: dict of feature arrays."""
-    floor, rd, wr, l2, lat, issue, wave, f32, bf16, mw = np.exp(theta)
+    floor, rd, wr, l2, lat, issue, wave, f32, bf16, mw, _ = values(theta)
     warps = np.maximum(f['warps_per_sm'], 1)
     dram = f['read_bytes'] / (rd * 1e3) + f['write_bytes'] / (wr * 1e3)
     # The emulator's tensor-core and cp.async models (ldmatrix, mma.sync) move shared and
     # global memory lane by lane, not as the hardware's instructions: the bf16 mma.sync rows
     # keep only their DRAM bytes and FLOPs.
     tc = f['flop_kind'] == 1
-    l2t = np.where(tc, 0.0, 32 * f['sectors']) / (l2 * 1e3)
+    l2t = np.where(tc, 0.0, 32 * f['l2_sectors']) / (l2 * 1e3)
     flight = (f['read_bytes'] + f['write_bytes']) * lat / (SMS * warps * np.maximum(f['bytes_per_request'], 1))
     iss = np.where(tc, 0.0, f['requests']) / (SMS * issue)
     shared = np.where(tc, 0.0, f['wavefronts']) / (SMS * wave)
     math_ = f['flops'] / (np.where(f['flop_kind'] == 1, bf16, f32) * 1e6 * np.minimum(1.0, warps / mw))
-    return floor, np.stack([dram, l2t, flight, iss, shared, math_])
+    return floor * f['launches'], np.stack([dram, l2t, flight, iss, shared, math_])
 
 
 BOUNDS = ['DRAM', 'L2 sectors', 'in flight', 'issue', 'shared', 'math']
@@ -71,7 +90,9 @@ BOUNDS = ['DRAM', 'L2 sectors', 'in flight', 'issue', 'shared', 'math']
 
 def predict(theta, f):
     floor, t = terms(theta, f)
-    return floor + t.max(axis=0)
+    p = values(theta)[-1]
+    top = np.maximum(t.max(axis=0), 1e-30)
+    return floor + top * np.sum((t / top) ** p, axis=0) ** (1 / p)
 
 
 def loss(theta, f, measured):
@@ -160,7 +181,7 @@ def read_measured(path):
 
 
 def features(rows):
-    return {k: np.array([float(r['counters'].get(k, DEFAULTS.get(k, 0))) for r in rows]) for k in FEATURES}
+    return {k: np.array([counter(r['counters'], k) for r in rows]) for k in FEATURES}
 
 
 def cmd_add(a):
@@ -177,7 +198,7 @@ def cmd_add(a):
         cal['rows'].append({
             'kernel': name, 'measured_us': us, 'commit': a.commit, 'gpu': a.gpu, 'date': a.date,
             'kernels': c.get('kernels', ''), 'bytes': float(c['bytes']),
-            'counters': {k: float(c.get(k, DEFAULTS.get(k, 0))) for k in FEATURES}})
+            'counters': {k: counter(c, k) for k in FEATURES}})
         added += 1
     missing = sorted(set(measured) - set(counters))
     with open(CALIBRATION, 'w') as fh:
@@ -237,7 +258,7 @@ def cmd_fit(a):
           f'worst {100 * seen.max():.0f}%); over all {len(rows)}: {100 * ape.mean():.1f}%; '
           f'pairwise ranking of times right {100 * rank:.1f}%, of shares of the ceiling (memory-bound rows) '
           f'{100 * share_rank:.1f}%. Fitted on all:')
-    for (name, _, unit), v in zip(PARAMS, np.exp(theta)):
+    for (name, _, _, unit), v in zip(PARAMS, values(theta)):
         print(f'  {name} = {v:.4g} ({unit})')
     if a.write:
         copy = cal.get('copy_gbs', 4077)
@@ -248,7 +269,7 @@ def cmd_fit(a):
             fh.write(f'# source: {source}\n')
             fh.write(f'# leave-one-out over {len(seen)} kernels: MAPE {100 * seen.mean():.1f}%, '
                      f'pairwise ranking {100 * rank:.1f}%\n')
-            for (name, _, unit), v in zip(PARAMS, np.exp(theta)):
+            for (name, _, _, unit), v in zip(PARAMS, values(theta)):
                 fh.write(f'{name} {v:.6g}\n')
             fh.write(f'copy_gbs {copy}\ncublas_sgemm_4096_us {cublas}\n')
         print(f'wrote {os.path.relpath(MODEL, ROOT)}')
@@ -259,7 +280,7 @@ def cmd_predict(a):
     theta = fit(features(cal['rows']), np.array([r['measured_us'] for r in cal['rows']]))
     counters = read_counters(a.counters)
     names = list(counters)
-    f = {k: np.array([float(counters[n].get(k, DEFAULTS.get(k, 0))) for n in names]) for k in FEATURES}
+    f = {k: np.array([counter(counters[n], k) for n in names]) for k in FEATURES}
     pred = predict(theta, f)
     copy = cal.get('copy_gbs', 4077)
     measured = {r['kernel']: r['measured_us'] for r in cal['rows']}

@@ -6,6 +6,19 @@
 // site before): the n-th execution of a load by each lane of a warp is one instruction on
 // the GPU when the warp does not diverge, which is what the kernels' loops are. The
 // requests of a block are kept until it ends, then counted.
+//
+// Note [L1 model]: each block has an LRU of the 32-byte sectors its global loads touched,
+// as large as its share of its SM's L1 (l1_bytes_per_block): a load's sector missing it is
+// an L1 miss, a sector the L2 serves. Stores write through to the L2 and are not kept.
+// Per block, emptied when it starts: blocks run on the OS threads as they come free, so an
+// LRU kept across the blocks one thread runs would count hits that depend on the
+// scheduling (the counters are exact, run to run). Data that the blocks an SM holds read
+// alike (layer norm's gamma and beta, a broadcast operand) therefore misses once a block,
+// where the GPU's SM would keep it for all of them. The LRU sees accesses in the fibers' order
+// (each thread up to its next barrier), not the GPU's interleaving of warps: a block's
+// re-read after a barrier (a row's statistics, then its normalisation) and lanes of other
+// warps in a sector hit as on the GPU; a thread that walked more than the share before the
+// next thread ran would miss where the GPU's warps, in step, hit (no ember kernel does).
 #include "kernels/emu/profile.h"
 
 #include <dlfcn.h>
@@ -16,6 +29,7 @@
 #include <atomic>
 #include <bit>
 #include <iterator>
+#include <list>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -55,6 +69,22 @@ Occupancy sm90_occupancy(const KernelResources& r, unsigned threads, size_t dyna
   return o;
 }
 
+size_t l1_bytes_per_block(const Occupancy& o, size_t shared_per_block) {
+  // The shared-memory carveouts sm_90 offers, in KiB: the driver takes the least that
+  // holds the resident blocks' shared memory.
+  constexpr size_t kCarveouts[] = {0, 8, 16, 32, 64, 100, 132, 164, 196, 228};
+  constexpr size_t kUnified = 256 * 1024, kReservedPerBlock = 1024;
+  const size_t blocks = size_t(std::max(o.blocks_per_sm, 1));
+  const size_t need = blocks * (shared_per_block + kReservedPerBlock);
+  size_t carveout = kCarveouts[std::size(kCarveouts) - 1] * 1024;
+  for (size_t c : kCarveouts)
+    if (c * 1024 >= need) {
+      carveout = c * 1024;
+      break;
+    }
+  return (kUnified - carveout) / blocks;
+}
+
 void LaunchProfile::add_counts(const LaunchProfile& o) {
   global_load_requests += o.global_load_requests, global_load_sectors += o.global_load_sectors;
   global_load_bytes += o.global_load_bytes;
@@ -65,6 +95,8 @@ void LaunchProfile::add_counts(const LaunchProfile& o) {
   shared_load_requests += o.shared_load_requests, shared_store_requests += o.shared_store_requests;
   shared_wavefronts += o.shared_wavefronts, shared_ideal_wavefronts += o.shared_ideal_wavefronts;
   global_load_accesses += o.global_load_accesses, global_load_bursts += o.global_load_bursts;
+  global_load_l1_miss_sectors += o.global_load_l1_miss_sectors;
+  basic_blocks += o.basic_blocks;
 }
 
 std::string LaunchProfile::summary() const {
@@ -72,12 +104,13 @@ std::string LaunchProfile::summary() const {
   const double ld = load_sectors_per_request(), st = store_sectors_per_request();
   std::snprintf(buf, sizeof buf,
                 "grid %ux%ux%u block %ux%ux%u dyn smem %zu | regs %s smem %zu occupancy %.0f%% (%d blocks/SM, %s) | "
-                "global ld %llu req %.2f sect/req %.1f/burst, st %llu req %.2f sect/req, atom %llu req; unique %llu B read, %llu B "
+                "global ld %llu req %.2f sect/req %.1f/burst %llu L1-missing sect, st %llu req %.2f sect/req, atom %llu req; unique %llu B read, %llu B "
                 "written | shared ld %llu st %llu req, %llu wavefronts (%llu ideal, %llu bank conflicts)",
                 grid.x, grid.y, grid.z, block.x, block.y, block.z, dynamic_shared,
                 resources.known ? std::to_string(resources.registers).c_str() : "?", resources.static_shared,
                 100 * occupancy.fraction(), occupancy.blocks_per_sm, occupancy.limiter,
-                (unsigned long long)global_load_requests, ld, loads_per_burst(), (unsigned long long)global_store_requests, st,
+                (unsigned long long)global_load_requests, ld, loads_per_burst(),
+                (unsigned long long)global_load_l1_miss_sectors, (unsigned long long)global_store_requests, st,
                 (unsigned long long)global_atomic_requests, (unsigned long long)unique_read_bytes,
                 (unsigned long long)unique_write_bytes, (unsigned long long)shared_load_requests,
                 (unsigned long long)shared_store_requests, (unsigned long long)shared_wavefronts,
@@ -208,6 +241,7 @@ struct Request {
   Kind kind;
   bool shared;
   std::vector<Lane> lanes;
+  std::vector<uintptr_t> l1_missed;  // sectors of a load that missed the L1 model
 };
 
 struct Key {
@@ -226,6 +260,35 @@ struct SectorBytes {
   uint32_t read = 0, written = 0;
 };
 using SectorMap = std::unordered_map<uintptr_t, SectorBytes>;
+
+// Note [L1 model]: least recently used sector out first.
+class SectorLru {
+ public:
+  void reset(size_t capacity) {
+    capacity_ = std::max<size_t>(capacity, 1);
+    order_.clear();
+    where_.clear();
+  }
+  // Whether `sector` was held; it is the most recent now.
+  bool touch(uintptr_t sector) {
+    if (auto it = where_.find(sector); it != where_.end()) {
+      order_.splice(order_.begin(), order_, it->second);
+      return true;
+    }
+    if (where_.size() == capacity_) {
+      where_.erase(order_.back());
+      order_.pop_back();
+    }
+    order_.push_front(sector);
+    where_.emplace(sector, order_.begin());
+    return false;
+  }
+
+ private:
+  size_t capacity_ = 1;
+  std::list<uintptr_t> order_;
+  std::unordered_map<uintptr_t, std::list<uintptr_t>::iterator> where_;
+};
 
 // The counters of one launch, merged from its blocks.
 struct LaunchState {
@@ -258,6 +321,8 @@ struct Profiler {
   uintptr_t last_start = 0, last_end = 0;
   std::vector<bool> in_burst;  // per thread: its last global access was a load
   uint64_t load_accesses = 0, load_bursts = 0;
+  SectorLru l1;
+  uint64_t basic_blocks = 0;
   std::vector<std::unordered_map<uintptr_t, uint32_t>> occurrences;  // per thread: site -> times reached
   SectorMap sectors;
 
@@ -313,6 +378,11 @@ void count_global(const Request& r, LaunchProfile& out) {
   }
   std::sort(sectors, sectors + n);
   const uint64_t distinct = std::unique(sectors, sectors + n) - sectors;
+  // A sector the fibers' order let fall out of the LRU between two lanes of one request
+  // (Note [L1 model]) missed once: the request asks the L2 for it once.
+  std::vector<uintptr_t> missed = r.l1_missed;
+  std::sort(missed.begin(), missed.end());
+  out.global_load_l1_miss_sectors += std::unique(missed.begin(), missed.end()) - missed.begin();
   switch (r.kind) {
     case kLoad: out.global_load_requests++, out.global_load_sectors += distinct, out.global_load_bytes += bytes; break;
     case kStore: out.global_store_requests++, out.global_store_sectors += distinct, out.global_store_bytes += bytes; break;
@@ -366,6 +436,7 @@ void Profiler::access(uintptr_t addr, size_t size, bool read, bool write, bool a
   for (uintptr_t a = addr; a < addr + size;) {
     const uintptr_t sector = a >> 5, end = std::min<uintptr_t>(addr + size, (sector + 1) << 5);
     const uint32_t bits = uint32_t(((uint64_t{1} << (end - a)) - 1) << (a & 31));
+    if (kind == kLoad && !l1.touch(sector)) last->l1_missed.push_back(sector);
     SectorBytes& s = sectors[sector];
     if (read) s.read |= bits;
     if (write) s.written |= bits;
@@ -390,6 +461,7 @@ void Profiler::finish_block() {
   p.add_counts(counts);
   p.global_load_accesses += std::exchange(load_accesses, 0);
   p.global_load_bursts += std::exchange(load_bursts, 0);
+  p.basic_blocks += std::exchange(basic_blocks, 0);
   for (const auto& [sector, bytes] : sectors) {
     SectorBytes& s = launch->sectors[sector];
     s.read |= bytes.read;
@@ -472,6 +544,8 @@ void profile_block_begin(const Launch& launch, const void* stacks, size_t stack_
   const unsigned threads = launch.block.x * launch.block.y * launch.block.z;
   p.occurrences.assign(threads, {});
   p.in_burst.assign(threads, false);
+  const LaunchProfile& lp = p.launch->profile;
+  p.l1.reset(l1_bytes_per_block(lp.occupancy, lp.resources.static_shared + lp.dynamic_shared) / 32);
   active_profiler = &p;
 }
 
@@ -481,6 +555,15 @@ void profile_block_end() {
   active_profiler = nullptr;
   p->finish_block();
   p->launch.reset();
+}
+
+// Note [Basic blocks]: GCC's and Clang's -fsanitize-coverage=trace-pc call this at the
+// start of every basic block of the code they compile; ember_bench_cuda_kernels is built
+// with it (bench/CMakeLists.txt), nothing else, so the emulator and the kernel tests pay
+// nothing. The count is of the host compiler's blocks after its optimisations, not of
+// nvcc's SASS: a proxy for the instructions index arithmetic and loops cost, per thread.
+extern "C" void __sanitizer_cov_trace_pc() {
+  if (Profiler* p = active_profiler; __builtin_expect(p != nullptr, 0)) ++p->basic_blocks;
 }
 
 void profile_record(const void* ptr, size_t size, bool read, bool write, bool atomic, void* ret) {

@@ -35,6 +35,9 @@ struct Occupancy {
   double fraction() const { return warps_per_sm / 64.0; }
 };
 Occupancy sm90_occupancy(const KernelResources& r, unsigned threads_per_block, size_t dynamic_shared);
+// A block's share of its SM's L1 data cache: the 256 KiB of L1 and shared memory less the
+// shared memory of the SM's resident blocks (each with its reserved 1 KiB), over those blocks.
+size_t l1_bytes_per_block(const Occupancy& o, size_t shared_per_block);
 
 // One launch's counters, with Nsight Compute's definitions. A request is one warp-level
 // instruction: the lanes of a warp that executed the same access site (return address) for
@@ -61,12 +64,22 @@ struct LaunchProfile {
   // compiler can issue together (a burst). Loads per burst estimate how many of a warp's
   // loads are in flight at once.
   uint64_t global_load_accesses = 0, global_load_bursts = 0;
+  // Load sectors that miss a model of the SM's L1: per block, an LRU of 32-byte sectors as
+  // large as its share of the L1 (l1_bytes_per_block). The rest are L1 hits (a block's
+  // re-reads, lanes of its other requests in a sector); misses, stores and atomics are the
+  // sectors between L2 and the SMs (l2_sectors). Note [L1 model] in profile.cpp.
+  uint64_t global_load_l1_miss_sectors = 0;
+  // Basic blocks of the host compiler's code the threads ran: an instruction count's
+  // proxy, counted only in translation units built with -fsanitize-coverage=trace-pc (the
+  // kernel bench's; zero elsewhere). Note [Basic blocks] in profile.cpp.
+  uint64_t basic_blocks = 0;
 
   // Adds another profile's requests, sectors, bytes, wavefronts and bursts (not its shape).
   void add_counts(const LaunchProfile& other);
   uint64_t global_requests() const { return global_load_requests + global_store_requests + global_atomic_requests; }
   uint64_t global_sectors() const { return global_load_sectors + global_store_sectors + global_atomic_sectors; }
   uint64_t unique_bytes() const { return unique_read_bytes + unique_write_bytes; }
+  uint64_t l2_sectors() const { return global_load_l1_miss_sectors + global_store_sectors + global_atomic_sectors; }
   uint64_t bank_conflicts() const { return shared_wavefronts - shared_ideal_wavefronts; }
   double load_sectors_per_request() const {
     return global_load_requests ? double(global_load_sectors) / global_load_requests : 0;

@@ -135,6 +135,63 @@ TEST(EmuProfile, SixtyFourBitSharedAccessesTakeTwoPhases) {
   EXPECT_EQ(p.bank_conflicts(), 0u);
 }
 
+// One block reads n floats, then, after a barrier, the same n again (a row's statistics,
+// then its normalisation).
+__global__ void read_twice(const float* in, float* out, int n) {
+  float s = 0;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) s += in[i];
+  __syncthreads();
+  for (int i = threadIdx.x; i < n; i += blockDim.x) s += in[i];
+  out[threadIdx.x] = s;
+}
+
+TEST(EmuProfile, ReReadsThatFitTheBlocksL1ShareHit) {
+  EMBER_NEED_INSTRUMENTATION();
+  // 256 threads, no registers known: 8 blocks an SM, 31 KiB of L1 each. 4 KiB twice: the
+  // second pass hits, and so do the lanes of later warps in a sector already read.
+  Aligned<float> in(1024), out(256);
+  const auto p = profile_of([&] {
+    launch<read_twice>(LaunchConfig{dim3(1), dim3(256), 0}, nullptr, in.data(), out.data(), 1024);
+  });
+  EXPECT_EQ(p.global_load_sectors, 256u);  // 8 warps x 4 loads x 4 sectors, twice
+  EXPECT_EQ(p.global_load_l1_miss_sectors, 128u);  // the 4 KiB once
+  EXPECT_EQ(p.l2_sectors(), 128u + 32u);  // and the stores' 32 sectors
+}
+
+TEST(EmuProfile, ReReadsLargerThanTheBlocksL1ShareMiss) {
+  EMBER_NEED_INSTRUMENTATION();
+  // 64 KiB twice through 31 KiB: the least recently used sector is the next one read.
+  Aligned<float> in(16384), out(256);
+  const auto p = profile_of([&] {
+    launch<read_twice>(LaunchConfig{dim3(1), dim3(256), 0}, nullptr, in.data(), out.data(), 16384);
+  });
+  EXPECT_EQ(p.global_load_sectors, 4096u);
+  EXPECT_EQ(p.global_load_l1_miss_sectors, 4096u);
+}
+
+TEST(EmuProfile, EachLaunchStartsWithAColdL1) {
+  EMBER_NEED_INSTRUMENTATION();
+  Aligned<float> in(1024), out(256);
+  emu::set_profile("all", false);
+  for (int i = 0; i < 2; ++i)
+    launch<read_twice>(LaunchConfig{dim3(1), dim3(256), 0}, nullptr, in.data(), out.data(), 1024);
+  const auto profiles = emu::take_profiles();
+  emu::set_profile("", false);
+  ASSERT_EQ(profiles.size(), 2u);
+  EXPECT_EQ(profiles[0].global_load_l1_miss_sectors, 128u);
+  EXPECT_EQ(profiles[1].global_load_l1_miss_sectors, 128u);
+}
+
+TEST(EmuProfile, L1ShareIsWhatSharedMemoryLeaves) {
+  emu::Occupancy o;
+  o.blocks_per_sm = 8;  // 8 KiB reserved: the 8 KiB carveout
+  EXPECT_EQ(emu::l1_bytes_per_block(o, 0), (256u - 8u) * 1024u / 8u);
+  o.blocks_per_sm = 2;  // 2 x 41 KiB: the 100 KiB carveout
+  EXPECT_EQ(emu::l1_bytes_per_block(o, 40 * 1024), (256u - 100u) * 1024u / 2u);
+  o.blocks_per_sm = 1;  // 228 KiB: all of it
+  EXPECT_EQ(emu::l1_bytes_per_block(o, 227 * 1024), 28u * 1024u);
+}
+
 TEST(EmuProfile, OnlyWantedLaunchesAreProfiled) {
   EMBER_NEED_INSTRUMENTATION();
   Aligned<float> in(256), out(256);
