@@ -463,7 +463,7 @@ __global__ void __launch_bounds__(kBlockThreads)
         }
       }
       const int left = (end - k + ny - 1) / ny;  // fewer than U rows: loaded together, too
-      Pack<T> pk[U];
+      Pack<T> pk[U] = {};  // (zeroed: GCC cannot see that only the loaded ones are read)
       for (int u = 0; u < U; ++u)
         if (u < left) pk[u] = load_vec<Pack<T>>(p + u * step);
       for (int u = 0; u < U; ++u)
