@@ -215,12 +215,14 @@ inline constexpr int kMiddleVecUnroll = 4;
 inline constexpr int kMiddleVecWidth = 8;
 inline constexpr int64_t kMaxUnsplitBytes = 128 << 10;
 
-// Blocks of 256 an SM the last-dim kernel is compiled for: 4 (at most 64 registers, 32
-// warps an SM) for 4-byte elements, whose states fit without spilling (nvcc 13.0, sm_90:
-// argmax float32 68 -> 63 registers, 24 -> 32 warps an SM); wider states (bfloat16's 8
-// values a vector, float64's Welford and argmax) spill under that cap, so they keep theirs.
+// Blocks of 256 an SM the last-dim kernel's warp-per-row form is compiled for: 4 (at most
+// 64 registers, 32 warps an SM) for 4-byte elements, whose states fit without spilling
+// (nvcc 13.0, sm_90: argmax float32 68 -> 63 registers, 24 -> 32 warps an SM); wider
+// states (bfloat16's 8 values a vector, float64's Welford and argmax) spill under that cap,
+// so they, and the block-per-row form, keep nvcc's choice (0: no minimum; a minimum of 4
+// took the block form's float32 sum from 32 registers to 62).
 template <class R>
-inline constexpr int kLastDimMinBlocks = sizeof(typename R::Elem) == 4 ? 4 : 1;
+inline constexpr int kLastDimMinBlocks = sizeof(typename R::Elem) == 4 ? 4 : 0;
 
 __host__ __device__ __forceinline__ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 __host__ __device__ __forceinline__ int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -323,7 +325,7 @@ inline ReducePlan middle_dim_plan(int64_t outer, int64_t n, int64_t inner, size_
 // otherwise block b reduces segment b % splits of row b / splits, writing the output
 // (splits == 1) or its partial state, partial [splits, rows].
 template <class R, bool kGroupPerRow>
-__global__ void __launch_bounds__(kBlockThreads, reduce_detail::kLastDimMinBlocks<R>)
+__global__ void __launch_bounds__(kBlockThreads, kGroupPerRow ? reduce_detail::kLastDimMinBlocks<R> : 0)
     reduce_last_dim_kernel(R r, const typename R::Elem* __restrict__ x, typename R::Out out,
                            typename R::Acc* __restrict__ partial, int64_t rows, int64_t cols, int64_t splits,
                            int64_t segment, int lanes) {
