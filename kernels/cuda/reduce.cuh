@@ -418,6 +418,14 @@ __global__ void __launch_bounds__(kBlockThreads)
 namespace reduce_detail {
 // Columns of the 16-byte middle-dim form merged in shared memory at a time: at most 32
 // bytes of states a thread (8 KiB a block), all V of them for float32 sums.
+// Blocks of 256 an SM the 16-byte middle-dim form is compiled for (nvcc 13.0, sm_90, no
+// spill in any): 4-byte elements with scalar states 4 (float32 sum: 56 registers, where
+// nvcc's own choice was 48 and a 4-byte spill), Welford and argmax states of 4-byte
+// elements 3 (var: 72 registers; nvcc's choice spilled 28 bytes at 64), others nvcc's.
+template <class R>
+inline constexpr int kMiddleVecMinBlocks =
+    sizeof(typename R::Elem) != 4 ? 0 : (std::is_arithmetic_v<typename R::Acc> ? 4 : 3);
+
 template <class Acc, int V>
 inline constexpr int kMergePart = sizeof(Acc) * V <= 32 ? V : (sizeof(Acc) >= 32 ? 1 : int(32 / sizeof(Acc)));
 }  // namespace reduce_detail
@@ -429,7 +437,7 @@ inline constexpr int kMergePart = sizeof(Acc) * V <= 32 ? V : (sizeof(Acc) >= 32
 // form (chunks of the thread's rows, then the block's tree over its ny rows). Memory-bound,
 // sizeof(T) bytes read per element.
 template <class R>
-__global__ void __launch_bounds__(kBlockThreads)
+__global__ void __launch_bounds__(kBlockThreads, reduce_detail::kMiddleVecMinBlocks<R>)
     reduce_middle_dim_vec_kernel(R r, const typename R::Elem* __restrict__ x, typename R::Out out,
                                  typename R::Acc* __restrict__ partial, int outer, int n, int inner, int width,
                                  int splits, int segment) {
@@ -448,9 +456,10 @@ __global__ void __launch_bounds__(kBlockThreads)
   while (top < ny) top *= 2;
   for (int b = blockIdx.x; b < outer * col_tiles * splits; b += gridDim.x) {
     const int tile = b / splits, s = b % splits;
-    const int o = tile / col_tiles, c = (tile % col_tiles) * tile_cols + tx * V;
+    const int o = tile / col_tiles, tile_c = (tile % col_tiles) * tile_cols, c = tile_c + tx * V;
     const int end = n - s * segment < segment ? n : (s + 1) * segment;
     Acc acc[V];
+    EMBER_UNROLL
     for (int j = 0; j < V; ++j) acc[j] = r.identity();
     if (ty < ny && c < inner) {  // inner % V == 0: the vector is whole
       int k = s * segment + ty;
@@ -472,9 +481,12 @@ __global__ void __launch_bounds__(kBlockThreads)
         if (u < left)
           for (int j = 0; j < V; ++j) acc[j] = r.merge(acc[j], single(r, pk[u].v[j], k + u * ny));
     }
+    EMBER_UNROLL  // acc[j0 + j] at constant indices: registers, not local memory
     for (int j0 = 0; j0 < V; j0 += P) {
       // Each thread writes its own slots; others' were last read by the previous round's
-      // (or tile's) tree, which ends with a barrier (ny >= 32 rows: several steps).
+      // (or tile's) tree, which ends with a barrier (ny >= 32 rows: several steps), or by
+      // the first warp's stores of row 0's, which end with its __syncwarp.
+      EMBER_UNROLL
       for (int j = 0; j < P; ++j) column[j * kBlockThreads + threadIdx.x] = acc[j0 + j];
       __syncthreads();
       for (int half = top / 2; half > 0; half /= 2) {  // row ty takes row ty + half: a fixed tree
@@ -484,12 +496,19 @@ __global__ void __launch_bounds__(kBlockThreads)
                 r.merge(column[j * kBlockThreads + threadIdx.x], column[j * kBlockThreads + threadIdx.x + half * width]);
         __syncthreads();
       }
-      if (ty == 0 && c < inner)
-        for (int j = 0; j < P; ++j) {
-          const int i = o * inner + c + j0 + j;
-          if (splits == 1) r.write(out, i, column[j * kBlockThreads + tx], n);
-          else partial[s * outer * inner + i] = column[j * kBlockThreads + tx];
+      // Row 0's slots hold the round's results: the first warp stores them, lane q the
+      // q-th of the tile's columns in this round (consecutive columns when P == V).
+      if (threadIdx.x < 32) {
+        for (int q = threadIdx.x; q < width * P; q += 32) {
+          const int from = q / P, j = q % P, col = tile_c + from * V + j0 + j;
+          if (col < inner) {
+            const Acc a = column[j * kBlockThreads + from];
+            if (splits == 1) r.write(out, o * inner + col, a, n);
+            else partial[s * outer * inner + o * inner + col] = a;
+          }
         }
+        __syncwarp();  // before row 0 (in this warp) refills its slots
+      }
     }
   }
 }
