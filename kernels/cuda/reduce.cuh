@@ -448,7 +448,11 @@ __global__ void __launch_bounds__(kBlockThreads, reduce_detail::kMiddleVecMinBlo
   using Acc = typename R::Acc;
   using C = typename R::C;
   constexpr int V = 16 / sizeof(T), U = kMiddleVecUnroll, P = kMergePart<Acc, V>;
-  __shared__ Acc column[P * kBlockThreads];  // [P][threads]: a warp's stores hit consecutive slots
+  // [P][S]: a warp's accesses in the tree hit consecutive slots; the padding of S puts the
+  // first warp's reads of row 0's slots (from < width <= 8, j < P) in distinct banks for
+  // P <= 4 (2-way conflicts for 2-byte types' 8 float states a thread).
+  constexpr int S = kBlockThreads + kMiddleVecWidth;
+  __shared__ Acc column[P * S];
   const int ny = blockDim.x / width, tx = threadIdx.x % width, ty = threadIdx.x / width;
   const int tile_cols = width * V, col_tiles = (inner + tile_cols - 1) / tile_cols;
   const int64_t step = int64_t(ny) * inner;  // elements from one of a thread's rows to the next
@@ -487,13 +491,13 @@ __global__ void __launch_bounds__(kBlockThreads, reduce_detail::kMiddleVecMinBlo
       // (or tile's) tree, which ends with a barrier (ny >= 32 rows: several steps), or by
       // the first warp's stores of row 0's, which end with its __syncwarp.
       EMBER_UNROLL
-      for (int j = 0; j < P; ++j) column[j * kBlockThreads + threadIdx.x] = acc[j0 + j];
+      for (int j = 0; j < P; ++j) column[j * S + threadIdx.x] = acc[j0 + j];
       __syncthreads();
       for (int half = top / 2; half > 0; half /= 2) {  // row ty takes row ty + half: a fixed tree
         if (ty < half && ty + half < ny)
           for (int j = 0; j < P; ++j)
-            column[j * kBlockThreads + threadIdx.x] =
-                r.merge(column[j * kBlockThreads + threadIdx.x], column[j * kBlockThreads + threadIdx.x + half * width]);
+            column[j * S + threadIdx.x] =
+                r.merge(column[j * S + threadIdx.x], column[j * S + threadIdx.x + half * width]);
         __syncthreads();
       }
       // Row 0's slots hold the round's results: the first warp stores them, lane q the
@@ -502,7 +506,7 @@ __global__ void __launch_bounds__(kBlockThreads, reduce_detail::kMiddleVecMinBlo
         for (int q = threadIdx.x; q < width * P; q += 32) {
           const int from = q / P, j = q % P, col = tile_c + from * V + j0 + j;
           if (col < inner) {
-            const Acc a = column[j * kBlockThreads + from];
+            const Acc a = column[j * S + from];
             if (splits == 1) r.write(out, o * inner + col, a, n);
             else partial[s * outer * inner + o * inner + col] = a;
           }
