@@ -416,8 +416,6 @@ __global__ void __launch_bounds__(kBlockThreads)
 }
 
 namespace reduce_detail {
-// Columns of the 16-byte middle-dim form merged in shared memory at a time: at most 32
-// bytes of states a thread (8 KiB a block), all V of them for float32 sums.
 // Blocks of 256 an SM the 16-byte middle-dim form is compiled for (nvcc 13.0, sm_90, no
 // spill in any): 4-byte elements with scalar states 4 (float32 sum: 56 registers, where
 // nvcc's own choice was 48 and a 4-byte spill), Welford and argmax states of 4-byte
@@ -426,6 +424,9 @@ template <class R>
 inline constexpr int kMiddleVecMinBlocks =
     sizeof(typename R::Elem) != 4 ? 0 : (std::is_arithmetic_v<typename R::Acc> ? 4 : 3);
 
+// Columns of the 16-byte middle-dim form merged in shared memory at a time: at most 32
+// bytes of states a thread (8 KiB a block, and a padding row), all V of them for float32
+// sums.
 template <class Acc, int V>
 inline constexpr int kMergePart = sizeof(Acc) * V <= 32 ? V : (sizeof(Acc) >= 32 ? 1 : int(32 / sizeof(Acc)));
 }  // namespace reduce_detail
