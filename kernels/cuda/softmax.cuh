@@ -443,7 +443,7 @@ inline RowPlan softmax_config(int64_t rows, int64_t cols, int elem_bytes, bool a
         p.cfg = {dim3(grid_stride_blocks(rows, 1, 2)), dim3(kSplitThreads), rest};
       }
     }
-    // The backward's kSplit where a kept y leaves one block an SM, which then read dy twice.
+    // The backward's kSplit where a kept y leaves one block an SM (kStream would read dy twice).
     const int bwd_regs = elem_bytes == 8 ? kSplitBwdRegs<double> : kSplitBwdRegs<float>;
     const int64_t bwd_head = int64_t(bwd_regs) * kSplitBwdThreads;
     if (!forward && per_sm < 2 && aligned && cols % V == 0 && cols > bwd_head) {
