@@ -161,7 +161,8 @@ __device__ __forceinline__ typename R::Acc accumulate_run(const R& r, const type
 // Last dim: rows of up to kWarpRowMaxCols elements go to groups of lanes of one warp,
 // about one 16-byte vector per lane up to 32 lanes (a [N, 3] tensor: a lane per row, 32
 // rows per warp; [N, 1024]: a warp per row); no barrier. Longer rows get a block each. A
-// block never reads more than kMaxBlockBytes for one output, and when the rows are too
+// block never reads more than kMaxBlockBytes for one output (kMaxUnsplitBytes where the
+// rows alone give every SM 8 blocks: one launch, no merge pass), and when the rows are too
 // few to give every SM several blocks (rows * splits < 8 * SMs), rows are split further,
 // down to kMinSegmentBytes a block. A split reduction is two passes: each block writes its
 // partial state to the workspace, laid out [splits, outputs], and reduce_middle_dim_kernel
