@@ -32,6 +32,10 @@ TEST(CudaReduce, PlansCoverEveryPath) {
   EXPECT_EQ(plan(last(3, 1025)).lanes_per_row, 0);  // a block per row
   EXPECT_EQ(plan(last(33, 2000)).splits, 1);  // a block per row, written directly
   EXPECT_GT(plan(last(3, 4097)).splits, 1);   // split rows: two passes
+  // Rows that alone give every SM 8 blocks stay whole up to 128 KiB (one launch).
+  EXPECT_EQ(last_dim_plan(int64_t(sm_count()) * 8, 32768, 4, 4).splits, 1);
+  EXPECT_GT(last_dim_plan(int64_t(sm_count()) * 8, 32769, 4, 4).splits, 1);
+  EXPECT_GT(last_dim_plan(int64_t(sm_count()) * 8 - 1, 32768, 4, 4).splits, 1);
   EXPECT_GT(plan(all(4097)).splits, 1);
   EXPECT_GT(plan(all(40001)).splits, 4);
   EXPECT_GT(plan(middle(1, 4097, 3)).splits, 1);
