@@ -25,6 +25,7 @@
 // The reductions themselves (SumReduce, VarReduce, ArgMaxReduce, ...) are in reducers.cuh.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
@@ -160,7 +161,8 @@ __device__ __forceinline__ typename R::Acc accumulate_run(const R& r, const type
 // Last dim: rows of up to kWarpRowMaxCols elements go to groups of lanes of one warp,
 // about one 16-byte vector per lane up to 32 lanes (a [N, 3] tensor: a lane per row, 32
 // rows per warp; [N, 1024]: a warp per row); no barrier. Longer rows get a block each. A
-// block never reads more than kMaxBlockBytes for one output, and when the rows are too
+// block never reads more than kMaxBlockBytes for one output (kMaxUnsplitBytes where the
+// rows alone give every SM 8 blocks: one launch, no merge pass), and when the rows are too
 // few to give every SM several blocks (rows * splits < 8 * SMs), rows are split further,
 // down to kMinSegmentBytes a block. A split reduction is two passes: each block writes its
 // partial state to the workspace, laid out [splits, outputs], and reduce_middle_dim_kernel
@@ -174,9 +176,20 @@ __device__ __forceinline__ typename R::Acc accumulate_run(const R& r, const type
 // 128-byte lines (inner >= 32). Each thread keeps eight loads in flight down its column;
 // the block's ny states per column merge in shared memory in a fixed tree. Long columns
 // split across blocks as rows do.
+// Where every row of the input starts on a 16-byte boundary (x aligned, inner a multiple of
+// V = 16 / sizeof(T), 2- to 8-byte types), the 16-byte form takes the long columns
+// instead (reduce_middle_dim_vec_kernel): `width` = min(inner / V, 8) threads a row each
+// read V adjacent columns as one vector, so a warp's request is 16 sectors (32 / width
+// rows of width * 16 bytes: whole 128-byte lines at width 8) instead of 4, a quarter of
+// the requests, with kMiddleVecUnroll vectors in flight a thread (16 KiB a block). Its
+// column tiles are narrow (8 vectors, 32 float columns) so that wide inner dims give many
+// tiles: a column tile of at most kMaxUnsplitBytes in a grid of at least 8 blocks an SM
+// is not split (one launch; [256, 1024, 256] float32: 2048 tiles of 128 KiB); a split
+// would add a launch to shorten a tail of about one block's time.
 // Not tuned (correct, slower): inner in [2, 32) with short columns, where a warp's loads
-// spread over 32 / inner outputs' columns, and inner just above a multiple of 32, whose
-// last tile of columns is mostly idle. These need a GPU to measure.
+// spread over 32 / inner outputs' columns, and inner just above a multiple of 32 (of 8 V
+// in the 16-byte form), whose last tile of columns is mostly idle. These need a GPU to
+// measure.
 
 struct ReducePlan {
   LaunchConfig main;         // the pass over the input
@@ -184,6 +197,7 @@ struct ReducePlan {
   int lanes_per_row = 0;      // last dim: a group of this many lanes per row (0: a block per row)
   bool thread_per_output = false;  // middle dim: short columns, one thread each
   int width = 0;             // middle dim: threads along inner (main pass)
+  bool vec = false;          // middle dim: the 16-byte form, V columns a thread
   int merge_width = 0;       // threads along the outputs (merge pass)
   int64_t splits = 1;        // blocks that share one output
   int64_t segment = 0;       // elements of the reduced dim per block
@@ -198,6 +212,18 @@ inline constexpr int64_t kMaxBlockBytes = 64 << 10;
 inline constexpr int64_t kMinSegmentBytes = 8 << 10;
 inline constexpr int64_t kMaxSplitsPerSM = 16;
 inline constexpr int kMiddleUnroll = 8;
+inline constexpr int kMiddleVecUnroll = 4;
+inline constexpr int kMiddleVecWidth = 8;
+inline constexpr int64_t kMaxUnsplitBytes = 128 << 10;
+
+// Blocks of 256 an SM the last-dim kernel's warp-per-row form is compiled for: 4 (at most
+// 64 registers, 32 warps an SM) for 4-byte elements, whose states fit without spilling
+// (nvcc 13.0, sm_90: argmax float32 68 -> 63 registers, 24 -> 32 warps an SM); wider
+// states (bfloat16's 8 values a vector, float64's Welford and argmax) spill under that cap,
+// so they, and the block-per-row form, keep nvcc's choice (0: no minimum; a minimum of 4
+// took the block form's float32 sum from 32 registers to 62).
+template <class R>
+inline constexpr int kLastDimMinBlocks = sizeof(typename R::Elem) == 4 ? 4 : 0;
 
 __host__ __device__ __forceinline__ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 __host__ __device__ __forceinline__ int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -207,6 +233,7 @@ inline unsigned grid_for(int64_t blocks) { return static_cast<unsigned>(blocks <
 // Blocks per output, for `units` independent reductions of `bytes` each.
 inline int64_t choose_splits(int64_t units, int64_t bytes) {
   const int64_t target = int64_t(sm_count()) * 8;  // 8 blocks of 256 threads fill an SM
+  if (units >= target && bytes <= kMaxUnsplitBytes) return 1;  // the grid fills the SMs alone
   int64_t splits = ceil_div(bytes, kMaxBlockBytes);
   if (units * splits < target) {
     const int64_t want = ceil_div(target, units), most = ceil_div(bytes, kMinSegmentBytes);
@@ -251,8 +278,18 @@ inline ReducePlan last_dim_plan(int64_t rows, int64_t cols, size_t elem_bytes, s
   return p;
 }
 
-// The launch plan of a middle-dim reduction of x [outer, n, inner].
-inline ReducePlan middle_dim_plan(int64_t outer, int64_t n, int64_t inner, size_t elem_bytes, size_t acc_bytes) {
+// Whether a middle-dim reduction of x [outer, n, inner] may take the 16-byte form: every
+// row x[o, k, :] starts on a 16-byte boundary, T is 2 to 8 bytes (1-byte types would
+// need 16 states a thread), and fewer than 2^31 elements (its 32-bit indices).
+inline bool middle_dim_vec_ok(const void* x, int64_t outer, int64_t n, int64_t inner, size_t elem_bytes) {
+  return elem_bytes >= 2 && elem_bytes <= 8 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+         inner % int64_t(16 / elem_bytes) == 0 && outer * n * inner < INT32_MAX;
+}
+
+// The launch plan of a middle-dim reduction of x [outer, n, inner]; vec: the input passes
+// middle_dim_vec_ok.
+inline ReducePlan middle_dim_plan(int64_t outer, int64_t n, int64_t inner, size_t elem_bytes, size_t acc_bytes,
+                                  bool vec = false) {
   using namespace reduce_detail;
   ReducePlan p;
   p.main.grid = dim3(0);
@@ -265,10 +302,16 @@ inline ReducePlan middle_dim_plan(int64_t outer, int64_t n, int64_t inner, size_
     p.segment = n;
     return p;
   }
-  p.width = static_cast<int>(min64(inner, 32));
-  const int64_t tiles = outer * ceil_div(inner, p.width);
-  const int64_t splits = choose_splits(tiles, n * p.width * int64_t(elem_bytes));
+  const int64_t per_thread = vec ? int64_t(16 / elem_bytes) : 1;  // adjacent columns a thread reads
+  p.vec = vec;
+  p.width = static_cast<int>(vec ? min64(inner / per_thread, kMiddleVecWidth) : min64(inner, 32));
+  const int64_t tile_cols = p.width * per_thread;
+  const int64_t tiles = outer * ceil_div(inner, tile_cols);
+  const int64_t splits = choose_splits(tiles, n * tile_cols * int64_t(elem_bytes));
   p.segment = ceil_div(n, splits);
+  // The 16-byte form's segments: whole rounds of kMiddleVecUnroll loads for every thread.
+  if (vec && splits > 1) p.segment = ceil_div(p.segment, kMiddleVecUnroll * (kBlockThreads / p.width)) *
+                                     (kMiddleVecUnroll * (kBlockThreads / p.width));
   p.splits = p.segment == 0 ? 1 : ceil_div(n, p.segment);
   p.main = LaunchConfig{dim3(grid_for(tiles * p.splits)), dim3(kBlockThreads), 0};
   plan_merge(p, outer * inner, acc_bytes);
@@ -283,7 +326,7 @@ inline ReducePlan middle_dim_plan(int64_t outer, int64_t n, int64_t inner, size_
 // otherwise block b reduces segment b % splits of row b / splits, writing the output
 // (splits == 1) or its partial state, partial [splits, rows].
 template <class R, bool kGroupPerRow>
-__global__ void __launch_bounds__(kBlockThreads)
+__global__ void __launch_bounds__(kBlockThreads, kGroupPerRow ? reduce_detail::kLastDimMinBlocks<R> : 0)
     reduce_last_dim_kernel(R r, const typename R::Elem* __restrict__ x, typename R::Out out,
                            typename R::Acc* __restrict__ partial, int64_t rows, int64_t cols, int64_t splits,
                            int64_t segment, int lanes) {
@@ -369,6 +412,109 @@ __global__ void __launch_bounds__(kBlockThreads)
     if (ty == 0 && c < inner) {
       if (splits == 1) r.write(out, o * inner + c, column[tx], count);
       else partial[s * outer * inner + o * inner + c] = column[tx];
+    }
+  }
+}
+
+namespace reduce_detail {
+// Blocks of 256 an SM the 16-byte middle-dim form is compiled for (nvcc 13.0, sm_90, no
+// spill in any): 4-byte elements with scalar states 4 (float32 sum: 56 registers, where
+// nvcc's own choice was 48 and a 4-byte spill), Welford and argmax states of 4-byte
+// elements 3 (var: 72 registers; nvcc's choice spilled 28 bytes at 64), others nvcc's.
+template <class R>
+inline constexpr int kMiddleVecMinBlocks =
+    sizeof(typename R::Elem) != 4 ? 0 : (std::is_arithmetic_v<typename R::Acc> ? 4 : 3);
+
+// Columns of the 16-byte middle-dim form merged in shared memory at a time: at most 32
+// bytes of states a thread (8 KiB a block, and a padding row), all V of them for float32
+// sums.
+template <class Acc, int V>
+inline constexpr int kMergePart = sizeof(Acc) * V <= 32 ? V : (sizeof(Acc) >= 32 ? 1 : int(32 / sizeof(Acc)));
+}  // namespace reduce_detail
+
+// reduce_middle_dim_kernel's 16-byte form (Note [Reduction plans]): out[o, c] = R over
+// x[o, :, c], every row x[o, k, :] 16-byte aligned. Thread tx of a row of `width` reads
+// V = 16 / sizeof(T) adjacent columns as one vector, kMiddleVecUnroll rows down its
+// columns in flight, and keeps a state per column, each merged in the order of the scalar
+// form (chunks of the thread's rows, then the block's tree over its ny rows). Memory-bound,
+// sizeof(T) bytes read per element.
+template <class R>
+__global__ void __launch_bounds__(kBlockThreads, reduce_detail::kMiddleVecMinBlocks<R>)
+    reduce_middle_dim_vec_kernel(R r, const typename R::Elem* __restrict__ x, typename R::Out out,
+                                 typename R::Acc* __restrict__ partial, int outer, int n, int inner, int width,
+                                 int splits, int segment) {
+  // 32-bit indices: the input has fewer than 2^31 elements (middle_dim_vec_ok), and so do
+  // the partial states (splits <= n). 64-bit divisions cost this kernel registers and spills.
+  using namespace reduce_detail;
+  using T = typename R::Elem;
+  using Acc = typename R::Acc;
+  using C = typename R::C;
+  constexpr int V = 16 / sizeof(T), U = kMiddleVecUnroll, P = kMergePart<Acc, V>;
+  // [P][S]: a warp's accesses in the tree hit consecutive slots; the padding of S puts the
+  // first warp's reads of row 0's slots (from < width <= 8, j < P) in distinct banks for
+  // P <= 4 (2-way conflicts for 2-byte types' 8 float states a thread).
+  constexpr int S = kBlockThreads + kMiddleVecWidth;
+  __shared__ Acc column[P * S];
+  const int ny = blockDim.x / width, tx = threadIdx.x % width, ty = threadIdx.x / width;
+  const int tile_cols = width * V, col_tiles = (inner + tile_cols - 1) / tile_cols;
+  const int64_t step = int64_t(ny) * inner;  // elements from one of a thread's rows to the next
+  int top = 1;
+  while (top < ny) top *= 2;
+  for (int b = blockIdx.x; b < outer * col_tiles * splits; b += gridDim.x) {
+    const int tile = b / splits, s = b % splits;
+    const int o = tile / col_tiles, tile_c = (tile % col_tiles) * tile_cols, c = tile_c + tx * V;
+    const int end = n - s * segment < segment ? n : (s + 1) * segment;
+    Acc acc[V];
+    EMBER_UNROLL
+    for (int j = 0; j < V; ++j) acc[j] = r.identity();
+    if (ty < ny && c < inner) {  // inner % V == 0: the vector is whole
+      int k = s * segment + ty;
+      const T* p = x + (int64_t(o) * n + k) * inner + c;
+      for (; k < end - (U - 1) * ny; k += U * ny, p += U * step) {
+        Pack<T> pk[U];
+        for (int u = 0; u < U; ++u) pk[u] = load_vec<Pack<T>>(p + u * step);  // all issued before any use
+        for (int j = 0; j < V; ++j) {
+          C v[U];
+          for (int u = 0; u < U; ++u) v[u] = widen(pk[u].v[j]);
+          acc[j] = r.merge(acc[j], r.chunk(v, k, ny));
+        }
+      }
+      const int left = (end - k + ny - 1) / ny;  // fewer than U rows: loaded together, too
+      Pack<T> pk[U] = {};  // (zeroed: GCC cannot see that only the loaded ones are read)
+      for (int u = 0; u < U; ++u)
+        if (u < left) pk[u] = load_vec<Pack<T>>(p + u * step);
+      for (int u = 0; u < U; ++u)
+        if (u < left)
+          for (int j = 0; j < V; ++j) acc[j] = r.merge(acc[j], single(r, pk[u].v[j], k + u * ny));
+    }
+    EMBER_UNROLL  // acc[j0 + j] at constant indices: registers, not local memory
+    for (int j0 = 0; j0 < V; j0 += P) {
+      // Each thread writes its own slots; others' were last read by the previous round's
+      // (or tile's) tree, which ends with a barrier (ny >= 32 rows: several steps), or by
+      // the first warp's stores of row 0's, which end with its __syncwarp.
+      EMBER_UNROLL
+      for (int j = 0; j < P; ++j) column[j * S + threadIdx.x] = acc[j0 + j];
+      __syncthreads();
+      for (int half = top / 2; half > 0; half /= 2) {  // row ty takes row ty + half: a fixed tree
+        if (ty < half && ty + half < ny)
+          for (int j = 0; j < P; ++j)
+            column[j * S + threadIdx.x] =
+                r.merge(column[j * S + threadIdx.x], column[j * S + threadIdx.x + half * width]);
+        __syncthreads();
+      }
+      // Row 0's slots hold the round's results: the first warp stores them, lane q the
+      // q-th of the tile's columns in this round (consecutive columns when P == V).
+      if (threadIdx.x < 32) {
+        for (int q = threadIdx.x; q < width * P; q += 32) {
+          const int from = q / P, j = q % P, col = tile_c + from * V + j0 + j;
+          if (col < inner) {
+            const Acc a = column[j * S + from];
+            if (splits == 1) r.write(out, o * inner + col, a, n);
+            else partial[s * outer * inner + o * inner + col] = a;
+          }
+        }
+        __syncwarp();  // before row 0 (in this warp) refills its slots
+      }
     }
   }
 }
@@ -479,9 +625,13 @@ template <class R>
 size_t reduce_last_dim_workspace(int64_t rows, int64_t cols) {
   return last_dim_plan(rows, cols, sizeof(typename R::Elem), sizeof(typename R::Acc)).workspace_bytes;
 }
+// Enough for either form (the launch picks by the input's alignment).
 template <class R>
 size_t reduce_middle_dim_workspace(int64_t outer, int64_t n, int64_t inner) {
-  return middle_dim_plan(outer, n, inner, sizeof(typename R::Elem), sizeof(typename R::Acc)).workspace_bytes;
+  const size_t e = sizeof(typename R::Elem), a = sizeof(typename R::Acc);
+  const size_t scalar = middle_dim_plan(outer, n, inner, e, a).workspace_bytes;
+  if (e < 2 || e > 8 || inner % int64_t(16 / e) != 0) return scalar;
+  return std::max(scalar, middle_dim_plan(outer, n, inner, e, a, true).workspace_bytes);
 }
 template <class R>
 size_t reduce_all_workspace(int64_t n) {
@@ -523,11 +673,21 @@ void reduce_middle_dim(const R& r, const typename R::Elem* x, typename R::Out ou
               ", inner ", inner, ")");
   check_reduction(r, x, out, outer * inner, n, "reduce_middle_dim");
   if (inner == 1) return reduce_last_dim(r, x, out, outer, n, workspace, workspace_bytes, stream);
-  const ReducePlan p = middle_dim_plan(outer, n, inner, sizeof(typename R::Elem), sizeof(typename R::Acc));
+  const ReducePlan p = middle_dim_plan(outer, n, inner, sizeof(typename R::Elem), sizeof(typename R::Acc),
+                                       middle_dim_vec_ok(x, outer, n, inner, sizeof(typename R::Elem)));
   if (p.thread_per_output) return launch<reduce_columns_kernel<R>>(p.main, stream, r, x, out, outer, n, inner);
   typename R::Acc* partial = check_workspace<R>(p, workspace, workspace_bytes, "reduce_middle_dim");
-  launch<reduce_middle_dim_kernel<R, false>>(p.main, stream, r, x, out, partial, outer, n, inner, p.width, p.splits,
-                                             p.segment, n);
+  bool done = false;
+  if constexpr (sizeof(typename R::Elem) >= 2 && sizeof(typename R::Elem) <= 8) {
+    if (p.vec) {
+      launch<reduce_middle_dim_vec_kernel<R>>(p.main, stream, r, x, out, partial, int(outer), int(n), int(inner),
+                                              p.width, int(p.splits), int(p.segment));
+      done = true;
+    }
+  }
+  if (!done)
+    launch<reduce_middle_dim_kernel<R, false>>(p.main, stream, r, x, out, partial, outer, n, inner, p.width,
+                                               p.splits, p.segment, n);
   merge_partials(r, p, partial, out, outer * inner, n, stream);
 }
 

@@ -36,6 +36,13 @@ template <class T>
 inline constexpr int kSplitRegs = sizeof(compute_t<T>) == 8 ? 12 : 24;
 inline constexpr int kSplitThreads = 512;
 
+// The kSplit form of the kStream backward (softmax_backward_split_kernel): kSplitBwdRegs<T>
+// compute values a thread of y and as many of dy in registers, kSplitBwdThreads threads
+// (one block an SM, 64 registers a thread), the rest of both rows in shared memory.
+template <class T>
+inline constexpr int kSplitBwdRegs = sizeof(compute_t<T>) == 8 ? 6 : 16;
+inline constexpr int kSplitBwdThreads = 1024;
+
 // n values into the kept row (shared memory; rowwise::store is for global outputs).
 template <int n, class T>
 __device__ __forceinline__ void keep_store(T* p, const compute_t<T>* v) {
@@ -305,6 +312,64 @@ __global__ void __launch_bounds__(softmax_detail::kStreamThreads)
   }
 }
 
+// kSplit backward: kStream's backward kept y and read dy twice (the second time from L2,
+// when it was still there). Here nothing is read twice: each of 1024 threads keeps kR
+// values of y and kR of dy of the row's head in registers (the kBlock tile layout: 16384
+// float32 columns, 128 KiB of y and dy a block) and the rest of both (from column
+// kR * 1024) in shared memory, 128 KiB at [*, 32768] float32; one block an SM (all of its
+// 64K registers). Rows 16-byte aligned with cols % kVec == 0 and cols > kR * blockDim.x
+// (the host's plan). Each thread reads back only the shared chunks it stored, so the kept
+// part needs no barrier of its own (as kStream). Memory-bound: 3s bytes per element.
+template <class T, bool kLog>
+__global__ void __launch_bounds__(softmax_detail::kSplitBwdThreads, 1)
+    softmax_backward_split_kernel(const T* __restrict__ y,   // [rows, cols] input
+                                  const T* __restrict__ dy,  // [rows, cols] input
+                                  T* __restrict__ dx,        // [rows, cols] output
+                                  int64_t rows, int64_t cols) {
+  using namespace rowwise;
+  using A = compute_t<T>;
+  constexpr int kR = softmax_detail::kSplitBwdRegs<T>, V = kVec<T>;
+  EMBER_DYNAMIC_SHARED(T, kept);  // [2][cols - kR * blockDim.x]: y's and dy's rows past the registers' part
+  const int64_t head = int64_t(kR) * blockDim.x, step = int64_t(blockDim.x) * V, rest = cols - head;
+  T* const kept_y = kept;
+  T* const kept_g = kept + rest;  // rest % V == 0: 16-byte aligned
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T* yr = y + row * cols;
+    const T* gr = dy + row * cols;
+    T* dr = dx + row * cols;
+    A yv[kR], g[kR];
+    tile_load<kR>(yr, cols, threadIdx.x, blockDim.x, true, yv, A(0));
+    tile_load<kR>(gr, cols, threadIdx.x, blockDim.x, true, g, A(0));
+    A s = 0;  // log: sum dy; softmax: sum dy * y
+    EMBER_UNROLL_BY(2)
+    for (int64_t c = head + int64_t(threadIdx.x) * V; c < cols; c += step) {
+      A w[V], h[V];
+      load<V>(yr + c, w);
+      load<V>(gr + c, h);
+      softmax_detail::keep_store<V>(kept_y + (c - head), w);
+      softmax_detail::keep_store<V>(kept_g + (c - head), h);
+      EMBER_UNROLL
+      for (int i = 0; i < V; ++i) s += kLog ? h[i] : h[i] * w[i];
+    }
+    A t = 0;  // the registers' part last, so that its loads overlap the streamed part
+    EMBER_UNROLL
+    for (int k = 0; k < kR; ++k) t += kLog ? g[k] : g[k] * yv[k];
+    s = block_sum(s + t);
+    EMBER_UNROLL
+    for (int k = 0; k < kR; ++k) g[k] = kLog ? g[k] - exp_acc(yv[k]) * s : yv[k] * (g[k] - s);
+    tile_store<kR>(dr, cols, threadIdx.x, blockDim.x, true, g);
+    EMBER_UNROLL_BY(2)
+    for (int64_t c = head + int64_t(threadIdx.x) * V; c < cols; c += step) {
+      A w[V], h[V];
+      load<V>(kept_y + (c - head), w);
+      load<V>(kept_g + (c - head), h);
+      EMBER_UNROLL
+      for (int i = 0; i < V; ++i) h[i] = kLog ? h[i] - exp_acc(w[i]) * s : w[i] * (h[i] - s);
+      store<V>(dr + c, h);
+    }
+  }
+}
+
 // --- Host side -----------------------------------------------------------------------------------
 
 namespace softmax_detail {
@@ -348,7 +413,8 @@ inline size_t kept_row_bytes(int64_t cols, int elem_bytes) {
 // kStream takes blocks of up to kStreamThreads, as many per SM as their kept rows leave
 // room for (one for a [*, 32768] float32 row of 128 KiB), and the kept row's shared bytes.
 // forward: the plan of softmax / log_softmax (which may take kSplit: per_thread is then
-// its kSplitRegs, 0 for the other kStream forms), else of their backward.
+// its kSplitRegs, 0 for the other kStream forms), else of their backward (whose kSplit
+// has per_thread kSplitBwdRegs).
 inline RowPlan softmax_config(int64_t rows, int64_t cols, int elem_bytes, bool aligned, bool stream_vec,
                               RowVariant variant = RowVariant::kAuto, bool forward = false) {
   // Backward keeps two arrays in registers: kN <= 32 still fits a 512-thread block.
@@ -375,6 +441,17 @@ inline RowPlan softmax_config(int64_t rows, int64_t cols, int elem_bytes, bool a
         p.per_thread = regs;
         p.vec = true;
         p.cfg = {dim3(grid_stride_blocks(rows, 1, 2)), dim3(kSplitThreads), rest};
+      }
+    }
+    // The backward's kSplit where a kept y leaves one block an SM (kStream would read dy twice).
+    const int bwd_regs = elem_bytes == 8 ? kSplitBwdRegs<double> : kSplitBwdRegs<float>;
+    const int64_t bwd_head = int64_t(bwd_regs) * kSplitBwdThreads;
+    if (!forward && per_sm < 2 && aligned && cols % V == 0 && cols > bwd_head) {
+      const size_t rest = 2 * size_t(cols - bwd_head) * size_t(elem_bytes);
+      if (rest + kStaticShared <= block_shared_optin()) {
+        p.per_thread = bwd_regs;
+        p.vec = true;
+        p.cfg = {dim3(grid_stride_blocks(rows, 1, 1)), dim3(kSplitBwdThreads), rest};
       }
     }
   }
@@ -444,7 +521,12 @@ void softmax_backward(const T* y, const T* dy, T* dx, int64_t rows, int64_t cols
       });
       break;
     default:
-      launch_stream<softmax_backward_stream_kernel<T, kLog>>(p, stream, y, dy, dx, rows, cols, p.vec);
+      if (p.per_thread > 0) {  // kSplit
+        allow_dynamic_shared<softmax_backward_split_kernel<T, kLog>>(p.cfg.shared_bytes);
+        launch<softmax_backward_split_kernel<T, kLog>>(p.cfg, stream, y, dy, dx, rows, cols);
+      } else {
+        launch_stream<softmax_backward_stream_kernel<T, kLog>>(p, stream, y, dy, dx, rows, cols, p.vec);
+      }
   }
 }
 

@@ -32,6 +32,10 @@ TEST(CudaReduce, PlansCoverEveryPath) {
   EXPECT_EQ(plan(last(3, 1025)).lanes_per_row, 0);  // a block per row
   EXPECT_EQ(plan(last(33, 2000)).splits, 1);  // a block per row, written directly
   EXPECT_GT(plan(last(3, 4097)).splits, 1);   // split rows: two passes
+  // Rows that alone give every SM 8 blocks stay whole up to 128 KiB (one launch).
+  EXPECT_EQ(last_dim_plan(int64_t(sm_count()) * 8, 32768, 4, 4).splits, 1);
+  EXPECT_GT(last_dim_plan(int64_t(sm_count()) * 8, 32769, 4, 4).splits, 1);
+  EXPECT_GT(last_dim_plan(int64_t(sm_count()) * 8 - 1, 32768, 4, 4).splits, 1);
   EXPECT_GT(plan(all(4097)).splits, 1);
   EXPECT_GT(plan(all(40001)).splits, 4);
   EXPECT_GT(plan(middle(1, 4097, 3)).splits, 1);
@@ -42,6 +46,21 @@ TEST(CudaReduce, PlansCoverEveryPath) {
   EXPECT_EQ(plan(middle(3, 1023, 1)).lanes_per_row, 32);  // inner 1: the last dim
   EXPECT_EQ(plan(middle(2, 65, 33)).width, 32);  // two column tiles, the second one narrow
   EXPECT_EQ(plan(middle(2, 100, 5)).width, 5);
+  // The 16-byte form: up to 8 threads (32 float columns) a row of the column tile; a
+  // column tile of at most 128 KiB in a grid that fills the SMs is not split.
+  EXPECT_EQ(middle_dim_plan(2, 100, 36, 4, 4, true).width, 8);  // 9 vectors: a tile of 8, one of 1
+  EXPECT_EQ(middle_dim_plan(3, 300, 4, 4, 4, true).width, 1);
+  EXPECT_EQ(middle_dim_plan(3, 300, 16, 2, 4, true).width, 2);  // bfloat16: 8 columns a thread
+  const int64_t outer = sm_count();  // 8 column tiles a row of outer: 8 blocks an SM
+  EXPECT_EQ(middle_dim_plan(outer, 1024, 256, 4, 4, true).splits, 1);
+  EXPECT_EQ(middle_dim_plan(outer, 1024, 256, 4, 4, true).main.grid.x, unsigned(outer * 8));
+  EXPECT_GT(middle_dim_plan(outer, 1025, 256, 4, 4, true).splits, 1);  // past 128 KiB a tile
+  EXPECT_GT(middle_dim_plan(1, 4097, 8, 4, 4, true).splits, 1);
+  EXPECT_FALSE(middle_dim_vec_ok(reinterpret_cast<const void*>(uintptr_t(4)), 1, 100, 8, 4));
+  EXPECT_FALSE(middle_dim_vec_ok(nullptr, 1, 100, 6, 4));
+  EXPECT_FALSE(middle_dim_vec_ok(nullptr, 1, 100, 16, 1));
+  EXPECT_FALSE(middle_dim_vec_ok(nullptr, 1 << 16, 1 << 12, 8, 4));  // 2^31 elements: 32-bit indices no more
+  EXPECT_TRUE(middle_dim_vec_ok(nullptr, 1, 100, 8, 2));
   // Every plan covers its reduced dim once, and asks for workspace only when it splits.
   for (const auto* cases : {&last_dim_cases(), &middle_dim_cases(), &all_cases()})
     for (const Case& c : *cases) {
@@ -108,6 +127,29 @@ TEST(CudaReduce, MiddleDimOfIntegersMatchesCpuExactly) {
     check_exact<__half>(c, 0, seed++);
   }
   std::printf("middle dim: %.2f s\n", seconds_since(t0));
+}
+
+// The 16-byte middle-dim form (rows on 16-byte boundaries) beside the scalar one on the
+// same shapes (offsets that break the alignment): inner dims of one vector, of a partial
+// column tile (36: 9 vectors), whole tiles over several turns, split columns, 1-long dims.
+TEST(CudaReduce, MiddleDimVectorFormMatchesCpuExactly) {
+  EMBER_NEED_DEVICE();
+  const auto t0 = std::chrono::steady_clock::now();
+  uint32_t seed = 900;
+  for (const Case& c : {middle(1, 65, 4), middle(3, 100, 8), middle(2, 1023, 36), middle(1, 4097, 8),
+                        middle(3, 300, 64), middle(2, 65, 256), middle(1, 130, 260), middle(33, 65, 4)}) {
+    check_exact<float>(c, 0, seed++);   // the 16-byte form
+    check_exact<float>(c, 4, seed++);   // 16 bytes past the boundary: still aligned
+    check_exact<float>(c, 2, seed++);   // misaligned: the scalar form
+    if (c.inner % 8 == 0) check_exact<__nv_bfloat16>(c, 8, seed++);
+    if (c.inner % 8 == 0) check_exact<__half>(c, 0, seed++);
+    check_exact<double>(c, 2, seed++);
+  }
+  for (const Case& c : {middle(3, 100, 6), middle(2, 65, 2)}) {  // inner not a multiple of 4 floats
+    check_exact<float>(c, 0, seed++);
+    check_exact<double>(c, 0, seed++);  // but of 2 doubles: the 16-byte form
+  }
+  std::printf("middle dim, 16-byte form: %.2f s\n", seconds_since(t0));
 }
 
 TEST(CudaReduce, AllElementsOfIntegersMatchesCpuExactly) {

@@ -72,6 +72,12 @@ TEST(CudaReduce, SumMeanVarOfRealsWithinRoundingBounds) {
   }
   for (const Case& c : {last(33, 33), last(3, 4097), middle(1, 4097, 3), all(40001), outer_inner(128, 8, 49)})
     check_rounding<double>(c, 1, seed++);
+  // The 16-byte middle-dim form (offset 0), its split columns and partial tiles.
+  for (const Case& c : {middle(2, 1023, 36), middle(1, 4097, 8), middle(3, 300, 64)}) {
+    check_rounding<float>(c, 0, seed++);
+    check_rounding<__nv_bfloat16>(c, 0, seed++);
+    check_rounding<double>(c, 0, seed++);
+  }
   std::printf("reals: %.2f s\n", seconds_since(t0));
 }
 
@@ -226,11 +232,61 @@ void check_several_turns(const R& r, uint32_t seed) {
   }
 }
 
+// The 16-byte middle-dim form over several column tiles a block (and, for argmax and var,
+// several merge rounds a tile: 2 columns of states at a time).
+template <class R>
+void check_vec_several_turns(const R& r, uint32_t seed) {
+  using Out = typename R::Out;
+  constexpr bool kIndexed = std::is_same_v<Out, IndexedOut<float>>;
+  const Case c = middle(3, 300, 72);  // 18 vectors: tiles of 8, 8 and 2 a row of outer
+  Input<float> in(c, small_integers(size_t(c.numel()), seed), 0);
+  const int64_t m = c.outputs();
+  DeviceArray<float> want(m), got(m);
+  DeviceArray<int64_t> want_idx(m), got_idx(m);
+  auto out = [&](DeviceArray<float>& v, DeviceArray<int64_t>& i) {
+    if constexpr (kIndexed) return Out{v.data(), i.data()};
+    else return v.data();
+  };
+  launch<reduce_middle_dim_kernel<R, false>>(LaunchConfig{dim3(9), dim3(kBlockThreads), 0}, nullptr, r,
+                                             in.device.data(), out(want, want_idx), nullptr, c.outer, c.n, c.inner,
+                                             8, int64_t(1), c.n, c.n);
+  launch<reduce_middle_dim_vec_kernel<R>>(LaunchConfig{dim3(2), dim3(kBlockThreads), 0}, nullptr, r,
+                                          in.device.data(), out(got, got_idx), nullptr, c.outer, c.n, c.inner, 8,
+                                          int64_t(1), c.n);
+  test::synchronize();
+  if constexpr (std::is_same_v<R, VarReduce<float>>) {
+    const std::vector<float> w = want.host();  // the same tree shape, other chunks: a few roundings
+    EXPECT_TRUE(all_close(got.host(), std::vector<double>(w.begin(), w.end()), 1e-5));
+  } else {
+    EXPECT_EQ(got.host(), want.host());
+  }
+  if constexpr (kIndexed) {
+    EXPECT_EQ(got_idx.host(), want_idx.host());
+  }
+}
+
 TEST(CudaReduce, BlocksThatTakeSeveralRowsReuseTheirSharedMemory) {
   EMBER_NEED_DEVICE();
   check_several_turns(SumReduce<float>{}, 700);      // block_reduce
   check_several_turns(ArgMaxReduce<float>{}, 710);   // block_merge of {value, index}
   check_several_turns(VarReduce<float>{1}, 720);     // block_merge of a Welford state
+  check_vec_several_turns(SumReduce<float>{}, 730);
+  check_vec_several_turns(ArgMaxReduce<float>{}, 740);
+  check_vec_several_turns(VarReduce<float>{1}, 750);
+}
+
+// The same input gives the same bits on every run in the 16-byte middle-dim form too,
+// split or not.
+TEST(CudaReduce, MiddleDimVectorFormIsDeterministic) {
+  EMBER_NEED_DEVICE();
+  for (const Case& c : {middle(1, 4097, 8), middle(2, 1023, 36)}) {
+    Input<float> in(c, test::random_doubles(size_t(c.numel()), 610), 0);
+    DeviceArray<float> a(c.outputs()), b(c.outputs());
+    run(SumReduce<float>{}, c, in.device.data(), a.data());
+    run(SumReduce<float>{}, c, in.device.data(), b.data());
+    const std::vector<float> x = a.host(), y = b.host();
+    EXPECT_EQ(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)), 0) << c.str();
+  }
 }
 
 std::string error_of(const std::function<void()>& f) {

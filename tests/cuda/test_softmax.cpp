@@ -393,14 +393,23 @@ TEST(CudaSoftmax, StreamRowsPastSharedMemoryAreReadTwice) {
 // kSplit: rows whose kept copy would leave one block an SM (float32 past ~28000 columns,
 // float64 past ~14000) keep 24 (float64: 12) values a thread in registers and the rest in
 // shared memory; rows that are not 16-byte aligned or whose length no vector divides
-// stay kStream. Forward only: the backward keeps its plan.
+// stay kStream. The backward's kSplit keeps 16 (float64: 6) values a thread of y and as
+// many of dy in registers, 1024 threads, and the rest of both in shared memory.
 TEST(CudaSoftmax, LongAlignedRowsSplitBetweenRegistersAndSharedMemory) {
   EMBER_NEED_DEVICE();
   const RowPlan p = softmax_config(2, 32768, 4, true, true, RowVariant::kAuto, /*forward=*/true);
   EXPECT_EQ(p.per_thread, 24);
   EXPECT_EQ(p.cfg.block.x, 512u);
   EXPECT_EQ(p.cfg.shared_bytes, size_t(32768 - 24 * 512) * 4);
-  EXPECT_EQ(softmax_config(2, 32768, 4, true, true, RowVariant::kAuto, false).per_thread, 0);  // backward
+  const RowPlan b = softmax_config(2, 32768, 4, true, true, RowVariant::kAuto, /*forward=*/false);
+  EXPECT_EQ(b.per_thread, 16);
+  EXPECT_EQ(b.cfg.block.x, 1024u);
+  EXPECT_EQ(b.cfg.shared_bytes, 2 * size_t(32768 - 16 * 1024) * 4);
+  EXPECT_EQ(softmax_config(2, 32769, 4, true, true, RowVariant::kAuto, false).per_thread, 0);  // backward, cols % 4
+  EXPECT_EQ(softmax_config(2, 20000, 4, true, true, RowVariant::kAuto, false).per_thread, 0);  // two kept y fit
+  EXPECT_EQ(softmax_config(2, 60000, 4, true, true, RowVariant::kAuto, false).per_thread, 0);  // y and dy do not fit
+  EXPECT_EQ(softmax_config(2, 20000, 8, true, true, RowVariant::kAuto, false).per_thread, 6);  // float64
+  EXPECT_EQ(softmax_config(2, 60000, 2, true, true, RowVariant::kAuto, false).per_thread, 16);  // bfloat16
   EXPECT_EQ(softmax_config(2, 32769, 4, true, true, RowVariant::kAuto, true).per_thread, 0);   // cols % 4
   EXPECT_EQ(softmax_config(2, 32768, 4, false, true, RowVariant::kAuto, true).per_thread, 0);  // unaligned
   EXPECT_EQ(softmax_config(2, 20000, 4, true, true, RowVariant::kAuto, true).per_thread, 0);   // two kept fit
@@ -415,6 +424,14 @@ TEST(CudaSoftmax, LongAlignedRowsSplitBetweenRegistersAndSharedMemory) {
   }
   const auto x = random_doubles(2 * 20000, seed++, -4, 4);
   for (bool log : {false, true}) check_forward<double>(x, 2, 20000, RowVariant::kAuto, log, seed);
+  for (bool log : {false, true}) {
+    check_backward<float>(3, 32768, RowVariant::kAuto, log, seed += 2);     // kSplit, a grid of 1-3 blocks
+    check_backward<float>(2, 30004, RowVariant::kAuto, log, seed += 2);     // a partial last vector turn
+    check_backward<float>(2, 16388, RowVariant::kAuto, log, seed += 2);     // kStream: two kept fit
+    check_backward<float>(2, 32768, RowVariant::kAuto, log, seed += 2, 1);  // misaligned: kStream
+    check_backward<double>(2, 20000, RowVariant::kAuto, log, seed += 2);
+    check_backward<__nv_bfloat16>(2, 60000, RowVariant::kAuto, log, seed += 2);
+  }
 }
 
 // The backward formulas are the gradients autograd gives for ember::softmax on the CPU.
