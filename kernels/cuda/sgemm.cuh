@@ -1,4 +1,4 @@
-// Hand-written float32 GEMM on the FMA units, five versions side by side from the plain
+// Hand-written float32 GEMM on the FMA units, six versions side by side from the plain
 // port upward, so each can be benchmarked against the one before it; each later version
 // says what it changes and why that is faster. All compute, row-major (conventions: gemm_common.cuh),
 //   C[m, n] = alpha * op(A)[m, k] @ op(B)[k, n] + beta * C[m, n],   op = identity or transpose,
@@ -7,7 +7,7 @@
 // Each output is the sum over k in increasing order, one fmaf per term: deterministic.
 //
 // Pick one with sgemm(SgemmVersion, problem, stream) or by name (parse_sgemm_version:
-// "v1".."v5", "naive", "shared", "register", "vectorized", "double_buffered");
+// "v1".."v6", "naive", "shared", "register", "vectorized", "double_buffered", "warptiled");
 // kSgemmDefault is the one designed to be fastest (speed is measured on a GPU, bench/).
 //
 // Note [SGEMM arithmetic intensity]
@@ -26,9 +26,13 @@
 //      shared) and A stored transposed in shared memory so a thread's column of A is one
 //      float4; the thread tile split in 4x4 quads 64 apart makes those reads conflict-free.
 //   v5 double buffering: the global loads of K-tile t+1 are in flight while tile t is
-//      computed from the other shared buffer; one barrier per tile instead of two. This
-//      is the version designed for the target, >= 90% of cuBLAS SGEMM at 4096^3 on an H200
+//      computed from the other shared buffer; one barrier per tile instead of two
 //      (128 x 128 block tile, 8 x 8 per thread, 256 threads, BK = 8, 2 blocks per SM).
+//   v6 warp tiling: each warp owns a 32 x 64 tile of C, so a warp's shared reads touch 4
+//      float4 of A and 8 of B (4 wavefronts a k step instead of v5's 6), and BK = 16 with
+//      the next tile fetched in two halves of 8 (v5's 8 prefetch registers, half its
+//      barriers and loop overhead per FMA). The version designed for the target, >= 90%
+//      of cuBLAS SGEMM at 4096^3 on an H200; the analysis is in docs/kernel-speed.md.
 #pragma once
 
 #include <string>
@@ -39,11 +43,18 @@
 
 namespace ember::kernels::cuda {
 
-enum class SgemmVersion : int { Naive = 1, SharedTiles = 2, RegisterTiles = 3, Vectorized = 4, DoubleBuffered = 5 };
-inline constexpr SgemmVersion kSgemmVersions[] = {SgemmVersion::Naive, SgemmVersion::SharedTiles,
-                                                  SgemmVersion::RegisterTiles, SgemmVersion::Vectorized,
-                                                  SgemmVersion::DoubleBuffered};
-inline constexpr SgemmVersion kSgemmDefault = SgemmVersion::DoubleBuffered;
+enum class SgemmVersion : int {
+  Naive = 1,
+  SharedTiles = 2,
+  RegisterTiles = 3,
+  Vectorized = 4,
+  DoubleBuffered = 5,
+  WarpTiled = 6
+};
+inline constexpr SgemmVersion kSgemmVersions[] = {SgemmVersion::Naive,          SgemmVersion::SharedTiles,
+                                                  SgemmVersion::RegisterTiles,  SgemmVersion::Vectorized,
+                                                  SgemmVersion::DoubleBuffered, SgemmVersion::WarpTiled};
+inline constexpr SgemmVersion kSgemmDefault = SgemmVersion::WarpTiled;
 
 inline const char* sgemm_version_name(SgemmVersion v) {
   switch (v) {
@@ -52,18 +63,19 @@ inline const char* sgemm_version_name(SgemmVersion v) {
     case SgemmVersion::RegisterTiles: return "register";
     case SgemmVersion::Vectorized: return "vectorized";
     case SgemmVersion::DoubleBuffered: return "double_buffered";
+    case SgemmVersion::WarpTiled: return "warptiled";
   }
   return "?";
 }
 
-// "1".."5", "v1".."v5" or a version's name; throws ember::Error otherwise.
+// "1".."6", "v1".."v6" or a version's name; throws ember::Error otherwise.
 inline SgemmVersion parse_sgemm_version(std::string_view name) {
   for (SgemmVersion v : kSgemmVersions) {
     const std::string num = std::to_string(int(v));
     if (name == num || name == "v" + num || name == sgemm_version_name(v)) return v;
   }
   EMBER_FAIL("sgemm: unknown version '", name,
-             "' (expected 1-5, v1-v5, naive, shared, register, vectorized or double_buffered)");
+             "' (expected 1-6, v1-v6, naive, shared, register, vectorized, double_buffered or warptiled)");
 }
 
 // --- Operands as (mn, k) panels ---------------------------------------------------------
@@ -290,23 +302,25 @@ __global__ void __launch_bounds__(kSgemmThreads) sgemm_v3_register(SgemmArgs g) 
   }
 }
 
-// --- v4 and v5: the inner product and epilogue they share -------------------------------
-// Thread (ty, tx) of the 16 x 16 grid owns rows {4ty..4ty+3, 64+4ty..64+4ty+3} and the
-// columns likewise: two float4 of A and two of B per k step. A warp (two values of ty,
-// sixteen of tx) then reads 16 distinct float4 of bs in one pass and broadcasts as.
+// --- v4, v5 and v6: the inner product and epilogue they share ---------------------------
+// A thread owns an 8 x 8 tile of C as 2 x 2 quads of 4 x 4: rows {r0..r0+3, r0+RS..r0+RS+3}
+// and columns {c0..c0+3, c0+CS..c0+CS+3} of the block tile (RS, CS: the quads' spacing),
+// so it reads two float4 of A and two of B per k step. In v4 and v5, thread (ty, tx) of
+// the 16 x 16 grid has r0 = 4ty, c0 = 4tx, RS = CS = 64: a warp (two values of ty, sixteen
+// of tx) reads 16 distinct float4 of bs in one pass and broadcasts as.
 // Shared tiles are [k][mn] with rows padded by 4 floats (still 16-byte aligned): the
 // column stores of a KContig panel then spread over the banks.
 inline constexpr int kSgemmPad = 4;
 
-template <int BK, int kPitch>
-__device__ __forceinline__ void sgemm_quads_fma(const float (*as)[kPitch], const float (*bs)[kPitch], int ty, int tx,
+template <int BK, int RS, int CS, int kPitch>
+__device__ __forceinline__ void sgemm_quads_fma(const float (*as)[kPitch], const float (*bs)[kPitch], int r0, int c0,
                                                 float (&acc)[8][8]) {
   EMBER_UNROLL
   for (int kk = 0; kk < BK; ++kk) {
-    const float4 a0 = load_vec<float4>(&as[kk][ty * 4]);
-    const float4 a1 = load_vec<float4>(&as[kk][64 + ty * 4]);
-    const float4 b0 = load_vec<float4>(&bs[kk][tx * 4]);
-    const float4 b1 = load_vec<float4>(&bs[kk][64 + tx * 4]);
+    const float4 a0 = load_vec<float4>(&as[kk][r0]);
+    const float4 a1 = load_vec<float4>(&as[kk][RS + r0]);
+    const float4 b0 = load_vec<float4>(&bs[kk][c0]);
+    const float4 b1 = load_vec<float4>(&bs[kk][CS + c0]);
     const float ra[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
     const float rb[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
     EMBER_UNROLL
@@ -316,15 +330,16 @@ __device__ __forceinline__ void sgemm_quads_fma(const float (*as)[kPitch], const
   }
 }
 
-__device__ __forceinline__ void sgemm_quads_store(const SgemmArgs& g, int tm, int tn, int ty, int tx,
+template <int RS, int CS>
+__device__ __forceinline__ void sgemm_quads_store(const SgemmArgs& g, int tm, int tn, int r0, int c0,
                                                   const float (&acc)[8][8], bool vec_c) {
   float* c = batch_entry(g.c, g.stride_c);
   EMBER_UNROLL
   for (int i = 0; i < 8; ++i) {
-    const int row = tm * kSgemmBM + (i < 4 ? ty * 4 + i : 64 + ty * 4 + i - 4);
+    const int row = tm * kSgemmBM + (i < 4 ? r0 + i : RS + r0 + i - 4);
     EMBER_UNROLL
     for (int h = 0; h < 2; ++h) {
-      const int col = tn * kSgemmBN + h * 64 + tx * 4;
+      const int col = tn * kSgemmBN + h * CS + c0;
       const float4 v = make_float4(acc[i][4 * h], acc[i][4 * h + 1], acc[i][4 * h + 2], acc[i][4 * h + 3]);
       store_run4(c, g.ldc, g.m, g.n, row, col, v, g.alpha, g.beta, vec_c);
     }
@@ -360,10 +375,10 @@ __global__ void __launch_bounds__(kSgemmThreads) sgemm_v4_vectorized(SgemmArgs g
     ta.stash(as, tid);
     tb.stash(bs, tid);
     __syncthreads();
-    sgemm_quads_fma<BK>(as, bs, ty, tx, acc);
+    sgemm_quads_fma<BK, 64, 64>(as, bs, ty * 4, tx * 4, acc);
     __syncthreads();
   }
-  sgemm_quads_store(g, tm, tn, ty, tx, acc, vec_c);
+  sgemm_quads_store<64, 64>(g, tm, tn, ty * 4, tx * 4, acc, vec_c);
 }
 
 // --- v5: double buffering ---------------------------------------------------------------
@@ -403,7 +418,7 @@ __device__ __forceinline__ void sgemm_v5_loop(const SgemmArgs& g, int tm, int tn
       ta.template fetch<kChecked>(a, g.lda, g.m, g.k, tm * BM, (t + 1) * BK, vec_a, tid);
       tb.template fetch<kChecked>(b, g.ldb, g.n, g.k, tn * BN, (t + 1) * BK, vec_b, tid);
     }
-    sgemm_quads_fma<BK>(as[t % 2], bs[t % 2], ty, tx, acc);
+    sgemm_quads_fma<BK, 64, 64>(as[t % 2], bs[t % 2], ty * 4, tx * 4, acc);
     if (more) {
       ta.stash(as[(t + 1) % 2], tid);
       tb.stash(bs[(t + 1) % 2], tid);
@@ -426,7 +441,114 @@ __global__ void __launch_bounds__(kSgemmThreads, 2) sgemm_v5_double_buffered(Sge
   if (interior) sgemm_v5_loop<false, TransA, TransB>(g, tm, tn, vec_a, vec_b, as, bs, acc);
   else sgemm_v5_loop<true, TransA, TransB>(g, tm, tn, vec_a, vec_b, as, bs, acc);
   const int tid = int(threadIdx.x);
-  sgemm_quads_store(g, tm, tn, tid / 16, tid % 16, acc, vec_c);
+  sgemm_quads_store<64, 64>(g, tm, tn, tid / 16 * 4, tid % 16 * 4, acc, vec_c);
+}
+
+// --- v6: warp tiling, BK = 16 ---------------------------------------------------------
+// v5's block tile, threads and 8 x 8 outputs a thread, arranged by warp: the 8 warps tile
+// the 128 x 128 block tile as 4 x 2 warp tiles of 32 x 64, and a warp's lanes as 4 x 8, each
+// lane owning 2 x 2 quads 16 rows and 32 columns apart (kSgemmWarpQuadRows, ...Cols). At
+// one k step a warp then reads 4 distinct float4 of as (64 contiguous bytes) and 8 of bs
+// (128 bytes): 4 shared wavefronts for its 64 FMA instructions, where v5's warp (2 x 16
+// threads across the whole 128 columns) reads 16 distinct float4 of bs, 2 wavefronts each
+// load: 6. BK = 16 halves the barriers, buffer switches and address updates per FMA; to
+// keep v5's registers (BK = 16 prefetched whole is 16 registers, and v5 spilled there), the
+// next tile comes in two halves of 8 k: the first half's loads are issued before the FMAs
+// of the current tile's first half and stashed after them, then the second half's loads
+// go out behind the current second half. Each half's loads have 8 x 64 FMAs a thread to
+// land. Shared memory: 2 buffers x 2 operands x 16 x 132 floats = 33 KiB per block, 2
+// blocks per SM at 128 registers.
+inline constexpr int kSgemmV6BK = 16, kSgemmV6Half = 8;
+inline constexpr int kSgemmWarpM = 32, kSgemmWarpN = 64;  // a warp's tile of C
+inline constexpr int kSgemmWarpQuadRows = 16, kSgemmWarpQuadCols = 32;
+
+// The first row and column of this thread's quads in the block tile.
+__device__ __forceinline__ void sgemm_v6_quads(int tid, int& r0, int& c0) {
+  constexpr int warps_m = kSgemmBM / kSgemmWarpM;  // 4
+  const int warp = tid / 32, lane = tid % 32;
+  r0 = warp % warps_m * kSgemmWarpM + lane / 8 * 4;
+  c0 = warp / warps_m * kSgemmWarpN + lane % 8 * 4;
+}
+
+template <bool kChecked, bool TransA, bool TransB, int kPitch>
+__device__ __forceinline__ void sgemm_v6_loop(const SgemmArgs& g, int tm, int tn, bool vec_a, bool vec_b,
+                                              float (*as)[kSgemmV6BK][kPitch], float (*bs)[kSgemmV6BK][kPitch],
+                                              float (&acc)[8][8]) {
+  constexpr int BM = kSgemmBM, BN = kSgemmBN, BK = kSgemmV6BK, H = kSgemmV6Half;
+  constexpr int RS = kSgemmWarpQuadRows, CS = kSgemmWarpQuadCols;
+  const int tid = int(threadIdx.x);
+  int r0, c0;
+  sgemm_v6_quads(tid, r0, c0);
+  const float* a = batch_entry(g.a, g.stride_a);
+  const float* b = batch_entry(g.b, g.stride_b);
+  PanelTile<!TransA, BM, H, kSgemmThreads> ta;  // half a K-tile of each operand
+  PanelTile<TransB, BN, H, kSgemmThreads> tb;
+  const auto fetch = [&](int k0) {
+    ta.template fetch<kChecked>(a, g.lda, g.m, g.k, tm * BM, k0, vec_a, tid);
+    tb.template fetch<kChecked>(b, g.ldb, g.n, g.k, tn * BN, k0, vec_b, tid);
+  };
+  const auto stash = [&](int buffer, int half) {
+    ta.stash(as[buffer] + half * H, tid);
+    tb.stash(bs[buffer] + half * H, tid);
+  };
+  const int tiles = (g.k + BK - 1) / BK;
+  if constexpr (kChecked) {
+    // Edge blocks load each tile before its FMAs, with two barriers a tile, one k step at
+    // a time: prefetched, or with the FMAs unrolled over the tile, the checked loads'
+    // extra indices and the shared reads hoisted ahead spilled on sm_90.
+    for (int t = 0; t < tiles; ++t) {
+      fetch(t * BK);
+      stash(0, 0);
+      fetch(t * BK + H);
+      stash(0, 1);
+      __syncthreads();
+      EMBER_UNROLL_BY(1)
+      for (int kk = 0; kk < BK; ++kk) sgemm_quads_fma<1, RS, CS>(as[0] + kk, bs[0] + kk, r0, c0, acc);
+      __syncthreads();  // before the next tile overwrites the buffer
+    }
+    return;
+  }
+  if (tiles == 0) return;
+  fetch(0);
+  stash(0, 0);
+  fetch(H);
+  stash(0, 1);
+  __syncthreads();
+  for (int t = 0; t < tiles; ++t) {
+    const int cur = t % 2;
+    const bool more = t + 1 < tiles;
+    if (more) fetch((t + 1) * BK);
+    sgemm_quads_fma<H, RS, CS>(as[cur], bs[cur], r0, c0, acc);
+    if (more) {  // buffer cur ^ 1 was last read at step t - 1, before the last barrier
+      stash(cur ^ 1, 0);
+      fetch((t + 1) * BK + H);
+    }
+    sgemm_quads_fma<H, RS, CS>(as[cur] + H, bs[cur] + H, r0, c0, acc);
+    if (more) stash(cur ^ 1, 1);
+    __syncthreads();
+  }
+}
+
+template <bool TransA, bool TransB>
+__global__ void __launch_bounds__(kSgemmThreads, 2) sgemm_v6_warptiled(SgemmArgs g, bool vec_a, bool vec_b,
+                                                                      bool vec_c) {
+  constexpr int BM = kSgemmBM, BN = kSgemmBN, BK = kSgemmV6BK, P = kSgemmPad;
+  static_assert(BM == BN, "as and bs share one pitch");
+  static_assert((BM / kSgemmWarpM) * (BN / kSgemmWarpN) * 32 == kSgemmThreads, "one warp per warp tile");
+  static_assert(kSgemmWarpM == 2 * kSgemmWarpQuadRows && kSgemmWarpN == 2 * kSgemmWarpQuadCols &&
+                    kSgemmWarpQuadRows == 4 * 4 && kSgemmWarpQuadCols == 8 * 4,
+                "lanes as 4 x 8, each 2 x 2 quads of 4 x 4");
+  __shared__ __align__(16) float as[2][BK][BM + P];  // as[buffer][k][m]
+  __shared__ __align__(16) float bs[2][BK][BN + P];  // bs[buffer][k][n]
+  int tm, tn;
+  block_tile((g.m + BM - 1) / BM, (g.n + BN - 1) / BN, tm, tn);
+  float acc[8][8] = {};
+  const bool interior = vec_a && vec_b && g.k % BK == 0 && (tm + 1) * BM <= g.m && (tn + 1) * BN <= g.n;
+  if (interior) sgemm_v6_loop<false, TransA, TransB>(g, tm, tn, vec_a, vec_b, as, bs, acc);
+  else sgemm_v6_loop<true, TransA, TransB>(g, tm, tn, vec_a, vec_b, as, bs, acc);
+  int r0, c0;
+  sgemm_v6_quads(int(threadIdx.x), r0, c0);
+  sgemm_quads_store<kSgemmWarpQuadRows, kSgemmWarpQuadCols>(g, tm, tn, r0, c0, acc, vec_c);
 }
 
 // --- Host side ----------------------------------------------------------------------------
@@ -441,6 +563,7 @@ inline LaunchConfig sgemm_config(SgemmVersion v, int64_t m, int64_t n, int64_t b
     case SgemmVersion::RegisterTiles:
     case SgemmVersion::Vectorized:
     case SgemmVersion::DoubleBuffered:
+    case SgemmVersion::WarpTiled:
       return gemm_tile_config(m, n, batch, kSgemmBM, kSgemmBN, dim3(kSgemmThreads), "sgemm");
   }
   EMBER_FAIL("sgemm: unknown version ", int(v));
@@ -465,6 +588,8 @@ inline void sgemm(SgemmVersion v, const GemmProblem<float, float>& p, cudaStream
           return launch<sgemm_v4_vectorized<TA, TB>>(cfg, stream, g, vec_a, vec_b, vec_c);
         case SgemmVersion::DoubleBuffered:
           return launch<sgemm_v5_double_buffered<TA, TB>>(cfg, stream, g, vec_a, vec_b, vec_c);
+        case SgemmVersion::WarpTiled:
+          return launch<sgemm_v6_warptiled<TA, TB>>(cfg, stream, g, vec_a, vec_b, vec_c);
       }
     });
   });
