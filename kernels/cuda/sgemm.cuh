@@ -303,42 +303,49 @@ __global__ void __launch_bounds__(kSgemmThreads) sgemm_v3_register(SgemmArgs g) 
 }
 
 // --- v4, v5 and v6: the inner product and epilogue they share ---------------------------
-// A thread owns an 8 x 8 tile of C as 2 x 2 quads of 4 x 4: rows {r0..r0+3, r0+RS..r0+RS+3}
-// and columns {c0..c0+3, c0+CS..c0+CS+3} of the block tile (RS, CS: the quads' spacing),
-// so it reads two float4 of A and two of B per k step. In v4 and v5, thread (ty, tx) of
-// the 16 x 16 grid has r0 = 4ty, c0 = 4tx, RS = CS = 64: a warp (two values of ty, sixteen
-// of tx) reads 16 distinct float4 of bs in one pass and broadcasts as.
+// A thread owns an M x N tile of C as (M / 4) x (N / 4) quads of 4 x 4: rows r0 + q * RS +
+// {0..3} and columns c0 + q * CS + {0..3} of the block tile (RS, CS: the quads' spacing),
+// so it reads M / 4 float4 of A and N / 4 of B per k step for M * N FMAs. In v4 and v5,
+// an 8 x 8 tile: thread (ty, tx) of the 16 x 16 grid has r0 = 4ty, c0 = 4tx, RS = CS = 64,
+// and a warp (two values of ty, sixteen of tx) reads 16 distinct float4 of bs in one pass
+// and broadcasts as.
 // Shared tiles are [k][mn] with rows padded by 4 floats (still 16-byte aligned): the
 // column stores of a KContig panel then spread over the banks.
 inline constexpr int kSgemmPad = 4;
 
-template <int BK, int RS, int CS, int kPitch>
+template <int BK, int RS, int CS, int kPitch, int M, int N>
 __device__ __forceinline__ void sgemm_quads_fma(const float (*as)[kPitch], const float (*bs)[kPitch], int r0, int c0,
-                                                float (&acc)[8][8]) {
+                                                float (&acc)[M][N]) {
+  static_assert(M % 4 == 0 && N % 4 == 0, "whole quads");
   EMBER_UNROLL
   for (int kk = 0; kk < BK; ++kk) {
-    const float4 a0 = load_vec<float4>(&as[kk][r0]);
-    const float4 a1 = load_vec<float4>(&as[kk][RS + r0]);
-    const float4 b0 = load_vec<float4>(&bs[kk][c0]);
-    const float4 b1 = load_vec<float4>(&bs[kk][CS + c0]);
-    const float ra[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
-    const float rb[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+    float ra[M], rb[N];
     EMBER_UNROLL
-    for (int i = 0; i < 8; ++i)
+    for (int q = 0; q < M / 4; ++q) {
+      const float4 v = load_vec<float4>(&as[kk][q * RS + r0]);
+      ra[4 * q] = v.x, ra[4 * q + 1] = v.y, ra[4 * q + 2] = v.z, ra[4 * q + 3] = v.w;
+    }
+    EMBER_UNROLL
+    for (int q = 0; q < N / 4; ++q) {
+      const float4 v = load_vec<float4>(&bs[kk][q * CS + c0]);
+      rb[4 * q] = v.x, rb[4 * q + 1] = v.y, rb[4 * q + 2] = v.z, rb[4 * q + 3] = v.w;
+    }
+    EMBER_UNROLL
+    for (int i = 0; i < M; ++i)
       EMBER_UNROLL
-      for (int j = 0; j < 8; ++j) acc[i][j] = fmaf(ra[i], rb[j], acc[i][j]);
+      for (int j = 0; j < N; ++j) acc[i][j] = fmaf(ra[i], rb[j], acc[i][j]);
   }
 }
 
-template <int RS, int CS>
+template <int RS, int CS, int M, int N>
 __device__ __forceinline__ void sgemm_quads_store(const SgemmArgs& g, int tm, int tn, int r0, int c0,
-                                                  const float (&acc)[8][8], bool vec_c) {
+                                                  const float (&acc)[M][N], bool vec_c) {
   float* c = batch_entry(g.c, g.stride_c);
   EMBER_UNROLL
-  for (int i = 0; i < 8; ++i) {
-    const int row = tm * kSgemmBM + (i < 4 ? r0 + i : RS + r0 + i - 4);
+  for (int i = 0; i < M; ++i) {
+    const int row = tm * kSgemmBM + i / 4 * RS + r0 + i % 4;
     EMBER_UNROLL
-    for (int h = 0; h < 2; ++h) {
+    for (int h = 0; h < N / 4; ++h) {
       const int col = tn * kSgemmBN + h * CS + c0;
       const float4 v = make_float4(acc[i][4 * h], acc[i][4 * h + 1], acc[i][4 * h + 2], acc[i][4 * h + 3]);
       store_run4(c, g.ldc, g.m, g.n, row, col, v, g.alpha, g.beta, vec_c);
@@ -444,27 +451,32 @@ __global__ void __launch_bounds__(kSgemmThreads, 2) sgemm_v5_double_buffered(Sge
   sgemm_quads_store<64, 64>(g, tm, tn, tid / 16 * 4, tid % 16 * 4, acc, vec_c);
 }
 
-// --- v6: warp tiling, BK = 16 ---------------------------------------------------------
-// v5's block tile, threads and 8 x 8 outputs a thread, arranged by warp: the 8 warps tile
-// the 128 x 128 block tile as 4 x 2 warp tiles of 32 x 64, and a warp's lanes as 4 x 8, each
-// lane owning 2 x 2 quads 16 rows and 32 columns apart (kSgemmWarpQuadRows, ...Cols). At
-// one k step a warp then reads 4 distinct float4 of as (64 contiguous bytes) and 8 of bs
-// (128 bytes): 4 shared wavefronts for its 64 FMA instructions, where v5's warp (2 x 16
-// threads across the whole 128 columns) reads 16 distinct float4 of bs, 2 wavefronts each
-// load: 6. BK = 16 halves the barriers, buffer switches and address updates per FMA; to
-// keep v5's registers (BK = 16 prefetched whole is 16 registers, and v5 spilled there), the
-// next tile comes in two halves of 8 k: the first half's loads are issued before the FMAs
-// of the current tile's first half and stashed after them, then the second half's loads
-// go out behind the current second half. Each half's loads have 8 x 64 FMAs a thread to
-// land. Shared memory: 2 buffers x 2 operands x 16 x 132 floats = 33 KiB per block, 2
-// blocks per SM at 128 registers.
-inline constexpr int kSgemmV6BK = 16, kSgemmV6Half = 8;
-inline constexpr int kSgemmWarpM = 32, kSgemmWarpN = 64;  // a warp's tile of C
+// --- v6: warp tiling, 16 x 8 outputs a thread, BK = 16 ----------------------------------
+// Note [SGEMM shared-memory bound]: the shared memory serves an SM 128 bytes a clock, so
+// a warp's float4 read (512 bytes) takes 4 wavefronts, one a quarter-warp, broadcasts or
+// not (the emulator counts them so). v4/v5's 8 x 8 tile reads 4 float4 a k step for 64
+// FMAs: per warp 16 wavefronts against 64 FMA instructions, which the SM's 128 lanes
+// retire in 16 clocks; the shared memory is as busy as the FMA units, and the two cannot
+// both run at their peak. v6 gives each thread 16 x 8 outputs: 6 float4 (24 wavefronts)
+// for 128 FMAs (32 clocks), 75% of the shared memory's rate at the FMA peak.
+// The 128 x 128 block tile is split among 4 warps of 64 x 64 (2 x 2), a warp's lanes as
+// 4 x 8, each lane owning 4 x 2 quads 16 rows and 32 columns apart: a quarter-warp (8 lanes
+// of one lane row) reads one float4 of as (a broadcast) and 8 contiguous float4 of bs, so
+// no read conflicts. 128 accumulators a thread take the registers of 2 blocks of 128
+// threads an SM (8 warps); each warp has 128 independent FMAs a k step to hide latency.
+// K advances 16 a tile (one barrier per 2048 FMAs a thread), the next tile fetched in two
+// halves of 8 k so that only 16 registers hold loads in flight: the first half's loads are
+// issued before the FMAs of the current tile's first half and stashed after them, the
+// second half's go out behind the current second half; each half has 8 x 128 FMAs a
+// thread to land. Shared memory: 2 buffers x 2 operands x 16 x 132 floats = 33 KiB a block.
+inline constexpr int kSgemmV6Threads = 128, kSgemmV6BK = 16, kSgemmV6Half = 8;
+inline constexpr int kSgemmWarpM = 64, kSgemmWarpN = 64;  // a warp's tile of C
+inline constexpr int kSgemmV6TM = 16, kSgemmV6TN = 8;     // a thread's outputs
 inline constexpr int kSgemmWarpQuadRows = 16, kSgemmWarpQuadCols = 32;
 
 // The first row and column of this thread's quads in the block tile.
 __device__ __forceinline__ void sgemm_v6_quads(int tid, int& r0, int& c0) {
-  constexpr int warps_m = kSgemmBM / kSgemmWarpM;  // 4
+  constexpr int warps_m = kSgemmBM / kSgemmWarpM;
   const int warp = tid / 32, lane = tid % 32;
   r0 = warp % warps_m * kSgemmWarpM + lane / 8 * 4;
   c0 = warp / warps_m * kSgemmWarpN + lane % 8 * 4;
@@ -473,7 +485,7 @@ __device__ __forceinline__ void sgemm_v6_quads(int tid, int& r0, int& c0) {
 template <bool kChecked, bool TransA, bool TransB, int kPitch>
 __device__ __forceinline__ void sgemm_v6_loop(const SgemmArgs& g, int tm, int tn, bool vec_a, bool vec_b,
                                               float (*as)[kSgemmV6BK][kPitch], float (*bs)[kSgemmV6BK][kPitch],
-                                              float (&acc)[8][8]) {
+                                              float (&acc)[kSgemmV6TM][kSgemmV6TN]) {
   constexpr int BM = kSgemmBM, BN = kSgemmBN, BK = kSgemmV6BK, H = kSgemmV6Half;
   constexpr int RS = kSgemmWarpQuadRows, CS = kSgemmWarpQuadCols;
   const int tid = int(threadIdx.x);
@@ -481,8 +493,8 @@ __device__ __forceinline__ void sgemm_v6_loop(const SgemmArgs& g, int tm, int tn
   sgemm_v6_quads(tid, r0, c0);
   const float* a = batch_entry(g.a, g.stride_a);
   const float* b = batch_entry(g.b, g.stride_b);
-  PanelTile<!TransA, BM, H, kSgemmThreads> ta;  // half a K-tile of each operand
-  PanelTile<TransB, BN, H, kSgemmThreads> tb;
+  PanelTile<!TransA, BM, H, kSgemmV6Threads> ta;  // half a K-tile of each operand
+  PanelTile<TransB, BN, H, kSgemmV6Threads> tb;
   const auto fetch = [&](int k0) {
     ta.template fetch<kChecked>(a, g.lda, g.m, g.k, tm * BM, k0, vec_a, tid);
     tb.template fetch<kChecked>(b, g.ldb, g.n, g.k, tn * BN, k0, vec_b, tid);
@@ -493,9 +505,10 @@ __device__ __forceinline__ void sgemm_v6_loop(const SgemmArgs& g, int tm, int tn
   };
   const int tiles = (g.k + BK - 1) / BK;
   if constexpr (kChecked) {
-    // Edge blocks load each tile before its FMAs, with two barriers a tile, one k step at
-    // a time: prefetched, or with the FMAs unrolled over the tile, the checked loads'
-    // extra indices and the shared reads hoisted ahead spilled on sm_90.
+    // Edge blocks (and every block where k is not a multiple of 8 or an operand's rows
+    // are not 16-byte aligned) load each tile before its FMAs, with two barriers a tile,
+    // one k step at a time: prefetched, or with the FMAs unrolled over the tile, the
+    // checked loads' extra indices and the shared reads hoisted ahead spilled on sm_90.
     for (int t = 0; t < tiles; ++t) {
       fetch(t * BK);
       stash(0, 0);
@@ -508,42 +521,44 @@ __device__ __forceinline__ void sgemm_v6_loop(const SgemmArgs& g, int tm, int tn
     }
     return;
   }
-  if (tiles == 0) return;
+  // Interior blocks: k is a multiple of H; when not of BK, the last tile has no second half.
+  const int halves = g.k / H;
+  if (halves == 0) return;
   fetch(0);
   stash(0, 0);
-  fetch(H);
-  stash(0, 1);
+  if (halves > 1) {
+    fetch(H);
+    stash(0, 1);
+  }
   __syncthreads();
   for (int t = 0; t < tiles; ++t) {
     const int cur = t % 2;
-    const bool more = t + 1 < tiles;
+    const bool more = t + 1 < tiles, next_second = 2 * t + 3 < halves;
     if (more) fetch((t + 1) * BK);
     sgemm_quads_fma<H, RS, CS>(as[cur], bs[cur], r0, c0, acc);
-    if (more) {  // buffer cur ^ 1 was last read at step t - 1, before the last barrier
-      stash(cur ^ 1, 0);
-      fetch((t + 1) * BK + H);
-    }
-    sgemm_quads_fma<H, RS, CS>(as[cur] + H, bs[cur] + H, r0, c0, acc);
-    if (more) stash(cur ^ 1, 1);
+    if (more) stash(cur ^ 1, 0);  // buffer cur ^ 1 was last read at step t - 1, before the last barrier
+    if (next_second) fetch((t + 1) * BK + H);
+    if (2 * t + 1 < halves) sgemm_quads_fma<H, RS, CS>(as[cur] + H, bs[cur] + H, r0, c0, acc);
+    if (next_second) stash(cur ^ 1, 1);
     __syncthreads();
   }
 }
 
 template <bool TransA, bool TransB>
-__global__ void __launch_bounds__(kSgemmThreads, 2) sgemm_v6_warptiled(SgemmArgs g, bool vec_a, bool vec_b,
-                                                                      bool vec_c) {
+__global__ void __launch_bounds__(kSgemmV6Threads, 2) sgemm_v6_warptiled(SgemmArgs g, bool vec_a, bool vec_b,
+                                                                        bool vec_c) {
   constexpr int BM = kSgemmBM, BN = kSgemmBN, BK = kSgemmV6BK, P = kSgemmPad;
   static_assert(BM == BN, "as and bs share one pitch");
-  static_assert((BM / kSgemmWarpM) * (BN / kSgemmWarpN) * 32 == kSgemmThreads, "one warp per warp tile");
-  static_assert(kSgemmWarpM == 2 * kSgemmWarpQuadRows && kSgemmWarpN == 2 * kSgemmWarpQuadCols &&
+  static_assert((BM / kSgemmWarpM) * (BN / kSgemmWarpN) * 32 == kSgemmV6Threads, "one warp per warp tile");
+  static_assert(kSgemmWarpM == 4 * kSgemmV6TM && kSgemmWarpN == 8 * kSgemmV6TN &&
                     kSgemmWarpQuadRows == 4 * 4 && kSgemmWarpQuadCols == 8 * 4,
-                "lanes as 4 x 8, each 2 x 2 quads of 4 x 4");
+                "lanes as 4 x 8, quads of 4 x 4 interleaved over the warp tile");
   __shared__ __align__(16) float as[2][BK][BM + P];  // as[buffer][k][m]
   __shared__ __align__(16) float bs[2][BK][BN + P];  // bs[buffer][k][n]
   int tm, tn;
   block_tile((g.m + BM - 1) / BM, (g.n + BN - 1) / BN, tm, tn);
-  float acc[8][8] = {};
-  const bool interior = vec_a && vec_b && g.k % BK == 0 && (tm + 1) * BM <= g.m && (tn + 1) * BN <= g.n;
+  float acc[kSgemmV6TM][kSgemmV6TN] = {};
+  const bool interior = vec_a && vec_b && g.k % kSgemmV6Half == 0 && (tm + 1) * BM <= g.m && (tn + 1) * BN <= g.n;
   if (interior) sgemm_v6_loop<false, TransA, TransB>(g, tm, tn, vec_a, vec_b, as, bs, acc);
   else sgemm_v6_loop<true, TransA, TransB>(g, tm, tn, vec_a, vec_b, as, bs, acc);
   int r0, c0;
@@ -563,8 +578,9 @@ inline LaunchConfig sgemm_config(SgemmVersion v, int64_t m, int64_t n, int64_t b
     case SgemmVersion::RegisterTiles:
     case SgemmVersion::Vectorized:
     case SgemmVersion::DoubleBuffered:
-    case SgemmVersion::WarpTiled:
       return gemm_tile_config(m, n, batch, kSgemmBM, kSgemmBN, dim3(kSgemmThreads), "sgemm");
+    case SgemmVersion::WarpTiled:
+      return gemm_tile_config(m, n, batch, kSgemmBM, kSgemmBN, dim3(kSgemmV6Threads), "sgemm");
   }
   EMBER_FAIL("sgemm: unknown version ", int(v));
 }
