@@ -28,11 +28,11 @@
 //   v5 double buffering: the global loads of K-tile t+1 are in flight while tile t is
 //      computed from the other shared buffer; one barrier per tile instead of two
 //      (128 x 128 block tile, 8 x 8 per thread, 256 threads, BK = 8, 2 blocks per SM).
-//   v6 warp tiling: each warp owns a 32 x 64 tile of C, so a warp's shared reads touch 4
-//      float4 of A and 8 of B (4 wavefronts a k step instead of v5's 6), and BK = 16 with
-//      the next tile fetched in two halves of 8 (v5's 8 prefetch registers, half its
-//      barriers and loop overhead per FMA). The version designed for the target, >= 90%
-//      of cuBLAS SGEMM at 4096^3 on an H200; the analysis is in docs/kernel-speed.md.
+//   v6 warp tiling: 128 threads, each warp a 64 x 64 tile of C, each thread 16 x 8
+//      outputs: 6 float4 shared reads per 128 FMAs where v5 has 4 per 64, so the shared
+//      memory no longer paces the FMA units (Note [SGEMM shared-memory bound]); BK = 16,
+//      fetched in two halves of 8. The version designed for the target, >= 90% of cuBLAS
+//      SGEMM at 4096^3 on an H200 (the analysis: docs/kernel-speed.md, "SGEMM").
 #pragma once
 
 #include <string>
