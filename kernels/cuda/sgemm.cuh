@@ -504,25 +504,9 @@ __device__ __forceinline__ void sgemm_v6_loop(const SgemmArgs& g, int tm, int tn
     tb.stash(bs[buffer] + half * H, tid);
   };
   const int tiles = (g.k + BK - 1) / BK;
-  if constexpr (kChecked) {
-    // Edge blocks (and every block where k is not a multiple of 8 or an operand's rows
-    // are not 16-byte aligned) load each tile before its FMAs, with two barriers a tile,
-    // one k step at a time: prefetched, or with the FMAs unrolled over the tile, the
-    // checked loads' extra indices and the shared reads hoisted ahead spilled on sm_90.
-    for (int t = 0; t < tiles; ++t) {
-      fetch(t * BK);
-      stash(0, 0);
-      fetch(t * BK + H);
-      stash(0, 1);
-      __syncthreads();
-      EMBER_UNROLL_BY(1)
-      for (int kk = 0; kk < BK; ++kk) sgemm_quads_fma<1, RS, CS>(as[0] + kk, bs[0] + kk, r0, c0, acc);
-      __syncthreads();  // before the next tile overwrites the buffer
-    }
-    return;
-  }
-  // Interior blocks: k is a multiple of H; when not of BK, the last tile has no second half.
-  const int halves = g.k / H;
+  // When k is not a multiple of BK the last tile has one half (interior blocks: k is a
+  // multiple of H; edge blocks' loads are zero past k).
+  const int halves = (g.k + H - 1) / H;
   if (halves == 0) return;
   fetch(0);
   stash(0, 0);
