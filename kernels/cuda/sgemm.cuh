@@ -542,6 +542,7 @@ __global__ void __launch_bounds__(kSgemmV6Threads, 2) sgemm_v6_warptiled(SgemmAr
   int tm, tn;
   block_tile((g.m + BM - 1) / BM, (g.n + BN - 1) / BN, tm, tn);
   float acc[kSgemmV6TM][kSgemmV6TN] = {};
+  // Whole tiles with aligned rows and k a multiple of 8 (every block at 4096^3) load unchecked.
   const bool interior = vec_a && vec_b && g.k % kSgemmV6Half == 0 && (tm + 1) * BM <= g.m && (tn + 1) * BN <= g.n;
   if (interior) sgemm_v6_loop<false, TransA, TransB>(g, tm, tn, vec_a, vec_b, as, bs, acc);
   else sgemm_v6_loop<true, TransA, TransB>(g, tm, tn, vec_a, vec_b, as, bs, acc);
