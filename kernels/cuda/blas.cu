@@ -36,7 +36,7 @@ inline void check_cuda(cublasStatus_t st, const char* call, const char* file, in
 namespace ember::kernels::cuda {
 namespace {
 
-// 0: auto, -1: cuBLASLt, 1..5: that SGEMM version.
+// 0: auto, -1: cuBLASLt, 1..6: that SGEMM version.
 constexpr int kAuto = 0, kCublasLt = -1;
 
 int parse_gemm(std::string_view name) {

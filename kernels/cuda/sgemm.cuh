@@ -1,4 +1,4 @@
-// Hand-written float32 GEMM on the FMA units, five versions side by side from the plain
+// Hand-written float32 GEMM on the FMA units, six versions side by side from the plain
 // port upward, so each can be benchmarked against the one before it; each later version
 // says what it changes and why that is faster. All compute, row-major (conventions: gemm_common.cuh),
 //   C[m, n] = alpha * op(A)[m, k] @ op(B)[k, n] + beta * C[m, n],   op = identity or transpose,
@@ -7,7 +7,7 @@
 // Each output is the sum over k in increasing order, one fmaf per term: deterministic.
 //
 // Pick one with sgemm(SgemmVersion, problem, stream) or by name (parse_sgemm_version:
-// "v1".."v5", "naive", "shared", "register", "vectorized", "double_buffered");
+// "v1".."v6", "naive", "shared", "register", "vectorized", "double_buffered", "warptiled");
 // kSgemmDefault is the one designed to be fastest (speed is measured on a GPU, bench/).
 //
 // Note [SGEMM arithmetic intensity]
@@ -26,9 +26,13 @@
 //      shared) and A stored transposed in shared memory so a thread's column of A is one
 //      float4; the thread tile split in 4x4 quads 64 apart makes those reads conflict-free.
 //   v5 double buffering: the global loads of K-tile t+1 are in flight while tile t is
-//      computed from the other shared buffer; one barrier per tile instead of two. This
-//      is the version designed for the target, >= 90% of cuBLAS SGEMM at 4096^3 on an H200
+//      computed from the other shared buffer; one barrier per tile instead of two
 //      (128 x 128 block tile, 8 x 8 per thread, 256 threads, BK = 8, 2 blocks per SM).
+//   v6 warp tiling: 128 threads, each warp a 64 x 64 tile of C, each thread 16 x 8
+//      outputs: 6 float4 shared reads per 128 FMAs where v5 has 4 per 64, so the shared
+//      memory no longer paces the FMA units (Note [SGEMM shared-memory bound]); BK = 16,
+//      fetched in two halves of 8. The version designed for the target, >= 90% of cuBLAS
+//      SGEMM at 4096^3 on an H200 (the analysis: docs/kernel-speed.md, "SGEMM").
 #pragma once
 
 #include <string>
@@ -39,11 +43,18 @@
 
 namespace ember::kernels::cuda {
 
-enum class SgemmVersion : int { Naive = 1, SharedTiles = 2, RegisterTiles = 3, Vectorized = 4, DoubleBuffered = 5 };
-inline constexpr SgemmVersion kSgemmVersions[] = {SgemmVersion::Naive, SgemmVersion::SharedTiles,
-                                                  SgemmVersion::RegisterTiles, SgemmVersion::Vectorized,
-                                                  SgemmVersion::DoubleBuffered};
-inline constexpr SgemmVersion kSgemmDefault = SgemmVersion::DoubleBuffered;
+enum class SgemmVersion : int {
+  Naive = 1,
+  SharedTiles = 2,
+  RegisterTiles = 3,
+  Vectorized = 4,
+  DoubleBuffered = 5,
+  WarpTiled = 6
+};
+inline constexpr SgemmVersion kSgemmVersions[] = {SgemmVersion::Naive,          SgemmVersion::SharedTiles,
+                                                  SgemmVersion::RegisterTiles,  SgemmVersion::Vectorized,
+                                                  SgemmVersion::DoubleBuffered, SgemmVersion::WarpTiled};
+inline constexpr SgemmVersion kSgemmDefault = SgemmVersion::WarpTiled;
 
 inline const char* sgemm_version_name(SgemmVersion v) {
   switch (v) {
@@ -52,18 +63,19 @@ inline const char* sgemm_version_name(SgemmVersion v) {
     case SgemmVersion::RegisterTiles: return "register";
     case SgemmVersion::Vectorized: return "vectorized";
     case SgemmVersion::DoubleBuffered: return "double_buffered";
+    case SgemmVersion::WarpTiled: return "warptiled";
   }
   return "?";
 }
 
-// "1".."5", "v1".."v5" or a version's name; throws ember::Error otherwise.
+// "1".."6", "v1".."v6" or a version's name; throws ember::Error otherwise.
 inline SgemmVersion parse_sgemm_version(std::string_view name) {
   for (SgemmVersion v : kSgemmVersions) {
     const std::string num = std::to_string(int(v));
     if (name == num || name == "v" + num || name == sgemm_version_name(v)) return v;
   }
   EMBER_FAIL("sgemm: unknown version '", name,
-             "' (expected 1-5, v1-v5, naive, shared, register, vectorized or double_buffered)");
+             "' (expected 1-6, v1-v6, naive, shared, register, vectorized, double_buffered or warptiled)");
 }
 
 // --- Operands as (mn, k) panels ---------------------------------------------------------
@@ -290,41 +302,51 @@ __global__ void __launch_bounds__(kSgemmThreads) sgemm_v3_register(SgemmArgs g) 
   }
 }
 
-// --- v4 and v5: the inner product and epilogue they share -------------------------------
-// Thread (ty, tx) of the 16 x 16 grid owns rows {4ty..4ty+3, 64+4ty..64+4ty+3} and the
-// columns likewise: two float4 of A and two of B per k step. A warp (two values of ty,
-// sixteen of tx) then reads 16 distinct float4 of bs in one pass and broadcasts as.
+// --- v4, v5 and v6: the inner product and epilogue they share ---------------------------
+// A thread owns an M x N tile of C as (M / 4) x (N / 4) quads of 4 x 4: rows r0 + q * RS +
+// {0..3} and columns c0 + q * CS + {0..3} of the block tile (RS, CS: the quads' spacing),
+// so it reads M / 4 float4 of A and N / 4 of B per k step for M * N FMAs. In v4 and v5,
+// an 8 x 8 tile: thread (ty, tx) of the 16 x 16 grid has r0 = 4ty, c0 = 4tx, RS = CS = 64,
+// and a warp (two values of ty, sixteen of tx) reads 16 distinct float4 of bs in one pass
+// and broadcasts as.
 // Shared tiles are [k][mn] with rows padded by 4 floats (still 16-byte aligned): the
 // column stores of a KContig panel then spread over the banks.
 inline constexpr int kSgemmPad = 4;
 
-template <int BK, int kPitch>
-__device__ __forceinline__ void sgemm_quads_fma(const float (*as)[kPitch], const float (*bs)[kPitch], int ty, int tx,
-                                                float (&acc)[8][8]) {
+template <int BK, int RS, int CS, int kPitch, int M, int N>
+__device__ __forceinline__ void sgemm_quads_fma(const float (*as)[kPitch], const float (*bs)[kPitch], int r0, int c0,
+                                                float (&acc)[M][N]) {
+  static_assert(M % 4 == 0 && N % 4 == 0, "whole quads");
   EMBER_UNROLL
   for (int kk = 0; kk < BK; ++kk) {
-    const float4 a0 = load_vec<float4>(&as[kk][ty * 4]);
-    const float4 a1 = load_vec<float4>(&as[kk][64 + ty * 4]);
-    const float4 b0 = load_vec<float4>(&bs[kk][tx * 4]);
-    const float4 b1 = load_vec<float4>(&bs[kk][64 + tx * 4]);
-    const float ra[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
-    const float rb[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+    float ra[M], rb[N];
     EMBER_UNROLL
-    for (int i = 0; i < 8; ++i)
+    for (int q = 0; q < M / 4; ++q) {
+      const float4 v = load_vec<float4>(&as[kk][q * RS + r0]);
+      ra[4 * q] = v.x, ra[4 * q + 1] = v.y, ra[4 * q + 2] = v.z, ra[4 * q + 3] = v.w;
+    }
+    EMBER_UNROLL
+    for (int q = 0; q < N / 4; ++q) {
+      const float4 v = load_vec<float4>(&bs[kk][q * CS + c0]);
+      rb[4 * q] = v.x, rb[4 * q + 1] = v.y, rb[4 * q + 2] = v.z, rb[4 * q + 3] = v.w;
+    }
+    EMBER_UNROLL
+    for (int i = 0; i < M; ++i)
       EMBER_UNROLL
-      for (int j = 0; j < 8; ++j) acc[i][j] = fmaf(ra[i], rb[j], acc[i][j]);
+      for (int j = 0; j < N; ++j) acc[i][j] = fmaf(ra[i], rb[j], acc[i][j]);
   }
 }
 
-__device__ __forceinline__ void sgemm_quads_store(const SgemmArgs& g, int tm, int tn, int ty, int tx,
-                                                  const float (&acc)[8][8], bool vec_c) {
+template <int RS, int CS, int M, int N>
+__device__ __forceinline__ void sgemm_quads_store(const SgemmArgs& g, int tm, int tn, int r0, int c0,
+                                                  const float (&acc)[M][N], bool vec_c) {
   float* c = batch_entry(g.c, g.stride_c);
   EMBER_UNROLL
-  for (int i = 0; i < 8; ++i) {
-    const int row = tm * kSgemmBM + (i < 4 ? ty * 4 + i : 64 + ty * 4 + i - 4);
+  for (int i = 0; i < M; ++i) {
+    const int row = tm * kSgemmBM + i / 4 * RS + r0 + i % 4;
     EMBER_UNROLL
-    for (int h = 0; h < 2; ++h) {
-      const int col = tn * kSgemmBN + h * 64 + tx * 4;
+    for (int h = 0; h < N / 4; ++h) {
+      const int col = tn * kSgemmBN + h * CS + c0;
       const float4 v = make_float4(acc[i][4 * h], acc[i][4 * h + 1], acc[i][4 * h + 2], acc[i][4 * h + 3]);
       store_run4(c, g.ldc, g.m, g.n, row, col, v, g.alpha, g.beta, vec_c);
     }
@@ -360,10 +382,10 @@ __global__ void __launch_bounds__(kSgemmThreads) sgemm_v4_vectorized(SgemmArgs g
     ta.stash(as, tid);
     tb.stash(bs, tid);
     __syncthreads();
-    sgemm_quads_fma<BK>(as, bs, ty, tx, acc);
+    sgemm_quads_fma<BK, 64, 64>(as, bs, ty * 4, tx * 4, acc);
     __syncthreads();
   }
-  sgemm_quads_store(g, tm, tn, ty, tx, acc, vec_c);
+  sgemm_quads_store<64, 64>(g, tm, tn, ty * 4, tx * 4, acc, vec_c);
 }
 
 // --- v5: double buffering ---------------------------------------------------------------
@@ -403,7 +425,7 @@ __device__ __forceinline__ void sgemm_v5_loop(const SgemmArgs& g, int tm, int tn
       ta.template fetch<kChecked>(a, g.lda, g.m, g.k, tm * BM, (t + 1) * BK, vec_a, tid);
       tb.template fetch<kChecked>(b, g.ldb, g.n, g.k, tn * BN, (t + 1) * BK, vec_b, tid);
     }
-    sgemm_quads_fma<BK>(as[t % 2], bs[t % 2], ty, tx, acc);
+    sgemm_quads_fma<BK, 64, 64>(as[t % 2], bs[t % 2], ty * 4, tx * 4, acc);
     if (more) {
       ta.stash(as[(t + 1) % 2], tid);
       tb.stash(bs[(t + 1) % 2], tid);
@@ -426,7 +448,107 @@ __global__ void __launch_bounds__(kSgemmThreads, 2) sgemm_v5_double_buffered(Sge
   if (interior) sgemm_v5_loop<false, TransA, TransB>(g, tm, tn, vec_a, vec_b, as, bs, acc);
   else sgemm_v5_loop<true, TransA, TransB>(g, tm, tn, vec_a, vec_b, as, bs, acc);
   const int tid = int(threadIdx.x);
-  sgemm_quads_store(g, tm, tn, tid / 16, tid % 16, acc, vec_c);
+  sgemm_quads_store<64, 64>(g, tm, tn, tid / 16 * 4, tid % 16 * 4, acc, vec_c);
+}
+
+// --- v6: warp tiling, 16 x 8 outputs a thread, BK = 16 ----------------------------------
+// Note [SGEMM shared-memory bound]: the shared memory serves an SM 128 bytes a clock, so
+// a warp's float4 read (512 bytes) takes 4 wavefronts, one a quarter-warp, broadcasts or
+// not (the emulator counts them so). v4/v5's 8 x 8 tile reads 4 float4 a k step for 64
+// FMAs: per warp 16 wavefronts against 64 FMA instructions, which the SM's 128 lanes
+// retire in 16 clocks; the shared memory is as busy as the FMA units, and the two cannot
+// both run at their peak. v6 gives each thread 16 x 8 outputs: 6 float4 (24 wavefronts)
+// for 128 FMAs (32 clocks), 75% of the shared memory's rate at the FMA peak.
+// The 128 x 128 block tile is split among 4 warps of 64 x 64 (2 x 2), a warp's lanes as
+// 4 x 8, each lane owning 4 x 2 quads 16 rows and 32 columns apart: a quarter-warp (8 lanes
+// of one lane row) reads one float4 of as (a broadcast) and 8 contiguous float4 of bs, so
+// no read conflicts. 128 accumulators a thread take the registers of 2 blocks of 128
+// threads an SM (8 warps); each warp has 128 independent FMAs a k step to hide latency.
+// K advances 16 a tile (one barrier per 2048 FMAs a thread), the next tile fetched in two
+// halves of 8 k so that only 16 registers hold loads in flight: the first half's loads are
+// issued before the FMAs of the current tile's first half and stashed after them, the
+// second half's go out behind the current second half; each half has 8 x 128 FMAs a
+// thread to land. Shared memory: 2 buffers x 2 operands x 16 x 132 floats = 33 KiB a block.
+inline constexpr int kSgemmV6Threads = 128, kSgemmV6BK = 16, kSgemmV6Half = 8;
+inline constexpr int kSgemmWarpM = 64, kSgemmWarpN = 64;  // a warp's tile of C
+inline constexpr int kSgemmV6TM = 16, kSgemmV6TN = 8;     // a thread's outputs
+inline constexpr int kSgemmWarpQuadRows = 16, kSgemmWarpQuadCols = 32;
+
+// The first row and column of this thread's quads in the block tile.
+__device__ __forceinline__ void sgemm_v6_quads(int tid, int& r0, int& c0) {
+  constexpr int warps_m = kSgemmBM / kSgemmWarpM;
+  const int warp = tid / 32, lane = tid % 32;
+  r0 = warp % warps_m * kSgemmWarpM + lane / 8 * 4;
+  c0 = warp / warps_m * kSgemmWarpN + lane % 8 * 4;
+}
+
+template <bool kChecked, bool TransA, bool TransB, int kPitch>
+__device__ __forceinline__ void sgemm_v6_loop(const SgemmArgs& g, int tm, int tn, bool vec_a, bool vec_b,
+                                              float (*as)[kSgemmV6BK][kPitch], float (*bs)[kSgemmV6BK][kPitch],
+                                              float (&acc)[kSgemmV6TM][kSgemmV6TN]) {
+  constexpr int BM = kSgemmBM, BN = kSgemmBN, BK = kSgemmV6BK, H = kSgemmV6Half;
+  constexpr int RS = kSgemmWarpQuadRows, CS = kSgemmWarpQuadCols;
+  const int tid = int(threadIdx.x);
+  int r0, c0;
+  sgemm_v6_quads(tid, r0, c0);
+  const float* a = batch_entry(g.a, g.stride_a);
+  const float* b = batch_entry(g.b, g.stride_b);
+  PanelTile<!TransA, BM, H, kSgemmV6Threads> ta;  // half a K-tile of each operand
+  PanelTile<TransB, BN, H, kSgemmV6Threads> tb;
+  const auto fetch = [&](int k0) {
+    ta.template fetch<kChecked>(a, g.lda, g.m, g.k, tm * BM, k0, vec_a, tid);
+    tb.template fetch<kChecked>(b, g.ldb, g.n, g.k, tn * BN, k0, vec_b, tid);
+  };
+  const auto stash = [&](int buffer, int half) {
+    ta.stash(as[buffer] + half * H, tid);
+    tb.stash(bs[buffer] + half * H, tid);
+  };
+  const int tiles = (g.k + BK - 1) / BK;
+  // When k is not a multiple of BK the last tile has one half (interior blocks: k is a
+  // multiple of H; edge blocks' loads are zero past k).
+  const int halves = (g.k + H - 1) / H;
+  if (halves == 0) return;
+  fetch(0);
+  stash(0, 0);
+  if (halves > 1) {
+    fetch(H);
+    stash(0, 1);
+  }
+  __syncthreads();
+  for (int t = 0; t < tiles; ++t) {
+    const int cur = t % 2;
+    const bool more = t + 1 < tiles, next_second = 2 * t + 3 < halves;
+    if (more) fetch((t + 1) * BK);
+    sgemm_quads_fma<H, RS, CS>(as[cur], bs[cur], r0, c0, acc);
+    if (more) stash(cur ^ 1, 0);  // buffer cur ^ 1 was last read at step t - 1, before the last barrier
+    if (next_second) fetch((t + 1) * BK + H);
+    if (2 * t + 1 < halves) sgemm_quads_fma<H, RS, CS>(as[cur] + H, bs[cur] + H, r0, c0, acc);
+    if (next_second) stash(cur ^ 1, 1);
+    __syncthreads();
+  }
+}
+
+template <bool TransA, bool TransB>
+__global__ void __launch_bounds__(kSgemmV6Threads, 2) sgemm_v6_warptiled(SgemmArgs g, bool vec_a, bool vec_b,
+                                                                        bool vec_c) {
+  constexpr int BM = kSgemmBM, BN = kSgemmBN, BK = kSgemmV6BK, P = kSgemmPad;
+  static_assert(BM == BN, "as and bs share one pitch");
+  static_assert((BM / kSgemmWarpM) * (BN / kSgemmWarpN) * 32 == kSgemmV6Threads, "one warp per warp tile");
+  static_assert(kSgemmWarpM == 4 * kSgemmV6TM && kSgemmWarpN == 8 * kSgemmV6TN &&
+                    kSgemmWarpQuadRows == 4 * 4 && kSgemmWarpQuadCols == 8 * 4,
+                "lanes as 4 x 8, quads of 4 x 4 interleaved over the warp tile");
+  __shared__ __align__(16) float as[2][BK][BM + P];  // as[buffer][k][m]
+  __shared__ __align__(16) float bs[2][BK][BN + P];  // bs[buffer][k][n]
+  int tm, tn;
+  block_tile((g.m + BM - 1) / BM, (g.n + BN - 1) / BN, tm, tn);
+  float acc[kSgemmV6TM][kSgemmV6TN] = {};
+  // Whole tiles with aligned rows and k a multiple of 8 (every block at 4096^3) load unchecked.
+  const bool interior = vec_a && vec_b && g.k % kSgemmV6Half == 0 && (tm + 1) * BM <= g.m && (tn + 1) * BN <= g.n;
+  if (interior) sgemm_v6_loop<false, TransA, TransB>(g, tm, tn, vec_a, vec_b, as, bs, acc);
+  else sgemm_v6_loop<true, TransA, TransB>(g, tm, tn, vec_a, vec_b, as, bs, acc);
+  int r0, c0;
+  sgemm_v6_quads(int(threadIdx.x), r0, c0);
+  sgemm_quads_store<kSgemmWarpQuadRows, kSgemmWarpQuadCols>(g, tm, tn, r0, c0, acc, vec_c);
 }
 
 // --- Host side ----------------------------------------------------------------------------
@@ -442,6 +564,8 @@ inline LaunchConfig sgemm_config(SgemmVersion v, int64_t m, int64_t n, int64_t b
     case SgemmVersion::Vectorized:
     case SgemmVersion::DoubleBuffered:
       return gemm_tile_config(m, n, batch, kSgemmBM, kSgemmBN, dim3(kSgemmThreads), "sgemm");
+    case SgemmVersion::WarpTiled:
+      return gemm_tile_config(m, n, batch, kSgemmBM, kSgemmBN, dim3(kSgemmV6Threads), "sgemm");
   }
   EMBER_FAIL("sgemm: unknown version ", int(v));
 }
@@ -465,6 +589,8 @@ inline void sgemm(SgemmVersion v, const GemmProblem<float, float>& p, cudaStream
           return launch<sgemm_v4_vectorized<TA, TB>>(cfg, stream, g, vec_a, vec_b, vec_c);
         case SgemmVersion::DoubleBuffered:
           return launch<sgemm_v5_double_buffered<TA, TB>>(cfg, stream, g, vec_a, vec_b, vec_c);
+        case SgemmVersion::WarpTiled:
+          return launch<sgemm_v6_warptiled<TA, TB>>(cfg, stream, g, vec_a, vec_b, vec_c);
       }
     });
   });

@@ -10,10 +10,10 @@ namespace ember::kernels::cuda {
 
 // The GEMM under matmul, linear and conv2d's im2col path. EMBER_GEMM sets the starting
 // choice: "auto" (cuBLASLt on a GPU; in emulation the hand-written SGEMM's default version
-// for float32), "cublaslt", "sgemm" or "sgemm-<version>" (sgemm.cuh's names: v1..v5,
-// naive, shared, register, vectorized, double_buffered). Other dtypes than float32 take
-// cuBLASLt (float64) or a plain kernel (float64 in emulation, integers) under every
-// choice. Unknown names, and cuBLASLt in the emulated build, are an ember::Error.
+// for float32), "cublaslt", "sgemm" or "sgemm-<version>" (sgemm.cuh's names: v1..v6,
+// naive, shared, register, vectorized, double_buffered, warptiled). Other dtypes than
+// float32 take cuBLASLt (float64) or a plain kernel (float64 in emulation, integers) under
+// every choice. Unknown names, and cuBLASLt in the emulated build, are an ember::Error.
 void set_gemm_variant(std::string_view name);
 std::string gemm_variant();
 

@@ -23,7 +23,7 @@ namespace {
 // The GEMM variants to run under: the one default on the CPU, every named one on cuda.
 std::vector<std::string> gemm_variants() {
   if (!on_cuda()) return {"default"};
-  std::vector<std::string> v = {"auto", "sgemm-v1", "sgemm-v2", "sgemm-v3", "sgemm-v4", "sgemm-v5"};
+  std::vector<std::string> v = {"auto", "sgemm-v1", "sgemm-v2", "sgemm-v3", "sgemm-v4", "sgemm-v5", "sgemm-v6"};
 #if !defined(EMBER_CUDA_EMULATED)
   v.push_back("cublaslt");
 #endif

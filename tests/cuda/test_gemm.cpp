@@ -287,6 +287,29 @@ TEST(CudaGemm, SgemmManyTilesAndBatches) {
   }
 }
 
+// v6 walks k in tiles of 16 fetched in two halves of 8: interior blocks run the
+// prefetching loop over several tiles (both buffers, an odd and an even count; k = 8, 40,
+// 56: a last tile of one half), edge blocks (n = 200) and k not a multiple of 8 the
+// checked loop, beside each other in one launch, batched; the results agree with naive's
+// to the bit.
+TEST(CudaGemm, SgemmWarpTiledInteriorAndEdgeTiles) {
+  EMBER_NEED_DEVICE();
+  uint32_t seed = 700;
+  for (int layout = 0; layout < 4; ++layout) {
+    const bool ta = layout & 1, tb = layout & 2;
+    for (int64_t k : {8, 32, 48, 40, 56, 20})
+      expect_sgemm_matches(SgemmVersion::WarpTiled, Case{256, 200, k, ta, tb}, seed++);
+    expect_sgemm_matches(SgemmVersion::WarpTiled, Case{129, 256, 64, ta, tb, 0.5f, 2.0f, 0, 0, 3}, seed++);
+    expect_sgemm_matches(SgemmVersion::WarpTiled, Case{256, 128, 48, ta, tb, 1.0f, 0.0f, 4, 0, 2, true}, seed++);
+    Case cs{256, 130, 40, ta, tb};
+    auto pr = make_problem<float, float>(cs, seed++);
+    sgemm(SgemmVersion::Naive, pr->p, nullptr);
+    const std::vector<float> naive = pr->c->host();
+    sgemm(SgemmVersion::WarpTiled, pr->p, nullptr);
+    EXPECT_TRUE(naive == pr->c->host()) << "warptiled differs from naive, " << describe(cs);
+  }
+}
+
 // Every version adds the same products in the same order with one fmaf each (edge terms
 // are exact zeros), so with beta = 0 they agree to the bit: deterministic and consistent.
 TEST(CudaGemm, SgemmVersionsAgreeBitForBit) {
@@ -314,7 +337,7 @@ TEST(CudaGemm, SgemmVersionsByNumberAndName) {
     EXPECT_EQ(parse_sgemm_version("v" + std::to_string(int(v))), v);
     EXPECT_EQ(parse_sgemm_version(std::to_string(int(v))), v);
   }
-  EXPECT_THROW(parse_sgemm_version("v6"), Error);
+  EXPECT_THROW(parse_sgemm_version("v7"), Error);
   EXPECT_THROW(parse_sgemm_version(""), Error);
   // By name, through the CPU backend's argument order.
   auto pr = make_problem<float, float>(Case{10, 12, 7, false, true}, 600);
