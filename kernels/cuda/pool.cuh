@@ -100,6 +100,7 @@ inline bool pool_windows_tile(const PoolGeometry& g) {
 struct PoolKernelChoice {
   bool windows = true;  // the windows kernels where pool_windows_tile(g)
   bool int32 = true;    // int32 index arithmetic where pool_fits_int32(g)
+  bool quads = true;    // the 2x2 quads kernels where pool_quads(...) (Note [Pool quads])
 };
 
 namespace pool_detail {
@@ -153,6 +154,37 @@ __device__ __forceinline__ void covering_outputs(I x, I k, I s, I p, I d, I out,
   lo = ceil_div_nonneg(x + p - (k - 1) * d, s);
   hi = (x + p) / s;
   if (hi > out - 1) hi = out - 1;
+}
+
+// Output o's window among windows that tile the input (pool_windows_tile): its plane and
+// output row and column (two divisions), its first input row and column, and the offset
+// of its first pixel in the input.
+template <class I>
+struct Window {
+  I pl, oh, ow, h0, w0, offset;
+};
+template <class I>
+__device__ __forceinline__ Window<I> window_of(I o, const Dims<I>& g) {
+  Window<I> w;
+  split_index(o, g.OH, g.OW, w.pl, w.oh, w.ow);
+  w.h0 = w.oh * g.kh, w.w0 = w.ow * g.kw;
+  w.offset = (w.pl * g.H + w.h0) * g.W + w.w0;
+  return w;
+}
+
+// The maximum of a whole 2x2 window's taps v (row-major) as the general kernel's scan
+// finds it: the tap's number k = i * 2 + j, best set to its value.
+template <class C>
+__device__ __forceinline__ int scan_2x2(const C (&v)[4], C& best) {
+  int k = 0;
+  best = v[0];
+  EMBER_UNROLL
+  for (int t = 1; t < 4; ++t)
+    if (ops::pool_replaces(v[t], best)) {
+      best = v[t];
+      k = t;
+    }
+  return k;
 }
 
 }  // namespace pool_detail
@@ -312,11 +344,10 @@ __global__ void __launch_bounds__(256) max_pool2d_windows_kernel(const T* __rest
     for (int u = 0; u < 2; ++u) {
       const int64_t o = o0 + u * step;
       if (o >= total) break;
-      I pl, oh, ow;
-      pool_detail::split_index(I(o), g.OH, g.OW, pl, oh, ow);
-      h0[u] = oh * g.kh, w0[u] = ow * g.kw;
+      const pool_detail::Window<I> wo = pool_detail::window_of(I(o), g);
+      h0[u] = wo.h0, w0[u] = wo.w0;
       nh[u] = pool_detail::min_of(g.kh, g.H - h0[u]), nw[u] = pool_detail::min_of(g.kw, g.W - w0[u]);  // ceil_mode clips
-      win[u] = x + (pl * g.H + h0[u]) * g.W + w0[u];
+      win[u] = x + wo.offset;
       // A whole 2x2 window: its four loads issued here, before any comparison. (In the loop
       // below each load waits for the comparison before it: two trips to DRAM per output.)
       whole[u] = g.kh == 2 && g.kw == 2 && nh[u] == 2 && nw[u] == 2;
@@ -332,14 +363,7 @@ __global__ void __launch_bounds__(256) max_pool2d_windows_kernel(const T* __rest
       C best = C(-INFINITY);
       I bi = 0, bj = 0;
       if (whole[u]) {
-        int k = 0;
-        best = v[u][0];
-        EMBER_UNROLL
-        for (int t = 1; t < 4; ++t)
-          if (ops::pool_replaces(v[u][t], best)) {
-            best = v[u][t];
-            k = t;
-          }
+        const int k = pool_detail::scan_2x2(v[u], best);
         bi = I(k >> 1);
         bj = I(k & 1);
       } else {
@@ -401,16 +425,15 @@ __global__ void __launch_bounds__(256) max_pool2d_windows_backward_kernel(const 
     for (int u = 0; u < 2; ++u) {
       const int64_t o = o0 + u * step;
       if (o >= total) break;
-      I pl, oh, ow;
-      pool_detail::split_index(I(o), g.OH, g.OW, pl, oh, ow);
-      const I h0 = oh * g.kh, w0 = ow * g.kw;
-      const I rows = (oh == g.OH - 1 ? g.H : pool_detail::min_of(h0 + g.kh, g.H)) - h0;
-      const I cols = (ow == g.OW - 1 ? g.W : pool_detail::min_of(w0 + g.kw, g.W)) - w0;
+      const pool_detail::Window<I> wo = pool_detail::window_of(I(o), g);
+      const I h0 = wo.h0, w0 = wo.w0;
+      const I rows = (wo.oh == g.OH - 1 ? g.H : pool_detail::min_of(h0 + g.kh, g.H)) - h0;
+      const I cols = (wo.ow == g.OW - 1 ? g.W : pool_detail::min_of(w0 + g.kw, g.W)) - w0;
       const auto value = [&](I i, I j) {
         const I key = K == pool_detail::MaxIndex::kCode ? i * g.kw + j : (h0 + i) * g.W + w0 + j;
         return i < g.kh && j < g.kw && key == want[u] ? hit[u] : miss;
       };
-      T* out = gx + (pl * g.H + h0) * g.W + w0;
+      T* out = gx + wo.offset;
       for (I i = 0; i < rows; ++i, out += g.W) {
         if (pairs) {
           Pack<T, 2> pk;
@@ -421,6 +444,114 @@ __global__ void __launch_bounds__(256) max_pool2d_windows_backward_kernel(const 
           for (I j = 0; j < cols; ++j) out[j] = value(i, j);
         }
       }
+    }
+  }
+}
+
+// Note [Pool quads]. The windows kernels above move 2x2 windows with 4-byte loads (a warp's
+// 32 windows: 8 sectors of the input a load request, each used by half its bytes) and
+// 1-byte codes (a warp's codes: 32 bytes, one sector a request). The quads kernels take
+// the common case whole: 2x2 windows of elements of at most 4 bytes over rows of
+// W = 2 OW with OW a multiple of 4 and no rows clipped (H >= 2 OH; rows left below the
+// last windows are zeroed by the backward), every pointer aligned to its vector. A thread
+// takes four adjacent outputs of an output row, whose windows are 8 adjacent pixels of two
+// input rows: the forward loads both rows as 16-byte vectors (float32: two a row) and
+// stores its four outputs as one vector (16 bytes in float32) and its four codes as one
+// 4-byte store (int64 indices: two 16-byte stores); the backward loads four gradients and
+// four codes the same way and stores its two (or, below the last windows, more) rows of 8
+// pixels as 16-byte vectors. Every access of the float32 forward and backward then covers
+// whole sectors, and a thread has 32 bytes of input (forward) in flight, four windows a
+// load. The scan and the tie-breaking are the windows kernels' (scan_2x2), so are the bits.
+template <class T, pool_detail::MaxIndex K, class I>
+__global__ void __launch_bounds__(256) max_pool2d_quads_kernel(const T* __restrict__ x, T* __restrict__ y,
+                                                               int64_t* __restrict__ plane_idx,
+                                                               uint8_t* __restrict__ codes, pool_detail::Dims<I> g,
+                                                               bool relu, int64_t quads) {
+  using C = compute_t<T>;
+  constexpr int kV = 16 / int(sizeof(T)), kR = 8 / kV;  // elements a 16-byte vector; vectors of 8 pixels
+  using Vec = Pack<T, kV>;
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t q = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; q < quads; q += step) {
+    const I o = I(4 * q);
+    const pool_detail::Window<I> wo = pool_detail::window_of(o, g);
+    Vec r[2][kR];
+    EMBER_UNROLL
+    for (int i = 0; i < 2; ++i)
+      EMBER_UNROLL
+      for (int j = 0; j < kR; ++j) r[i][j] = load_vec<Vec>(x + wo.offset + I(i) * g.W + I(j * kV));
+    Pack<T, 4> out;
+    Pack<uint8_t, 4> code;
+    Pack<int64_t, 2> idx[2];
+    EMBER_UNROLL
+    for (int e = 0; e < 4; ++e) {
+      C v[4];
+      EMBER_UNROLL
+      for (int t = 0; t < 4; ++t) {
+        const int c = 2 * e + (t & 1);  // pixel of the 8 in its row
+        v[t] = widen(r[t >> 1][c / kV].v[c % kV]);
+      }
+      C best;
+      const int k = pool_detail::scan_2x2(v, best);
+      out.v[e] = round_to<T>(relu && best < C(0) ? C(0) : best);  // a NaN stays NaN
+      code.v[e] = static_cast<uint8_t>(k);                      // i * kw + j with kw = 2
+      idx[e / 2].v[e % 2] = int64_t((wo.h0 + I(k >> 1)) * g.W + wo.w0 + I(2 * e + (k & 1)));
+    }
+    store_vec_global(y + o, out);
+    if constexpr (K == pool_detail::MaxIndex::kCode) store_vec(codes + o, code);
+    if constexpr (K == pool_detail::MaxIndex::kPlane) {
+      store_vec_global(plane_idx + o, idx[0]);
+      store_vec_global(plane_idx + o + 2, idx[1]);
+    }
+  }
+}
+
+// The backward of Note [Pool quads]: gx (overwritten) from four gradients and indices a
+// thread; the pixels of each window its gradient at the maximum, 0 elsewhere, and below
+// the last windows' row, 0.
+template <class T, pool_detail::MaxIndex K, class I>
+__global__ void __launch_bounds__(256) max_pool2d_quads_backward_kernel(const T* __restrict__ gy,
+                                                                        const int64_t* __restrict__ plane_idx,
+                                                                        const uint8_t* __restrict__ codes,
+                                                                        T* __restrict__ gx, pool_detail::Dims<I> g,
+                                                                        int64_t quads) {
+  using C = compute_t<T>;
+  constexpr int kV = 16 / int(sizeof(T)), kR = 8 / kV;
+  using Vec = Pack<T, kV>;
+  const T miss = round_to<T>(C(0));
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t q = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; q < quads; q += step) {
+    const I o = I(4 * q);
+    const Pack<T, 4> gv = load_vec<Pack<T, 4>>(gy + o);
+    I want[4];
+    if constexpr (K == pool_detail::MaxIndex::kCode) {
+      const Pack<uint8_t, 4> c = load_vec<Pack<uint8_t, 4>>(codes + o);
+      EMBER_UNROLL
+      for (int e = 0; e < 4; ++e) want[e] = I(c.v[e]);
+    } else {
+      const Pack<int64_t, 2> p[2] = {load_vec<Pack<int64_t, 2>>(plane_idx + o),
+                                     load_vec<Pack<int64_t, 2>>(plane_idx + o + 2)};
+      EMBER_UNROLL
+      for (int e = 0; e < 4; ++e) {
+        const int64_t v = p[e / 2].v[e % 2];
+        want[e] = v >= 0 && v < int64_t(g.H) * g.W ? I(v) : I(-1);  // -1 matches no tap
+      }
+    }
+    T hit[4];
+    EMBER_UNROLL
+    for (int e = 0; e < 4; ++e) hit[e] = round_to<T>(C(0) + widen(gv.v[e]));  // the general kernel's 0 + gy
+    const pool_detail::Window<I> wo = pool_detail::window_of(o, g);
+    const I rows = (wo.oh == g.OH - 1 ? g.H : wo.h0 + 2) - wo.h0;
+    T* out = gx + wo.offset;
+    for (I i = 0; i < rows; ++i, out += g.W) {
+      Vec r[kR];
+      EMBER_UNROLL
+      for (int c = 0; c < 8; ++c) {
+        const int e = c / 2;
+        const I key = K == pool_detail::MaxIndex::kCode ? i * 2 + I(c % 2) : (wo.h0 + i) * g.W + wo.w0 + I(c);
+        r[c / kV].v[c % kV] = i < 2 && key == want[e] ? hit[e] : miss;
+      }
+      EMBER_UNROLL
+      for (int j = 0; j < kR; ++j) store_vec_global(out + j * kV, r[j]);
     }
   }
 }
@@ -442,6 +573,17 @@ inline void check_pool_geometry(const PoolGeometry& g, const char* op, bool aver
               "] must be between 0 and half the kernel size [", g.kh, ", ", g.kw, "]");
   EMBER_CHECK(!average || (g.dh == 1 && g.dw == 1), op, ": dilation is not supported");
   EMBER_CHECK(!average || g.divisor_override >= 0, op, ": divisor_override must be positive, got ", g.divisor_override);
+}
+
+// Whether the quads kernels (Note [Pool quads]) take g: `rows` the pointer of the side
+// moved as rows of 8 pixels (x forward, gx backward), `outs` the side of four outputs a
+// thread (y or gy), and the indices or codes.
+template <class T>
+bool pool_quads(const PoolGeometry& g, const PoolKernelChoice& choice, const T* rows, const T* outs,
+                const int64_t* plane_idx, const uint8_t* codes) {
+  return choice.windows && choice.quads && sizeof(T) <= 4 && pool_windows_tile(g) && g.kh == 2 && g.kw == 2 &&
+         g.W == 2 * g.OW && g.OW % 4 == 0 && g.H >= 2 * g.OH && vec_aligned<16 / sizeof(T)>(rows) &&
+         vec_aligned<4>(outs) && vec_aligned<2>(plane_idx) && vec_aligned<4>(codes);
 }
 
 namespace pool_detail {
@@ -470,10 +612,14 @@ void max_pool2d_forward(const T* x, T* y, int64_t* plane_indices, uint8_t* codes
   const int64_t total = g.N * g.C * g.OH * g.OW;
   const LaunchConfig cfg = pool_config(total);
   const bool windows = choice.windows && pool_windows_tile(g);
+  const bool quads = pool_quads(g, choice, x, y, plane_indices, codes);
   const auto run = [&](auto d, auto tag) {
     using I = decltype(d.H);
     constexpr MaxIndex K = decltype(tag)::value;
-    if (windows)
+    if (quads)
+      launch<max_pool2d_quads_kernel<T, K, I>>(pool_config(total / 4), stream, x, y, plane_indices, codes, d, relu,
+                                               total / 4);
+    else if (windows)
       launch<max_pool2d_windows_kernel<T, K, I>>(cfg, stream, x, y, plane_indices, codes, d, relu, total);
     else
       launch<max_pool2d_kernel<T, K, I>>(cfg, stream, x, y, plane_indices, codes, d, relu, total);
@@ -498,10 +644,14 @@ void max_pool2d_backward(const T* gy, const int64_t* plane_indices, const uint8_
   const bool pairs = windows && g.kw == 2 && g.OW * 2 == g.W && vec_aligned<2>(gx);
   const int64_t total = windows ? g.N * g.C * g.OH * g.OW : g.N * g.C * g.H * g.W;
   const LaunchConfig cfg = pool_config(windows ? (total + 1) / 2 : total);  // windows: two outputs a turn
+  const bool quads = pool_quads(g, choice, gx, gy, plane_indices, codes);
   const auto run = [&](auto d, auto tag) {
     using I = decltype(d.H);
     constexpr MaxIndex K = decltype(tag)::value;
-    if (windows)
+    if (quads)
+      launch<max_pool2d_quads_backward_kernel<T, K, I>>(pool_config(total / 4), stream, gy, plane_indices, codes, gx,
+                                                        d, total / 4);
+    else if (windows)
       launch<max_pool2d_windows_backward_kernel<T, K, I>>(cfg, stream, gy, plane_indices, codes, gx, d, pairs, total);
     else
       launch<max_pool2d_backward_kernel<T, K, I>>(cfg, stream, gy, plane_indices, codes, gx, d, total);

@@ -80,9 +80,10 @@ std::vector<uint8_t> as_bytes(const Tensor& t) {
 
 // The launchers' own choice (windows kernels where they apply, int32 index arithmetic),
 // and each with one or both of those forbidden: the last runs the first kernels' code.
-const PoolKernelChoice kChoices[] = {{true, true}, {false, true}, {true, false}, {false, false}};
+const PoolKernelChoice kChoices[] = {{true, true}, {false, true}, {true, false}, {false, false}, {true, true, false}};
 std::string str(const PoolKernelChoice& k) {
-  return std::string(k.windows ? "windows where they tile" : "general kernels") + (k.int32 ? ", int32" : ", int64");
+  return std::string(k.windows ? (k.quads ? "windows where they tile" : "windows, no quads") : "general kernels") +
+         (k.int32 ? ", int32" : ", int64");
 }
 
 // Equal bit for bit (so -0 differs from +0, and NaN payloads count).
@@ -100,8 +101,9 @@ template <class T>
 // indices, uint8 codes and the fused ReLU against the CPU backend, exactly; then the
 // backward from both index forms (the CPU's own) against the CPU's backward, exactly,
 // with some gradients -0 (the general kernel's 0 + gy makes them +0); and every choice
-// gives the same bits. gx_offset 1: gx not aligned to two elements.
-void check_max_pool(const PoolCase& c, Input kind, size_t gx_offset = 0) {
+// gives the same bits. gx_offset 1: gx not aligned to two elements; in_offset 0: x, y and
+// gy aligned (the quads kernels' condition, Note [Pool quads]).
+void check_max_pool(const PoolCase& c, Input kind, size_t gx_offset = 0, size_t in_offset = 1) {
   const auto x = pool_input(c, kind, uint32_t(c.H * 7 + c.W + int(kind)));
   const Tensor xt = tensor(x, {c.N, c.C, c.H, c.W});
   const PoolGeometry g = geometry(c);
@@ -115,13 +117,13 @@ void check_max_pool(const PoolCase& c, Input kind, size_t gx_offset = 0) {
   std::vector<double> gy = random_doubles(n_out, uint32_t(c.kh * 3 + c.kw + int(kind)));
   for (size_t i = 0; i < gy.size(); i += 5) gy[i] = -0.0;
   const Tensor gyt = tensor(gy, want.shape());
-  DeviceArray<float> dx(from_doubles<float>(x), 1), dgy(from_doubles<float>(gy), 1);
+  DeviceArray<float> dx(from_doubles<float>(x), in_offset), dgy(from_doubles<float>(gy), in_offset);
   DeviceArray<int64_t> didx(want_idx.to_vector<int64_t>());
   DeviceArray<uint8_t> dcodes(as_bytes(cpu_codes));
   std::vector<float> first_gx[2];
   for (const PoolKernelChoice& k : kChoices) {
     SCOPED_TRACE(str(k));
-    DeviceArray<float> y(n_out, 1);
+    DeviceArray<float> y(n_out, in_offset);
     DeviceArray<int64_t> idx(n_out);
     max_pool2d_forward(dx.data(), y.data(), idx.data(), nullptr, g, false, nullptr, k);
     EXPECT_TRUE(same_bits(y.host(), from_doubles<float>(want.to_vector<double>())));
@@ -204,6 +206,35 @@ TEST(CudaPool, TilingWindowsMatchCpu) {
                             PoolCase{1, 1, 8, 8, 2, 2, 2, 2, 0, 0, 2, 1, false},
                             PoolCase{1, 1, 1, 1, 2, 2, 2, 2, 0, 0, 1, 1, false}})
     EXPECT_FALSE(pool_windows_tile(geometry(c))) << str(c);
+}
+
+// The quads kernels (Note [Pool quads]): aligned inputs, OW a multiple of 4, with a row
+// left below the last windows, many planes over several grid turns, and shapes one
+// condition short of them (OW = 6, W odd, ceil_mode clipping a row), which take the
+// windows kernels; every choice gives the same bits, against the CPU.
+TEST(CudaPool, QuadsMatchCpu) {
+  EMBER_NEED_DEVICE();
+  const std::vector<PoolCase> cases = {
+      {2, 3, 8, 8, 2, 2, 2, 2, 0, 0, 1, 1, false},     // quads
+      {2, 2, 7, 16, 2, 2, 2, 2, 0, 0, 1, 1, false},    // quads, a row left over
+      {3, 70, 6, 8, 2, 2, 2, 2, 0, 0, 1, 1, false},    // 210 planes
+      {2, 4, 56, 56, 2, 2, 2, 2, 0, 0, 1, 1, false},   // the bench's planes
+      {2, 3, 8, 12, 2, 2, 2, 2, 0, 0, 1, 1, false},    // OW = 6: windows kernels
+      {2, 3, 8, 17, 2, 2, 2, 2, 0, 0, 1, 1, false},    // W odd: windows kernels
+      {1, 2, 9, 16, 2, 2, 2, 2, 0, 0, 1, 1, true},     // ceil_mode clips the last row: windows kernels
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const PoolCase& c = cases[i];
+    const PoolGeometry g = geometry(c);
+    const DeviceArray<float> x(size_t(c.N * c.C * c.H * c.W)), y(size_t(c.N * c.C * g.OH * g.OW));
+    const DeviceArray<uint8_t> codes(size_t(c.N * c.C * g.OH * g.OW));
+    EXPECT_EQ(pool_quads(g, PoolKernelChoice{}, x.data(), y.data(), nullptr, codes.data()), i < 4) << str(c);
+    EXPECT_FALSE(pool_quads(g, PoolKernelChoice{true, true, false}, x.data(), y.data(), nullptr, codes.data()));
+    for (Input kind : {Input::kRandom, Input::kTies, Input::kNaNs}) {
+      SCOPED_TRACE(str(c) + " input kind " + std::to_string(int(kind)));
+      check_max_pool(c, kind, /*gx_offset=*/0, /*in_offset=*/0);
+    }
+  }
 }
 
 TEST(CudaPool, MaxPoolBackwardIgnoresIndicesOutsideTheirWindow) {
