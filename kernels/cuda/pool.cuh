@@ -100,7 +100,7 @@ inline bool pool_windows_tile(const PoolGeometry& g) {
 struct PoolKernelChoice {
   bool windows = true;  // the windows kernels where pool_windows_tile(g)
   bool int32 = true;    // int32 index arithmetic where pool_fits_int32(g)
-  bool quads = true;    // the 2x2 quads kernels where pool_quads(...) (Note [Pool quads])
+  bool pairs = true;    // the 2x2 pairs kernels where pool_pairs(...) (Note [Pool pairs])
 };
 
 namespace pool_detail {
@@ -448,110 +448,117 @@ __global__ void __launch_bounds__(256) max_pool2d_windows_backward_kernel(const 
   }
 }
 
-// Note [Pool quads]. The windows kernels above move 2x2 windows with 4-byte loads (a warp's
+// Note [Pool pairs]. The windows kernels above move 2x2 windows with 4-byte loads (a warp's
 // 32 windows: 8 sectors of the input a load request, each used by half its bytes) and
-// 1-byte codes (a warp's codes: 32 bytes, one sector a request). The quads kernels take
+// 1-byte codes (a warp's codes: 32 bytes, one sector a request). The pairs kernels take
 // the common case whole: 2x2 windows of elements of at most 4 bytes over rows of
-// W = 2 OW with OW a multiple of 4 and no rows clipped (H >= 2 OH; rows left below the
-// last windows are zeroed by the backward), every pointer aligned to its vector. A thread
-// takes four adjacent outputs of an output row, whose windows are 8 adjacent pixels of two
-// input rows: the forward loads both rows as 16-byte vectors (float32: two a row) and
-// stores its four outputs as one vector (16 bytes in float32) and its four codes as one
-// 4-byte store (int64 indices: two 16-byte stores); the backward loads four gradients and
-// four codes the same way and stores its two (or, below the last windows, more) rows of 8
-// pixels as 16-byte vectors. Every access of the float32 forward and backward then covers
-// whole sectors, and a thread has 32 bytes of input (forward) in flight, four windows a
-// load. The scan and the tie-breaking are the windows kernels' (scan_2x2), so are the bits.
+// W = 2 OW with OW even and no rows clipped (H >= 2 OH; rows left below the last windows
+// are zeroed by the backward), every pointer aligned to its vector. A thread takes two
+// adjacent outputs of an output row, whose windows are 4 adjacent pixels of two input
+// rows: the forward loads each row as one vector (16 bytes in float32: a warp reads 512
+// contiguous bytes of a row a load) and stores its two outputs as one vector (8 bytes) and
+// its two codes as one 2-byte store (int64 indices: one 16-byte store); the backward loads
+// two gradients and two codes the same way and stores rows of 4 pixels as vectors. Every
+// access of a warp then covers whole sectors, contiguous. Two pairs a turn (p and p + the
+// grid), both loaded before either is used: 32 bytes of input in flight a thread in the
+// float32 forward, 64 KiB an SM at 2048 threads. The scan and the tie-breaking are the
+// windows kernels' (scan_2x2), so are the bits.
 template <class T, pool_detail::MaxIndex K, class I>
-__global__ void __launch_bounds__(256) max_pool2d_quads_kernel(const T* __restrict__ x, T* __restrict__ y,
+__global__ void __launch_bounds__(256) max_pool2d_pairs_kernel(const T* __restrict__ x, T* __restrict__ y,
                                                                int64_t* __restrict__ plane_idx,
                                                                uint8_t* __restrict__ codes, pool_detail::Dims<I> g,
-                                                               bool relu, int64_t quads) {
+                                                               bool relu, int64_t pairs) {
   using C = compute_t<T>;
-  constexpr int kV = 16 / int(sizeof(T)), kR = 8 / kV;  // elements a 16-byte vector; vectors of 8 pixels
-  using Vec = Pack<T, kV>;
+  using Row = Pack<T, 4>;
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t q = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; q < quads; q += step) {
-    const I o = I(4 * q);
-    const pool_detail::Window<I> wo = pool_detail::window_of(o, g);
-    Vec r[2][kR];
+  for (int64_t p0 = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; p0 < pairs; p0 += 2 * step) {
+    pool_detail::Window<I> wo[2];
+    Row r[2][2];
     EMBER_UNROLL
-    for (int i = 0; i < 2; ++i)
-      EMBER_UNROLL
-      for (int j = 0; j < kR; ++j) r[i][j] = load_vec<Vec>(x + wo.offset + I(i) * g.W + I(j * kV));
-    Pack<T, 4> out;
-    Pack<uint8_t, 4> code;
-    Pack<int64_t, 2> idx[2];
-    EMBER_UNROLL
-    for (int e = 0; e < 4; ++e) {
-      C v[4];
-      EMBER_UNROLL
-      for (int t = 0; t < 4; ++t) {
-        const int c = 2 * e + (t & 1);  // pixel of the 8 in its row
-        v[t] = widen(r[t >> 1][c / kV].v[c % kV]);
-      }
-      C best;
-      const int k = pool_detail::scan_2x2(v, best);
-      out.v[e] = round_to<T>(relu && best < C(0) ? C(0) : best);  // a NaN stays NaN
-      code.v[e] = static_cast<uint8_t>(k);                      // i * kw + j with kw = 2
-      idx[e / 2].v[e % 2] = int64_t((wo.h0 + I(k >> 1)) * g.W + wo.w0 + I(2 * e + (k & 1)));
+    for (int u = 0; u < 2; ++u) {
+      const int64_t p = p0 + u * step;
+      if (p >= pairs) break;
+      wo[u] = pool_detail::window_of(I(2 * p), g);
+      r[u][0] = load_vec<Row>(x + wo[u].offset);
+      r[u][1] = load_vec<Row>(x + wo[u].offset + g.W);
     }
-    store_vec_global(y + o, out);
-    if constexpr (K == pool_detail::MaxIndex::kCode) store_vec(codes + o, code);
-    if constexpr (K == pool_detail::MaxIndex::kPlane) {
-      store_vec_global(plane_idx + o, idx[0]);
-      store_vec_global(plane_idx + o + 2, idx[1]);
+    EMBER_UNROLL
+    for (int u = 0; u < 2; ++u) {
+      const int64_t p = p0 + u * step;
+      if (p >= pairs) break;
+      Pack<T, 2> out;
+      Pack<uint8_t, 2> code;
+      Pack<int64_t, 2> idx;
+      EMBER_UNROLL
+      for (int e = 0; e < 2; ++e) {
+        const C v[4] = {widen(r[u][0].v[2 * e]), widen(r[u][0].v[2 * e + 1]), widen(r[u][1].v[2 * e]),
+                        widen(r[u][1].v[2 * e + 1])};
+        C best;
+        const int k = pool_detail::scan_2x2(v, best);
+        out.v[e] = round_to<T>(relu && best < C(0) ? C(0) : best);  // a NaN stays NaN
+        code.v[e] = static_cast<uint8_t>(k);                      // i * kw + j with kw = 2
+        idx.v[e] = int64_t((wo[u].h0 + I(k >> 1)) * g.W + wo[u].w0 + I(2 * e + (k & 1)));
+      }
+      const I o = I(2 * p);
+      store_vec(y + o, out);
+      if constexpr (K == pool_detail::MaxIndex::kCode) store_vec(codes + o, code);
+      if constexpr (K == pool_detail::MaxIndex::kPlane) store_vec_global(plane_idx + o, idx);
     }
   }
 }
 
-// The backward of Note [Pool quads]: gx (overwritten) from four gradients and indices a
-// thread; the pixels of each window its gradient at the maximum, 0 elsewhere, and below
-// the last windows' row, 0.
+// The backward of Note [Pool pairs]: gx (overwritten) from two gradients and indices a
+// thread, two pairs a turn; the pixels of each window its gradient at the maximum, 0
+// elsewhere, and below the last windows' row, 0.
 template <class T, pool_detail::MaxIndex K, class I>
-__global__ void __launch_bounds__(256) max_pool2d_quads_backward_kernel(const T* __restrict__ gy,
+__global__ void __launch_bounds__(256) max_pool2d_pairs_backward_kernel(const T* __restrict__ gy,
                                                                         const int64_t* __restrict__ plane_idx,
                                                                         const uint8_t* __restrict__ codes,
                                                                         T* __restrict__ gx, pool_detail::Dims<I> g,
-                                                                        int64_t quads) {
+                                                                        int64_t pairs) {
   using C = compute_t<T>;
-  constexpr int kV = 16 / int(sizeof(T)), kR = 8 / kV;
-  using Vec = Pack<T, kV>;
+  using Row = Pack<T, 4>;
   const T miss = round_to<T>(C(0));
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t q = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; q < quads; q += step) {
-    const I o = I(4 * q);
-    const Pack<T, 4> gv = load_vec<Pack<T, 4>>(gy + o);
-    I want[4];
-    if constexpr (K == pool_detail::MaxIndex::kCode) {
-      const Pack<uint8_t, 4> c = load_vec<Pack<uint8_t, 4>>(codes + o);
-      EMBER_UNROLL
-      for (int e = 0; e < 4; ++e) want[e] = I(c.v[e]);
-    } else {
-      const Pack<int64_t, 2> p[2] = {load_vec<Pack<int64_t, 2>>(plane_idx + o),
-                                     load_vec<Pack<int64_t, 2>>(plane_idx + o + 2)};
-      EMBER_UNROLL
-      for (int e = 0; e < 4; ++e) {
-        const int64_t v = p[e / 2].v[e % 2];
-        want[e] = v >= 0 && v < int64_t(g.H) * g.W ? I(v) : I(-1);  // -1 matches no tap
+  for (int64_t p0 = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; p0 < pairs; p0 += 2 * step) {
+    Pack<T, 2> gv[2];
+    I want[2][2];
+    EMBER_UNROLL
+    for (int u = 0; u < 2; ++u) {
+      const int64_t p = p0 + u * step;
+      if (p >= pairs) break;
+      const I o = I(2 * p);
+      gv[u] = load_vec<Pack<T, 2>>(gy + o);
+      if constexpr (K == pool_detail::MaxIndex::kCode) {
+        const Pack<uint8_t, 2> c = load_vec<Pack<uint8_t, 2>>(codes + o);
+        want[u][0] = I(c.v[0]), want[u][1] = I(c.v[1]);
+      } else {
+        const Pack<int64_t, 2> q = load_vec<Pack<int64_t, 2>>(plane_idx + o);
+        EMBER_UNROLL
+        for (int e = 0; e < 2; ++e)
+          want[u][e] = q.v[e] >= 0 && q.v[e] < int64_t(g.H) * g.W ? I(q.v[e]) : I(-1);  // -1 matches no tap
       }
     }
-    T hit[4];
     EMBER_UNROLL
-    for (int e = 0; e < 4; ++e) hit[e] = round_to<T>(C(0) + widen(gv.v[e]));  // the general kernel's 0 + gy
-    const pool_detail::Window<I> wo = pool_detail::window_of(o, g);
-    const I rows = (wo.oh == g.OH - 1 ? g.H : wo.h0 + 2) - wo.h0;
-    T* out = gx + wo.offset;
-    for (I i = 0; i < rows; ++i, out += g.W) {
-      Vec r[kR];
+    for (int u = 0; u < 2; ++u) {
+      const int64_t p = p0 + u * step;
+      if (p >= pairs) break;
+      T hit[2];
       EMBER_UNROLL
-      for (int c = 0; c < 8; ++c) {
-        const int e = c / 2;
-        const I key = K == pool_detail::MaxIndex::kCode ? i * 2 + I(c % 2) : (wo.h0 + i) * g.W + wo.w0 + I(c);
-        r[c / kV].v[c % kV] = i < 2 && key == want[e] ? hit[e] : miss;
+      for (int e = 0; e < 2; ++e) hit[e] = round_to<T>(C(0) + widen(gv[u].v[e]));  // the general kernel's 0 + gy
+      const pool_detail::Window<I> wo = pool_detail::window_of(I(2 * p), g);
+      const I rows = (wo.oh == g.OH - 1 ? g.H : wo.h0 + 2) - wo.h0;
+      T* out = gx + wo.offset;
+      for (I i = 0; i < rows; ++i, out += g.W) {
+        Row r;
+        EMBER_UNROLL
+        for (int c = 0; c < 4; ++c) {
+          const int e = c / 2;
+          const I key = K == pool_detail::MaxIndex::kCode ? i * 2 + I(c % 2) : (wo.h0 + i) * g.W + wo.w0 + I(c);
+          r.v[c] = i < 2 && key == want[u][e] ? hit[e] : miss;
+        }
+        store_vec_global(out, r);
       }
-      EMBER_UNROLL
-      for (int j = 0; j < kR; ++j) store_vec_global(out + j * kV, r[j]);
     }
   }
 }
@@ -575,15 +582,15 @@ inline void check_pool_geometry(const PoolGeometry& g, const char* op, bool aver
   EMBER_CHECK(!average || g.divisor_override >= 0, op, ": divisor_override must be positive, got ", g.divisor_override);
 }
 
-// Whether the quads kernels (Note [Pool quads]) take g: `rows` the pointer of the side
-// moved as rows of 8 pixels (x forward, gx backward), `outs` the side of four outputs a
+// Whether the pairs kernels (Note [Pool pairs]) take g: `rows` the pointer of the side
+// moved as rows of 4 pixels (x forward, gx backward), `outs` the side of two outputs a
 // thread (y or gy), and the indices or codes.
 template <class T>
-bool pool_quads(const PoolGeometry& g, const PoolKernelChoice& choice, const T* rows, const T* outs,
+bool pool_pairs(const PoolGeometry& g, const PoolKernelChoice& choice, const T* rows, const T* outs,
                 const int64_t* plane_idx, const uint8_t* codes) {
-  return choice.windows && choice.quads && sizeof(T) <= 4 && pool_windows_tile(g) && g.kh == 2 && g.kw == 2 &&
-         g.W == 2 * g.OW && g.OW % 4 == 0 && g.H >= 2 * g.OH && vec_aligned<16 / sizeof(T)>(rows) &&
-         vec_aligned<4>(outs) && vec_aligned<2>(plane_idx) && vec_aligned<4>(codes);
+  return choice.windows && choice.pairs && sizeof(T) <= 4 && pool_windows_tile(g) && g.kh == 2 && g.kw == 2 &&
+         g.W == 2 * g.OW && g.OW % 2 == 0 && g.H >= 2 * g.OH && vec_aligned<4>(rows) && vec_aligned<2>(outs) &&
+         vec_aligned<2>(plane_idx) && vec_aligned<2>(codes);
 }
 
 namespace pool_detail {
@@ -612,13 +619,13 @@ void max_pool2d_forward(const T* x, T* y, int64_t* plane_indices, uint8_t* codes
   const int64_t total = g.N * g.C * g.OH * g.OW;
   const LaunchConfig cfg = pool_config(total);
   const bool windows = choice.windows && pool_windows_tile(g);
-  const bool quads = pool_quads(g, choice, x, y, plane_indices, codes);
+  const bool pairs = pool_pairs(g, choice, x, y, plane_indices, codes);
   const auto run = [&](auto d, auto tag) {
     using I = decltype(d.H);
     constexpr MaxIndex K = decltype(tag)::value;
-    if (quads)
-      launch<max_pool2d_quads_kernel<T, K, I>>(pool_config(total / 4), stream, x, y, plane_indices, codes, d, relu,
-                                               total / 4);
+    if (pairs)
+      launch<max_pool2d_pairs_kernel<T, K, I>>(pool_config((total / 2 + 1) / 2), stream, x, y, plane_indices, codes,
+                                               d, relu, total / 2);
     else if (windows)
       launch<max_pool2d_windows_kernel<T, K, I>>(cfg, stream, x, y, plane_indices, codes, d, relu, total);
     else
@@ -641,18 +648,19 @@ void max_pool2d_backward(const T* gy, const int64_t* plane_indices, const uint8_
   EMBER_CHECK((plane_indices != nullptr) != (codes != nullptr),
               "max_pool2d_backward: needs exactly one of int64 indices and uint8 codes");
   const bool windows = choice.windows && pool_windows_tile(g);
-  const bool pairs = windows && g.kw == 2 && g.OW * 2 == g.W && vec_aligned<2>(gx);
+  const bool pair_stores = windows && g.kw == 2 && g.OW * 2 == g.W && vec_aligned<2>(gx);
   const int64_t total = windows ? g.N * g.C * g.OH * g.OW : g.N * g.C * g.H * g.W;
   const LaunchConfig cfg = pool_config(windows ? (total + 1) / 2 : total);  // windows: two outputs a turn
-  const bool quads = pool_quads(g, choice, gx, gy, plane_indices, codes);
+  const bool pairs = pool_pairs(g, choice, gx, gy, plane_indices, codes);
   const auto run = [&](auto d, auto tag) {
     using I = decltype(d.H);
     constexpr MaxIndex K = decltype(tag)::value;
-    if (quads)
-      launch<max_pool2d_quads_backward_kernel<T, K, I>>(pool_config(total / 4), stream, gy, plane_indices, codes, gx,
-                                                        d, total / 4);
+    if (pairs)
+      launch<max_pool2d_pairs_backward_kernel<T, K, I>>(pool_config((total / 2 + 1) / 2), stream, gy, plane_indices,
+                                                        codes, gx, d, total / 2);
     else if (windows)
-      launch<max_pool2d_windows_backward_kernel<T, K, I>>(cfg, stream, gy, plane_indices, codes, gx, d, pairs, total);
+      launch<max_pool2d_windows_backward_kernel<T, K, I>>(cfg, stream, gy, plane_indices, codes, gx, d, pair_stores,
+                                                           total);
     else
       launch<max_pool2d_backward_kernel<T, K, I>>(cfg, stream, gy, plane_indices, codes, gx, d, total);
   };
