@@ -24,7 +24,9 @@ namespace ember::kernels::cuda {
 // - kTiled: the innermost dim is strided but another dim has stride 1 (a transpose, e.g.
 //   NCHW <-> NHWC or x.t()): 32 x 64 tiles through shared memory padded to 64 x 33, so
 //   both the reads and the writes are coalesced and the tile's column reads hit 32
-//   different banks. Only when both tile dims have at least kMinTileDim elements:
+//   different banks; or, where every tile row is 16-byte aligned, square tiles moved as
+//   16-byte vectors (Note [Vector transpose]). Only when both tile dims have at least
+//   kMinTileDim elements:
 //   thinner tiles leave most of a block idle (an estimate, not yet measured on a GPU;
 //   bench/ should set it).
 // - kRows: the innermost dim has stride 1: rows copied with the widest vector (up to 16
