@@ -70,7 +70,7 @@ struct TileMap {
     return t;
   }
   // Whether the tile count and the largest input and output offsets stay below 2^31, so
-  // that the kernel's unsigned arithmetic (a tile's a and b run up to 63 past na and nb,
+  // that the kernels' unsigned arithmetic (a tile's a and b run up to 127 past na and nb,
   // a grid-stride turn adds the grid) stays below 2^32.
   bool fits_32_bits() const {
     constexpr int64_t kMax = int64_t{1} << 31;
