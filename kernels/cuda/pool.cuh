@@ -329,7 +329,7 @@ __global__ void __launch_bounds__(256) avg_pool2d_backward_kernel(const T* __res
 // sizeof(T) plus the index (8 or 1 bytes) written per output. Float32 2x2 with codes:
 // 16 + 4 + 1 = 21 bytes per output.
 template <class T, pool_detail::MaxIndex K, class I>
-__global__ void __launch_bounds__(256) max_pool2d_windows_kernel(const T* __restrict__ x, T* __restrict__ y,
+__global__ void __launch_bounds__(256, 4) max_pool2d_windows_kernel(const T* __restrict__ x, T* __restrict__ y,
                                                                  int64_t* __restrict__ plane_idx,
                                                                  uint8_t* __restrict__ codes, pool_detail::Dims<I> g,
                                                                  bool relu, int64_t total) {
@@ -623,10 +623,12 @@ void max_pool2d_forward(const T* x, T* y, int64_t* plane_indices, uint8_t* codes
   const auto run = [&](auto d, auto tag) {
     using I = decltype(d.H);
     constexpr MaxIndex K = decltype(tag)::value;
-    if (pairs)
-      launch<max_pool2d_pairs_kernel<T, K, I>>(pool_config((total / 2 + 1) / 2), stream, x, y, plane_indices, codes,
-                                               d, relu, total / 2);
-    else if (windows)
+    if constexpr (sizeof(T) <= 4) {  // (pool_pairs: no other instances, which would only spill unused)
+      if (pairs)
+        return launch<max_pool2d_pairs_kernel<T, K, I>>(pool_config((total / 2 + 1) / 2), stream, x, y, plane_indices,
+                                                        codes, d, relu, total / 2);
+    }
+    if (windows)
       launch<max_pool2d_windows_kernel<T, K, I>>(cfg, stream, x, y, plane_indices, codes, d, relu, total);
     else
       launch<max_pool2d_kernel<T, K, I>>(cfg, stream, x, y, plane_indices, codes, d, relu, total);
@@ -655,10 +657,12 @@ void max_pool2d_backward(const T* gy, const int64_t* plane_indices, const uint8_
   const auto run = [&](auto d, auto tag) {
     using I = decltype(d.H);
     constexpr MaxIndex K = decltype(tag)::value;
-    if (pairs)
-      launch<max_pool2d_pairs_backward_kernel<T, K, I>>(pool_config((total / 2 + 1) / 2), stream, gy, plane_indices,
-                                                        codes, gx, d, total / 2);
-    else if (windows)
+    if constexpr (sizeof(T) <= 4) {
+      if (pairs)
+        return launch<max_pool2d_pairs_backward_kernel<T, K, I>>(pool_config((total / 2 + 1) / 2), stream, gy,
+                                                                 plane_indices, codes, gx, d, total / 2);
+    }
+    if (windows)
       launch<max_pool2d_windows_backward_kernel<T, K, I>>(cfg, stream, gy, plane_indices, codes, gx, d, pair_stores,
                                                            total);
     else
