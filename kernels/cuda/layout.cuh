@@ -96,17 +96,6 @@ struct TileMap {
   }
 };
 
-}  // namespace layout_detail
-
-// ---------------------------------------------------------------------------------------
-// Tiled transpose: out[batch, tile dims swapped] through padded shared tiles of kTile (a)
-// x kTileB (b) elements. Memory bound, 2 * sizeof(U) bytes per element. A 1-D grid-stride
-// loop over tiles (grids of any size), one 32 x 8 block per tile per turn, each thread
-// moving kPerThread = 8 elements: a whole tile's 8 loads are issued before any is used
-// (the 32 x 32 tiles of 4 guarded loads a thread ran at 49% of a copy on an H200,
-// 2026-12-04: too few bytes in flight between the barriers). Edge tiles take the guarded
-// loop. The tile-to-offset divisions in 32 bits where they fit (TileMap::fits_32_bits).
-namespace layout_detail {
 // Tile t of m (tiles of kA x kB elements): its first a and b, and its batch's offsets.
 template <int kA, int kB, class I>
 __device__ __forceinline__ void tile_at(const TileMap<I>& m, I t, I& a0, I& b0, I& in_off, I& out_off) {
@@ -129,6 +118,14 @@ __device__ __forceinline__ void tile_at(const TileMap<I>& m, I t, I& a0, I& b0, 
 }
 }  // namespace layout_detail
 
+// ---------------------------------------------------------------------------------------
+// Tiled transpose: out[batch, tile dims swapped] through padded shared tiles of kTile (a)
+// x kTileB (b) elements. Memory bound, 2 * sizeof(U) bytes per element. A 1-D grid-stride
+// loop over tiles (grids of any size), one 32 x 8 block per tile per turn, each thread
+// moving kPerThread = 8 elements: a whole tile's 8 loads are issued before any is used
+// (the 32 x 32 tiles of 4 guarded loads a thread ran at 49% of a copy on an H200,
+// 2026-12-04: too few bytes in flight between the barriers). Edge tiles take the guarded
+// loop. The tile-to-offset divisions in 32 bits where they fit (TileMap::fits_32_bits).
 template <class U, class I>
 __global__ void __launch_bounds__(256) tiled_transpose_kernel(const U* __restrict__ in, U* __restrict__ out,
                                                               layout_detail::TileMap<I> m, I tiles) {
@@ -208,8 +205,8 @@ template <class U>
 inline constexpr int kVecTransposeBlocks = sizeof(U) == 2 ? 2 : 4;
 
 template <class U, class I>
-__global__ void __launch_bounds__(256, kVecTransposeBlocks<U>) tiled_transpose_vec_kernel(const U* __restrict__ in, U* __restrict__ out,
-                                                                  layout_detail::TileMap<I> m, I tiles) {
+__global__ void __launch_bounds__(256, kVecTransposeBlocks<U>)
+    tiled_transpose_vec_kernel(const U* __restrict__ in, U* __restrict__ out, layout_detail::TileMap<I> m, I tiles) {
   using namespace layout_detail;
   constexpr int V = 16 / int(sizeof(U)), kT = 16 * V;
   static_assert(V >= 2 && V <= 8, "elements of 2, 4 or 8 bytes");
@@ -237,7 +234,8 @@ __global__ void __launch_bounds__(256, kVecTransposeBlocks<U>) tiled_transpose_v
       // Consecutive threads along a (stride 1 in the input).
       for (int k = threadIdx.x; k < kT * kT; k += 256) {
         const int a = k % kT, b = k / kT;
-        if (a0 + a < m.na && b0 + b < m.nb) tile[a][slot(a, b / V)].v[b % V] = in[in_off + (b0 + b) * m.in_stride_b + a0 + a];
+        if (a0 + a < m.na && b0 + b < m.nb)
+          tile[a][slot(a, b / V)].v[b % V] = in[in_off + (b0 + b) * m.in_stride_b + a0 + a];
       }
     }
     __syncthreads();
@@ -252,7 +250,8 @@ __global__ void __launch_bounds__(256, kVecTransposeBlocks<U>) tiled_transpose_v
       // Consecutive threads along b (stride 1 in the output).
       for (int k = threadIdx.x; k < kT * kT; k += 256) {
         const int b = k % kT, a = k / kT;
-        if (a0 + a < m.na && b0 + b < m.nb) out[out_off + (a0 + a) * m.out_stride_a + b0 + b] = tile[a][slot(a, b / V)].v[b % V];
+        if (a0 + a < m.na && b0 + b < m.nb)
+          out[out_off + (a0 + a) * m.out_stride_a + b0 + b] = tile[a][slot(a, b / V)].v[b % V];
       }
     }
     __syncthreads();  // the tile is refilled by the next turn

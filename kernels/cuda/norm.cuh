@@ -248,8 +248,8 @@ __global__ void __launch_bounds__(rowwise::kMaxBlockThreads, norm_detail::kPrefe
   for (; row < rows; row += gridDim.x) {
     const int64_t after = row + gridDim.x;
     if (after < rows) rowwise::tile_load<kN>(x + after * cols, cols, threadIdx.x, blockDim.x, vec, next, A(0));
-    norm_detail::layer_norm_loaded_row<kN, rowwise::BlockPerRow, T>(v, affine, y + row * cols, mean + row,
-                                                                    rstd + row, cols, threadIdx.x, blockDim.x, vec, eps);
+    norm_detail::layer_norm_loaded_row<kN, rowwise::BlockPerRow, T>(v, affine, y + row * cols, mean + row, rstd + row,
+                                                                    cols, threadIdx.x, blockDim.x, vec, eps);
     EMBER_UNROLL
     for (int k = 0; k < kN; ++k) v[k] = next[k];
   }

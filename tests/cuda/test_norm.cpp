@@ -391,7 +391,8 @@ TEST(CudaNorm, LayerNormWithGammaOrBetaAlone) {
                  v);
       EXPECT_EQ(y.host(), want.host()) << at << ", gamma alone";
       layer_norm(x.data(), nullptr, beta.data(), y.data(), mean.data(), rstd.data(), rows, cols, kEps, nullptr, v);
-      layer_norm(x.data(), ones.data(), beta.data(), want.data(), mean.data(), rstd.data(), rows, cols, kEps, nullptr, v);
+      layer_norm(x.data(), ones.data(), beta.data(), want.data(), mean.data(), rstd.data(), rows, cols, kEps, nullptr,
+                 v);
       EXPECT_EQ(y.host(), want.host()) << at << ", beta alone";
     }
 }
