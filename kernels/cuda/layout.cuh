@@ -24,7 +24,9 @@ namespace ember::kernels::cuda {
 // - kTiled: the innermost dim is strided but another dim has stride 1 (a transpose, e.g.
 //   NCHW <-> NHWC or x.t()): 32 x 64 tiles through shared memory padded to 64 x 33, so
 //   both the reads and the writes are coalesced and the tile's column reads hit 32
-//   different banks. Only when both tile dims have at least kMinTileDim elements:
+//   different banks; or, where every tile row is 16-byte aligned, square tiles moved as
+//   16-byte vectors (Note [Vector transpose]). Only when both tile dims have at least
+//   kMinTileDim elements:
 //   thinner tiles leave most of a block idle (an estimate, not yet measured on a GPU;
 //   bench/ should set it).
 // - kRows: the innermost dim has stride 1: rows copied with the widest vector (up to 16
@@ -68,7 +70,7 @@ struct TileMap {
     return t;
   }
   // Whether the tile count and the largest input and output offsets stay below 2^31, so
-  // that the kernel's unsigned arithmetic (a tile's a and b run up to 63 past na and nb,
+  // that the kernels' unsigned arithmetic (a tile's a and b run up to 127 past na and nb,
   // a grid-stride turn adds the grid) stays below 2^32.
   bool fits_32_bits() const {
     constexpr int64_t kMax = int64_t{1} << 31;
@@ -94,6 +96,26 @@ struct TileMap {
   }
 };
 
+// Tile t of m (tiles of kA x kB elements): its first a and b, and its batch's offsets.
+template <int kA, int kB, class I>
+__device__ __forceinline__ void tile_at(const TileMap<I>& m, I t, I& a0, I& b0, I& in_off, I& out_off) {
+  // Tiles in bands of kBandA tiles along a, b fastest inside a band (Note [Tile order]).
+  const I plane = m.tiles_a * m.tiles_b, in_plane = t % plane, band = in_plane / (kBandA * m.tiles_b);
+  const I in_band = in_plane - band * (kBandA * m.tiles_b);
+  const I band_a = m.tiles_a - band * kBandA < kBandA ? m.tiles_a - band * kBandA : I(kBandA);
+  const I ta = band * kBandA + in_band % band_a, tb = in_band / band_a;
+  I rest = t / plane;
+  in_off = 0, out_off = 0;
+  EMBER_UNROLL  // constant indices into m: a run-time one put m in local memory
+  for (int d = kMaxDims - 3; d >= 0; --d) {
+    if (d >= m.nbatch) continue;
+    const I q = rest / m.batch_sizes[d], c = rest - q * m.batch_sizes[d];
+    in_off += c * m.batch_in[d];
+    out_off += c * m.batch_out[d];
+    rest = q;
+  }
+  a0 = ta * kA, b0 = tb * kB;
+}
 }  // namespace layout_detail
 
 // ---------------------------------------------------------------------------------------
@@ -111,22 +133,8 @@ __global__ void __launch_bounds__(256) tiled_transpose_kernel(const U* __restric
   constexpr int kPerThread = kTileB / kTileRows;  // b rows a thread reads; a rows (x 2 b) it writes
   __shared__ U tile[kTileB][kTile + 1];
   for (I t = blockIdx.x; t < tiles; t += gridDim.x) {
-    // Tiles in bands of kBandA tiles along a, b fastest inside a band (Note [Tile order]).
-    const I plane = m.tiles_a * m.tiles_b, in_plane = t % plane, band = in_plane / (kBandA * m.tiles_b);
-    const I in_band = in_plane - band * (kBandA * m.tiles_b);
-    const I band_a = m.tiles_a - band * kBandA < kBandA ? m.tiles_a - band * kBandA : I(kBandA);
-    const I ta = band * kBandA + in_band % band_a, tb = in_band / band_a;
-    I rest = t / plane;
-    I in_off = 0, out_off = 0;
-    EMBER_UNROLL  // constant indices into m: a run-time one put m in local memory
-    for (int d = kMaxDims - 3; d >= 0; --d) {
-      if (d >= m.nbatch) continue;
-      const I q = rest / m.batch_sizes[d], c = rest - q * m.batch_sizes[d];
-      in_off += c * m.batch_in[d];
-      out_off += c * m.batch_out[d];
-      rest = q;
-    }
-    const I a0 = ta * kTile, b0 = tb * kTileB;
+    I a0, b0, in_off, out_off;
+    tile_at<kTile, kTileB>(m, t, a0, b0, in_off, out_off);
     const bool whole = a0 + kTile <= m.na && b0 + kTileB <= m.nb;
     // Read: consecutive threads along a (stride 1 in the input).
     if (whole) {
@@ -166,10 +174,134 @@ __global__ void __launch_bounds__(256) tiled_transpose_kernel(const U* __restric
   }
 }
 
-namespace layout_detail {
-// The tiled transpose of m's tiles, in 32-bit indices where they fit.
+
+// ---------------------------------------------------------------------------------------
+// Note [Vector transpose]. The tiled transpose with 16-byte global accesses, for elements
+// of 2, 4 or 8 bytes (V = 16 / size per vector) where both sides allow them: the input's
+// and the output's pointers 16-byte aligned, and every stride that steps between rows of a
+// tile (in_stride_b, out_stride_a, the batch strides) a multiple of V. Square tiles of
+// kT = 16 V elements (64 x 64 floats), 256 threads as 16 x 16 sub-blocks of V x V:
+// - a thread loads its sub-block as V vectors, one from each of V input rows (a warp reads
+//   two whole 256-byte runs of two rows a load: 16 sectors a request), and transposes it
+//   in registers into V vectors along b, one for each a;
+// - it stores them to the shared tile [kT a][16 vectors of b], vector q of row a at slot
+//   q ^ ((a / V) & 7). A 16-byte shared access is served a quarter warp (8 lanes, 128
+//   bytes) at a time, without conflict when the 8 lanes hit 8 different 16-byte bank
+//   groups: the 8 lanes that store together hold the same q in rows of 8 different a / V,
+//   and the 8 that load together below read the 8 vectors q of one row; the XOR spreads
+//   both over the 8 groups (unswizzled, the stores would be 8-way conflicts);
+// - after the barrier, each thread reads V vectors of b (rows ty + 16 j of the tile) and
+//   stores each as one 16-byte store: a warp writes two whole 256-byte runs of two output
+//   rows a store.
+// So every global access is 16 bytes, a quarter of the requests of the scalar kernel,
+// and each thread has V 16-byte loads in flight between the barriers (64 B; 128 KiB an SM
+// at 8 blocks of 256), against the scalar kernel's 8 x 4 bytes. Edge tiles (past na or
+// nb) go through the same swizzled tile an element at a time, guarded. The 1-byte
+// elements, and views that break an alignment, keep the scalar kernel.
+// Blocks of 256 an SM the vector transpose asks registers for: 2 for 2-byte elements (an
+// 8 x 8 sub-block, 92-108 registers on sm_90), else 4 (62-64; with no minimum, ptxas gave
+// the 8-byte form 32 registers and 16 bytes of spill).
 template <class U>
-void launch_tile_map(const U* in, U* out, const TileMap<>& m, cudaStream_t stream) {
+inline constexpr int kVecTransposeBlocks = sizeof(U) == 2 ? 2 : 4;
+
+template <class U, class I>
+__global__ void __launch_bounds__(256, kVecTransposeBlocks<U>)
+    tiled_transpose_vec_kernel(const U* __restrict__ in, U* __restrict__ out, layout_detail::TileMap<I> m, I tiles) {
+  using namespace layout_detail;
+  constexpr int V = 16 / int(sizeof(U)), kT = 16 * V;
+  static_assert(V >= 2 && V <= 8, "elements of 2, 4 or 8 bytes");
+  using Vec = Pack<U, V>;
+  __shared__ Vec tile[kT][16];  // [a][b / V], swizzled (above)
+  const auto slot = [](int a, int q) { return q ^ ((a / V) & 7); };
+  const int tx = int(threadIdx.x) % 16, ty = int(threadIdx.x) / 16;
+  for (I t = blockIdx.x; t < tiles; t += gridDim.x) {
+    I a0, b0, in_off, out_off;
+    tile_at<kT, kT>(m, t, a0, b0, in_off, out_off);
+    const bool whole = a0 + kT <= m.na && b0 + kT <= m.nb;
+    if (whole) {
+      const U* src = in + in_off + (b0 + I(V * ty)) * m.in_stride_b + a0 + I(V * tx);
+      Vec r[V];
+      EMBER_UNROLL
+      for (int j = 0; j < V; ++j) r[j] = load_vec<Vec>(src + I(j) * m.in_stride_b);
+      EMBER_UNROLL
+      for (int c = 0; c < V; ++c) {
+        Vec col;
+        EMBER_UNROLL
+        for (int j = 0; j < V; ++j) col.v[j] = r[j].v[c];
+        tile[V * tx + c][slot(V * tx + c, ty)] = col;
+      }
+    } else {
+      // Consecutive threads along a (stride 1 in the input).
+      for (int k = threadIdx.x; k < kT * kT; k += 256) {
+        const int a = k % kT, b = k / kT;
+        if (a0 + a < m.na && b0 + b < m.nb)
+          tile[a][slot(a, b / V)].v[b % V] = in[in_off + (b0 + b) * m.in_stride_b + a0 + a];
+      }
+    }
+    __syncthreads();
+    if (whole) {
+      U* dst = out + out_off + (a0 + I(ty)) * m.out_stride_a + b0 + I(V * tx);
+      EMBER_UNROLL
+      for (int j = 0; j < V; ++j) {
+        const int a = ty + 16 * j;
+        store_vec_global(dst + I(16 * j) * m.out_stride_a, tile[a][slot(a, tx)]);
+      }
+    } else {
+      // Consecutive threads along b (stride 1 in the output).
+      for (int k = threadIdx.x; k < kT * kT; k += 256) {
+        const int b = k % kT, a = k / kT;
+        if (a0 + a < m.na && b0 + b < m.nb)
+          out[out_off + (a0 + a) * m.out_stride_a + b0 + b] = tile[a][slot(a, b / V)].v[b % V];
+      }
+    }
+    __syncthreads();  // the tile is refilled by the next turn
+  }
+}
+
+namespace layout_detail {
+// m with its tile counts for tiles of ta x tb elements.
+template <class I>
+TileMap<I> with_tiles(TileMap<I> m, int ta, int tb) {
+  m.tiles_a = (m.na + ta - 1) / ta;
+  m.tiles_b = (m.nb + tb - 1) / tb;
+  return m;
+}
+
+// Whether the vector transpose takes m between in and out (Note [Vector transpose]): every
+// tile row 16-byte aligned, and at least one whole tile each way (thinner transposes would
+// run edge tiles only).
+template <class U>
+bool vector_transpose_fits(const U* in, const U* out, const TileMap<>& m) {
+  if constexpr (sizeof(U) == 1) {
+    return false;
+  } else {
+    constexpr int64_t V = 16 / int64_t(sizeof(U)), kT = 16 * V;
+    bool ok = vec_aligned<V>(in) && vec_aligned<V>(out) && m.in_stride_b % V == 0 && m.out_stride_a % V == 0 &&
+              m.na >= kT && m.nb >= kT;
+    for (int d = 0; d < m.nbatch; ++d) ok = ok && m.batch_in[d] % V == 0 && m.batch_out[d] % V == 0;
+    return ok;
+  }
+}
+
+// The tiled transpose of m (its tile counts set here), the vector kernel where it fits,
+// in 32-bit indices where they fit.
+template <class U>
+void launch_tile_map(const U* in, U* out, const TileMap<>& map, cudaStream_t stream) {
+  if (vector_transpose_fits(in, out, map)) {
+    if constexpr (sizeof(U) > 1) {
+      constexpr int kT = 16 * (16 / int(sizeof(U)));
+      const TileMap<> m = with_tiles(map, kT, kT);
+      const int64_t tiles = m.tiles();
+      const LaunchConfig config{dim3(grid_stride_blocks(tiles, 1, 8)), dim3(256), 0};
+      if (m.fits_32_bits())
+        launch<tiled_transpose_vec_kernel<U, uint32_t>>(config, stream, in, out, m.narrow(),
+                                                        static_cast<uint32_t>(tiles));
+      else
+        launch<tiled_transpose_vec_kernel<U, int64_t>>(config, stream, in, out, m, tiles);
+      return;
+    }
+  }
+  const TileMap<> m = with_tiles(map, kTile, kTileB);
   const int64_t tiles = m.tiles();
   // 8 blocks of 256 threads fill an SM's 2048 threads.
   const LaunchConfig config{dim3(grid_stride_blocks(tiles, 1, 8)), dim3(kTile, kTileRows), 0};
@@ -291,8 +423,6 @@ void launch_tiled(const U* in, U* out, const Layout& c, cudaStream_t stream) {
   m.nb = c.sizes[b];
   m.in_stride_b = c.strides[b];
   m.out_stride_a = out_strides[a];
-  m.tiles_a = (m.na + kTile - 1) / kTile;
-  m.tiles_b = (m.nb + kTileB - 1) / kTileB;
   for (int d = 0; d < c.ndim; ++d) {
     if (d == a || d == b) continue;
     m.batch_sizes[m.nbatch] = c.sizes[d];
@@ -391,8 +521,6 @@ void transpose_batched(const T* in, T* out, int64_t batch, int64_t rows, int64_t
   m.nb = rows;
   m.in_stride_b = cols;
   m.out_stride_a = rows;
-  m.tiles_a = (cols + layout_detail::kTile - 1) / layout_detail::kTile;
-  m.tiles_b = (rows + layout_detail::kTileB - 1) / layout_detail::kTileB;
   m.nbatch = 1;
   m.batch_sizes[0] = batch;
   m.batch_in[0] = m.batch_out[0] = rows * cols;

@@ -38,8 +38,9 @@ using namespace rowwise;
 // Mean first, then the sum of squared deviations from it (two passes over registers, no
 // cancellation). A thread of a dead row passes cols = 0 and writes nothing.
 // The row's values v come loaded (tile_load, zeros past cols).
-template <int kN, class Red, class T>
-__device__ __forceinline__ void layer_norm_loaded_row(compute_t<T> (&v)[kN], const T* gamma, const T* beta, T* y,
+// affine(v) applies gamma and beta to the normalized values.
+template <int kN, class Red, class T, class Affine>
+__device__ __forceinline__ void layer_norm_loaded_row(compute_t<T> (&v)[kN], Affine&& affine, T* y,
                                                       compute_t<T>* mean_out, compute_t<T>* rstd_out, int64_t cols,
                                                       int rank, int lanes, bool vec, compute_t<T> eps) {
   using A = compute_t<T>;
@@ -56,18 +57,7 @@ __device__ __forceinline__ void layer_norm_loaded_row(compute_t<T> (&v)[kN], con
   const A rstd = rsqrt_acc(Red::sum(q) / A(cols) + eps);
   EMBER_UNROLL
   for (int k = 0; k < kN; ++k) v[k] = (v[k] - mean) * rstd;
-  // gamma and beta a chunk at a time: whole tiles of them would spill kBlock's registers.
-  tile_for_each<kN, T>(cols, rank, lanes, vec, [&](int k, int64_t c, auto width) {
-    constexpr int n = decltype(width)::value;
-    A g[n] = {}, b[n] = {};  // read only where gamma and beta exist
-    if (gamma != nullptr) load<n>(gamma + c, g);
-    if (beta != nullptr) load<n>(beta + c, b);
-    EMBER_UNROLL
-    for (int i = 0; i < n; ++i) {
-      if (gamma != nullptr) v[k + i] *= g[i];
-      if (beta != nullptr) v[k + i] += b[i];
-    }
-  });
+  affine(v);
   tile_store<kN>(y, cols, rank, lanes, vec, v);
   if (rank == 0 && cols > 0) {
     *mean_out = mean;
@@ -78,9 +68,49 @@ template <int kN, class Red, class T>
 __device__ __forceinline__ void layer_norm_row(const T* x, const T* gamma, const T* beta, T* y, compute_t<T>* mean_out,
                                                compute_t<T>* rstd_out, int64_t cols, int rank, int lanes, bool vec,
                                                compute_t<T> eps) {
-  compute_t<T> v[kN];
-  tile_load<kN>(x, cols, rank, lanes, vec, v, compute_t<T>(0));
-  layer_norm_loaded_row<kN, Red>(v, gamma, beta, y, mean_out, rstd_out, cols, rank, lanes, vec, eps);
+  using A = compute_t<T>;
+  A v[kN];
+  tile_load<kN>(x, cols, rank, lanes, vec, v, A(0));
+  // gamma and beta a chunk at a time from global memory (cached: every row reads them).
+  const auto affine = [&](A(&u)[kN]) {
+    tile_for_each<kN, T>(cols, rank, lanes, vec, [&](int k, int64_t c, auto width) {
+      constexpr int n = decltype(width)::value;
+      A g[n] = {}, b[n] = {};  // read only where gamma and beta exist
+      if (gamma != nullptr) load<n>(gamma + c, g);
+      if (beta != nullptr) load<n>(beta + c, b);
+      EMBER_UNROLL
+      for (int i = 0; i < n; ++i) {
+        if (gamma != nullptr) u[k + i] *= g[i];
+        if (beta != nullptr) u[k + i] += b[i];
+      }
+    });
+  };
+  layer_norm_loaded_row<kN, Red, T>(v, affine, y, mean_out, rstd_out, cols, rank, lanes, vec, eps);
+}
+
+// Note [Parameter slots]. The kBlock kernels run each block over many rows, and every row
+// multiplies by the same gamma (and adds the same beta). Read from global memory per row,
+// as the warp kernels do, they were half of the forward's load requests (x, gamma, beta
+// for one row of y) and a third of the backward's: cached in L1 or L2, but each a request
+// and its sectors between L2 and the SM. So the block kernels copy the thread's columns
+// of gamma and beta once, into its own slots of shared memory (slot k of thread t at
+// k kMaxBlockThreads + t, as the backward's sums: a warp's 32 slots in 32 banks, immediate
+// offsets from one register), and read them back each row. A thread reads and writes only
+// its own slots, so they need no barrier; slots past cols hold 0 (read, never stored).
+template <int kN, class T>
+__device__ __forceinline__ void fill_param_slots(const T* p, compute_t<T>* slot, int64_t cols, bool vec) {
+  using A = compute_t<T>;
+  constexpr int kS = kMaxBlockThreads;
+  EMBER_UNROLL
+  for (int k = 0; k < kN; ++k) slot[k * kS] = A(0);
+  if (p == nullptr) return;
+  tile_for_each<kN, T>(cols, threadIdx.x, blockDim.x, vec, [&](int k, int64_t c, auto width) {
+    constexpr int n = decltype(width)::value;
+    A w[n];
+    load<n>(p + c, w);
+    EMBER_UNROLL
+    for (int i = 0; i < n; ++i) slot[(k + i) * kS] = w[i];
+  });
 }
 
 // dx of one row whose x and dy the thread has loaded (xh, g: tile_load, padding 0);
@@ -88,9 +118,10 @@ __device__ __forceinline__ void layer_norm_row(const T* x, const T* gamma, const
 // adds them to the thread's dgamma and dbeta sums (same columns every row). With
 // g = dy * gamma:
 //   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)).
-template <int kN, class Red, class T, class Acc>
+// scale(g) multiplies dy by gamma (or leaves it, without gamma).
+template <int kN, class Red, class T, class Scale, class Acc>
 __device__ __forceinline__ void layer_norm_backward_loaded_row(compute_t<T> (&xh)[kN], compute_t<T> (&g)[kN],
-                                                               compute_t<T> mean, compute_t<T> rstd, const T* gamma,
+                                                               compute_t<T> mean, compute_t<T> rstd, Scale&& scale,
                                                                T* dx, int64_t cols, int rank, int lanes, bool vec,
                                                                Acc&& acc) {
   using A = compute_t<T>;
@@ -99,14 +130,7 @@ __device__ __forceinline__ void layer_norm_backward_loaded_row(compute_t<T> (&xh
     xh[k] = (xh[k] - mean) * rstd;
     acc(k, g[k] * xh[k], g[k]);
   }
-  if (gamma != nullptr)
-    tile_for_each<kN, T>(cols, rank, lanes, vec, [&](int k, int64_t c, auto width) {
-      constexpr int n = decltype(width)::value;
-      A w[n];
-      load<n>(gamma + c, w);
-      EMBER_UNROLL
-      for (int i = 0; i < n; ++i) g[k + i] *= w[i];
-    });
+  scale(g);
   A s1 = 0, s2 = 0;
   EMBER_UNROLL
   for (int k = 0; k < kN; ++k) {
@@ -135,7 +159,17 @@ __device__ __forceinline__ void layer_norm_backward_row(const T* dy, const T* x,
   A xh[kN], g[kN];
   tile_load<kN>(x, cols, rank, lanes, vec, xh, A(0));
   tile_load<kN>(dy, cols, rank, lanes, vec, g, A(0));  // padding: dy = 0, so it adds nothing
-  layer_norm_backward_loaded_row<kN, Red>(xh, g, mean, rstd, gamma, dx, cols, rank, lanes, vec,
+  const auto scale = [&](A(&u)[kN]) {
+    if (gamma != nullptr)
+      tile_for_each<kN, T>(cols, rank, lanes, vec, [&](int k, int64_t c, auto width) {
+        constexpr int n = decltype(width)::value;
+        A w[n];
+        load<n>(gamma + c, w);
+        EMBER_UNROLL
+        for (int i = 0; i < n; ++i) u[k + i] *= w[i];
+      });
+  };
+  layer_norm_backward_loaded_row<kN, Red, T>(xh, g, mean, rstd, scale, dx, cols, rank, lanes, vec,
                                           [&](int k, A gx, A gk) {
                                             dg[k] += gx;
                                             db[k] += gk;
@@ -149,10 +183,17 @@ __device__ __forceinline__ void layer_norm_backward_row(const T* dy, const T* x,
 template <class T, int kN>
 inline constexpr int kPrefetchBlocks = kN * sizeof(compute_t<T>) <= 32 ? 2 : 1;
 
-// Dynamic shared bytes of layer_norm_backward_block_kernel<T, kN>: its columns' sums.
+// Dynamic shared bytes of layer_norm_block_kernel<T, kN>: gamma's and beta's slots.
+template <class A>
+inline size_t block_shared_bytes(int kn) {
+  return size_t(2 * kn) * rowwise::kMaxBlockThreads * sizeof(A);
+}
+
+// Dynamic shared bytes of layer_norm_backward_block_kernel<T, kN>: its columns' sums and
+// gamma's slots.
 template <class A>
 inline size_t backward_block_shared_bytes(int kn) {
-  return size_t(2 * kn) * rowwise::kMaxBlockThreads * sizeof(A);
+  return size_t(3 * kn) * rowwise::kMaxBlockThreads * sizeof(A);
 }
 
 }  // namespace norm_detail
@@ -188,14 +229,27 @@ __global__ void __launch_bounds__(rowwise::kMaxBlockThreads, norm_detail::kPrefe
                             T* __restrict__ y, compute_t<T>* __restrict__ mean, compute_t<T>* __restrict__ rstd,
                             int64_t rows, int64_t cols, compute_t<T> eps, bool vec) {  // shapes: layer_norm_warp_kernel
   using A = compute_t<T>;
+  constexpr int kS = rowwise::kMaxBlockThreads;
+  EMBER_DYNAMIC_SHARED(A, slots);  // [2 kN, kS]: Note [Parameter slots]
+  A* const gs = slots + threadIdx.x;
+  A* const bs = slots + kN * kS + threadIdx.x;
+  norm_detail::fill_param_slots<kN>(gamma, gs, cols, vec);
+  norm_detail::fill_param_slots<kN>(beta, bs, cols, vec);
+  const auto affine = [&](A(&u)[kN]) {
+    EMBER_UNROLL
+    for (int k = 0; k < kN; ++k) {
+      if (gamma != nullptr) u[k] *= gs[k * kS];
+      if (beta != nullptr) u[k] += bs[k * kS];
+    }
+  };
   A v[kN], next[kN] = {};  // (copied into v after the last row too, unused)
   int64_t row = blockIdx.x;
   if (row < rows) rowwise::tile_load<kN>(x + row * cols, cols, threadIdx.x, blockDim.x, vec, v, A(0));
   for (; row < rows; row += gridDim.x) {
     const int64_t after = row + gridDim.x;
     if (after < rows) rowwise::tile_load<kN>(x + after * cols, cols, threadIdx.x, blockDim.x, vec, next, A(0));
-    norm_detail::layer_norm_loaded_row<kN, rowwise::BlockPerRow>(v, gamma, beta, y + row * cols, mean + row,
-                                                                 rstd + row, cols, threadIdx.x, blockDim.x, vec, eps);
+    norm_detail::layer_norm_loaded_row<kN, rowwise::BlockPerRow, T>(v, affine, y + row * cols, mean + row, rstd + row,
+                                                                    cols, threadIdx.x, blockDim.x, vec, eps);
     EMBER_UNROLL
     for (int k = 0; k < kN; ++k) v[k] = next[k];
   }
@@ -326,8 +380,16 @@ __global__ void __launch_bounds__(rowwise::kMaxBlockThreads, norm_detail::kPrefe
   constexpr int kS = rowwise::kMaxBlockThreads;  // the slots' stride
   A* const dg = sums + threadIdx.x;              // dg[k * kS]: column tile_col(k)
   A* const db = sums + kN * kS + threadIdx.x;    // db[k * kS]
+  A* const gs = sums + 2 * kN * kS + threadIdx.x;  // gamma's slots (Note [Parameter slots])
   EMBER_UNROLL
   for (int k = 0; k < kN; ++k) dg[k * kS] = db[k * kS] = A(0);
+  norm_detail::fill_param_slots<kN>(gamma, gs, cols, vec);
+  const auto scale = [&](A(&u)[kN]) {
+    if (gamma != nullptr) {
+      EMBER_UNROLL
+      for (int k = 0; k < kN; ++k) u[k] *= gs[k * kS];
+    }
+  };
   A xv[kN], gv[kN], nx[kN] = {}, ng[kN] = {};  // (copied into xv, gv after the last row too, unused)
   int64_t row = blockIdx.x;
   A m = 0, r = 0, nm = 0, nr = 0;
@@ -343,8 +405,8 @@ __global__ void __launch_bounds__(rowwise::kMaxBlockThreads, norm_detail::kPrefe
       rowwise::tile_load<kN>(dy + after * cols, cols, threadIdx.x, blockDim.x, vec, ng, A(0));
       nm = mean[after], nr = rstd[after];
     }
-    norm_detail::layer_norm_backward_loaded_row<kN, rowwise::BlockPerRow>(
-        xv, gv, m, r, gamma, dx + row * cols, cols, threadIdx.x, blockDim.x, vec, [&](int k, A gx, A gk) {
+    norm_detail::layer_norm_backward_loaded_row<kN, rowwise::BlockPerRow, T>(
+        xv, gv, m, r, scale, dx + row * cols, cols, threadIdx.x, blockDim.x, vec, [&](int k, A gx, A gk) {
           dg[k * kS] += gx;
           db[k * kS] += gk;
         });
@@ -422,22 +484,42 @@ __global__ void __launch_bounds__(rowwise::kMaxBlockThreads)
 }
 
 // dgamma[c] = sum over partial rows of partial_gamma[., c], in row order (likewise dbeta).
-// Memory-bound: reads 2 sizeof(acc) per partial element.
+// Memory-bound: reads 2 sizeof(acc) per partial element. With vec (cols a multiple of
+// kVec<acc> and the partial rows 16-byte aligned), a thread sums kVec<acc> adjacent columns
+// as 16-byte loads: a quarter of the requests of one column a thread, the same additions
+// in the same order.
 template <class T>
 __global__ void layer_norm_param_grad_kernel(const compute_t<T>* __restrict__ partial_gamma,  // [nparts, cols] input
                                              const compute_t<T>* __restrict__ partial_beta,   // [nparts, cols] input
                                              int64_t nparts, int64_t cols,
                                              T* __restrict__ dgamma,  // [cols] output, or null
-                                             T* __restrict__ dbeta) {  // [cols] output, or null
+                                             T* __restrict__ dbeta,   // [cols] output, or null
+                                             bool vec) {
   using A = compute_t<T>;
-  for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < cols; c += int64_t(gridDim.x) * blockDim.x) {
-    A a = 0, b = 0;
+  constexpr int V = rowwise::kVec<A>;
+  const auto sum_columns = [&](int64_t c, auto width) {
+    constexpr int n = decltype(width)::value;
+    A a[n] = {}, b[n] = {};
     for (int64_t p = 0; p < nparts; ++p) {
-      a += partial_gamma[p * cols + c];
-      b += partial_beta[p * cols + c];
+      A pa[n], pb[n];
+      rowwise::load<n>(partial_gamma + p * cols + c, pa);
+      rowwise::load<n>(partial_beta + p * cols + c, pb);
+      EMBER_UNROLL
+      for (int i = 0; i < n; ++i) a[i] += pa[i], b[i] += pb[i];
     }
-    if (dgamma != nullptr) dgamma[c] = round_to<T>(a);
-    if (dbeta != nullptr) dbeta[c] = round_to<T>(b);
+    EMBER_UNROLL
+    for (int i = 0; i < n; ++i) {
+      if (dgamma != nullptr) dgamma[c + i] = round_to<T>(a[i]);
+      if (dbeta != nullptr) dbeta[c + i] = round_to<T>(b[i]);
+    }
+  };
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  if (vec) {
+    for (int64_t c = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * V; c < cols; c += step * V)
+      sum_columns(c, std::integral_constant<int, V>{});
+  } else {
+    for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < cols; c += step)
+      sum_columns(c, std::integral_constant<int, 1>{});
   }
 }
 
@@ -502,8 +584,11 @@ void layer_norm(const T* x,          // [rows, cols] input
       break;
     case RowVariant::kBlock:
       dispatch_pow2<kMinBlockRegs, kMaxBlockRegs<T, 16>>(p.per_thread, [&](auto kn) {
-        launch<layer_norm_block_kernel<T, decltype(kn)::value>>(p.cfg, stream, x, gamma, beta, y, mean, rstd, rows,
-                                                                cols, e, p.vec);
+        constexpr int kN = decltype(kn)::value;
+        LaunchConfig cfg = p.cfg;
+        cfg.shared_bytes = norm_detail::block_shared_bytes<compute_t<T>>(kN);
+        if (cfg.shared_bytes > 48 * 1024) allow_dynamic_shared<layer_norm_block_kernel<T, kN>>(cfg.shared_bytes);
+        launch<layer_norm_block_kernel<T, kN>>(cfg, stream, x, gamma, beta, y, mean, rstd, rows, cols, e, p.vec);
       });
       break;
     default:
@@ -511,9 +596,9 @@ void layer_norm(const T* x,          // [rows, cols] input
   }
 }
 
-// A thread per column of dgamma / dbeta.
-inline LaunchConfig layer_norm_param_grad_config(int64_t cols) {
-  return {dim3(grid_stride_blocks(cols, kBlockThreads)), dim3(kBlockThreads), 0};
+// A thread per column of dgamma / dbeta, or per kVec<acc> columns with vec.
+inline LaunchConfig layer_norm_param_grad_config(int64_t cols, int per_thread = 1) {
+  return {dim3(grid_stride_blocks((cols + per_thread - 1) / per_thread, kBlockThreads)), dim3(kBlockThreads), 0};
 }
 
 // Bytes of workspace layer_norm_backward needs for dgamma / dbeta (two partial rows per block).
@@ -574,8 +659,10 @@ void layer_norm_backward(const T* dy,              // [rows, cols] input
   }
   if (params) {
     const int64_t nparts = rows > 0 ? int64_t(p.cfg.grid.x) : 0;  // no rows: zeros
-    launch<layer_norm_param_grad_kernel<T>>(layer_norm_param_grad_config(cols), stream, pg, pb, nparts, cols, dgamma,
-                                            dbeta);
+    constexpr int V = kVec<A>;
+    const bool vec = cols % V == 0 && vec_aligned<16>(pg);  // then pb, cols later, is aligned too
+    launch<layer_norm_param_grad_kernel<T>>(layer_norm_param_grad_config(cols, vec ? V : 1), stream, pg, pb, nparts,
+                                            cols, dgamma, dbeta, vec);
   }
 }
 

@@ -100,6 +100,7 @@ inline bool pool_windows_tile(const PoolGeometry& g) {
 struct PoolKernelChoice {
   bool windows = true;  // the windows kernels where pool_windows_tile(g)
   bool int32 = true;    // int32 index arithmetic where pool_fits_int32(g)
+  bool pairs = true;    // the 2x2 pairs kernels where pool_pairs(...) (Note [Pool pairs])
 };
 
 namespace pool_detail {
@@ -153,6 +154,37 @@ __device__ __forceinline__ void covering_outputs(I x, I k, I s, I p, I d, I out,
   lo = ceil_div_nonneg(x + p - (k - 1) * d, s);
   hi = (x + p) / s;
   if (hi > out - 1) hi = out - 1;
+}
+
+// Output o's window among windows that tile the input (pool_windows_tile): its plane and
+// output row and column (two divisions), its first input row and column, and the offset
+// of its first pixel in the input.
+template <class I>
+struct Window {
+  I pl, oh, ow, h0, w0, offset;
+};
+template <class I>
+__device__ __forceinline__ Window<I> window_of(I o, const Dims<I>& g) {
+  Window<I> w;
+  split_index(o, g.OH, g.OW, w.pl, w.oh, w.ow);
+  w.h0 = w.oh * g.kh, w.w0 = w.ow * g.kw;
+  w.offset = (w.pl * g.H + w.h0) * g.W + w.w0;
+  return w;
+}
+
+// The maximum of a whole 2x2 window's taps v (row-major) as the general kernel's scan
+// finds it: the tap's number k = i * 2 + j, best set to its value.
+template <class C>
+__device__ __forceinline__ int scan_2x2(const C (&v)[4], C& best) {
+  int k = 0;
+  best = v[0];
+  EMBER_UNROLL
+  for (int t = 1; t < 4; ++t)
+    if (ops::pool_replaces(v[t], best)) {
+      best = v[t];
+      k = t;
+    }
+  return k;
 }
 
 }  // namespace pool_detail
@@ -297,7 +329,7 @@ __global__ void __launch_bounds__(256) avg_pool2d_backward_kernel(const T* __res
 // sizeof(T) plus the index (8 or 1 bytes) written per output. Float32 2x2 with codes:
 // 16 + 4 + 1 = 21 bytes per output.
 template <class T, pool_detail::MaxIndex K, class I>
-__global__ void __launch_bounds__(256) max_pool2d_windows_kernel(const T* __restrict__ x, T* __restrict__ y,
+__global__ void __launch_bounds__(256, 4) max_pool2d_windows_kernel(const T* __restrict__ x, T* __restrict__ y,
                                                                  int64_t* __restrict__ plane_idx,
                                                                  uint8_t* __restrict__ codes, pool_detail::Dims<I> g,
                                                                  bool relu, int64_t total) {
@@ -312,11 +344,10 @@ __global__ void __launch_bounds__(256) max_pool2d_windows_kernel(const T* __rest
     for (int u = 0; u < 2; ++u) {
       const int64_t o = o0 + u * step;
       if (o >= total) break;
-      I pl, oh, ow;
-      pool_detail::split_index(I(o), g.OH, g.OW, pl, oh, ow);
-      h0[u] = oh * g.kh, w0[u] = ow * g.kw;
+      const pool_detail::Window<I> wo = pool_detail::window_of(I(o), g);
+      h0[u] = wo.h0, w0[u] = wo.w0;
       nh[u] = pool_detail::min_of(g.kh, g.H - h0[u]), nw[u] = pool_detail::min_of(g.kw, g.W - w0[u]);  // ceil_mode clips
-      win[u] = x + (pl * g.H + h0[u]) * g.W + w0[u];
+      win[u] = x + wo.offset;
       // A whole 2x2 window: its four loads issued here, before any comparison. (In the loop
       // below each load waits for the comparison before it: two trips to DRAM per output.)
       whole[u] = g.kh == 2 && g.kw == 2 && nh[u] == 2 && nw[u] == 2;
@@ -332,14 +363,7 @@ __global__ void __launch_bounds__(256) max_pool2d_windows_kernel(const T* __rest
       C best = C(-INFINITY);
       I bi = 0, bj = 0;
       if (whole[u]) {
-        int k = 0;
-        best = v[u][0];
-        EMBER_UNROLL
-        for (int t = 1; t < 4; ++t)
-          if (ops::pool_replaces(v[u][t], best)) {
-            best = v[u][t];
-            k = t;
-          }
+        const int k = pool_detail::scan_2x2(v[u], best);
         bi = I(k >> 1);
         bj = I(k & 1);
       } else {
@@ -401,16 +425,15 @@ __global__ void __launch_bounds__(256) max_pool2d_windows_backward_kernel(const 
     for (int u = 0; u < 2; ++u) {
       const int64_t o = o0 + u * step;
       if (o >= total) break;
-      I pl, oh, ow;
-      pool_detail::split_index(I(o), g.OH, g.OW, pl, oh, ow);
-      const I h0 = oh * g.kh, w0 = ow * g.kw;
-      const I rows = (oh == g.OH - 1 ? g.H : pool_detail::min_of(h0 + g.kh, g.H)) - h0;
-      const I cols = (ow == g.OW - 1 ? g.W : pool_detail::min_of(w0 + g.kw, g.W)) - w0;
+      const pool_detail::Window<I> wo = pool_detail::window_of(I(o), g);
+      const I h0 = wo.h0, w0 = wo.w0;
+      const I rows = (wo.oh == g.OH - 1 ? g.H : pool_detail::min_of(h0 + g.kh, g.H)) - h0;
+      const I cols = (wo.ow == g.OW - 1 ? g.W : pool_detail::min_of(w0 + g.kw, g.W)) - w0;
       const auto value = [&](I i, I j) {
         const I key = K == pool_detail::MaxIndex::kCode ? i * g.kw + j : (h0 + i) * g.W + w0 + j;
         return i < g.kh && j < g.kw && key == want[u] ? hit[u] : miss;
       };
-      T* out = gx + (pl * g.H + h0) * g.W + w0;
+      T* out = gx + wo.offset;
       for (I i = 0; i < rows; ++i, out += g.W) {
         if (pairs) {
           Pack<T, 2> pk;
@@ -420,6 +443,121 @@ __global__ void __launch_bounds__(256) max_pool2d_windows_backward_kernel(const 
         } else {
           for (I j = 0; j < cols; ++j) out[j] = value(i, j);
         }
+      }
+    }
+  }
+}
+
+// Note [Pool pairs]. The windows kernels above move 2x2 windows with 4-byte loads (a warp's
+// 32 windows: 8 sectors of the input a load request, each used by half its bytes) and
+// 1-byte codes (a warp's codes: 32 bytes, one sector a request). The pairs kernels take
+// the common case whole: 2x2 windows of elements of at most 4 bytes over rows of
+// W = 2 OW with OW even and no rows clipped (H >= 2 OH; rows left below the last windows
+// are zeroed by the backward), every pointer aligned to its vector. A thread takes two
+// adjacent outputs of an output row, whose windows are 4 adjacent pixels of two input
+// rows: the forward loads each row as one vector (16 bytes in float32: a warp reads 512
+// contiguous bytes of a row a load) and stores its two outputs as one vector (8 bytes) and
+// its two codes as one 2-byte store (int64 indices: one 16-byte store); the backward loads
+// two gradients and two codes the same way and stores rows of 4 pixels as vectors. Every
+// access of a warp then covers whole sectors, contiguous. Two pairs a turn (p and p + the
+// grid), both loaded before either is used: 32 bytes of input in flight a thread in the
+// float32 forward, 64 KiB an SM at 2048 threads. The scan and the tie-breaking are the
+// windows kernels' (scan_2x2), so are the bits.
+template <class T, pool_detail::MaxIndex K, class I>
+__global__ void __launch_bounds__(256) max_pool2d_pairs_kernel(const T* __restrict__ x, T* __restrict__ y,
+                                                               int64_t* __restrict__ plane_idx,
+                                                               uint8_t* __restrict__ codes, pool_detail::Dims<I> g,
+                                                               bool relu, int64_t pairs) {
+  using C = compute_t<T>;
+  using Row = Pack<T, 4>;
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t p0 = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; p0 < pairs; p0 += 2 * step) {
+    pool_detail::Window<I> wo[2];
+    Row r[2][2];
+    EMBER_UNROLL
+    for (int u = 0; u < 2; ++u) {
+      const int64_t p = p0 + u * step;
+      if (p >= pairs) break;
+      wo[u] = pool_detail::window_of(I(2 * p), g);
+      r[u][0] = load_vec<Row>(x + wo[u].offset);
+      r[u][1] = load_vec<Row>(x + wo[u].offset + g.W);
+    }
+    EMBER_UNROLL
+    for (int u = 0; u < 2; ++u) {
+      const int64_t p = p0 + u * step;
+      if (p >= pairs) break;
+      Pack<T, 2> out;
+      Pack<uint8_t, 2> code;
+      Pack<int64_t, 2> idx;
+      EMBER_UNROLL
+      for (int e = 0; e < 2; ++e) {
+        const C v[4] = {widen(r[u][0].v[2 * e]), widen(r[u][0].v[2 * e + 1]), widen(r[u][1].v[2 * e]),
+                        widen(r[u][1].v[2 * e + 1])};
+        C best;
+        const int k = pool_detail::scan_2x2(v, best);
+        out.v[e] = round_to<T>(relu && best < C(0) ? C(0) : best);  // a NaN stays NaN
+        code.v[e] = static_cast<uint8_t>(k);                      // i * kw + j with kw = 2
+        idx.v[e] = int64_t((wo[u].h0 + I(k >> 1)) * g.W + wo[u].w0 + I(2 * e + (k & 1)));
+      }
+      const I o = I(2 * p);
+      store_vec(y + o, out);
+      if constexpr (K == pool_detail::MaxIndex::kCode) store_vec(codes + o, code);
+      if constexpr (K == pool_detail::MaxIndex::kPlane) store_vec_global(plane_idx + o, idx);
+    }
+  }
+}
+
+// The backward of Note [Pool pairs]: gx (overwritten) from two gradients and indices a
+// thread, two pairs a turn; the pixels of each window its gradient at the maximum, 0
+// elsewhere, and below the last windows' row, 0.
+template <class T, pool_detail::MaxIndex K, class I>
+__global__ void __launch_bounds__(256) max_pool2d_pairs_backward_kernel(const T* __restrict__ gy,
+                                                                        const int64_t* __restrict__ plane_idx,
+                                                                        const uint8_t* __restrict__ codes,
+                                                                        T* __restrict__ gx, pool_detail::Dims<I> g,
+                                                                        int64_t pairs) {
+  using C = compute_t<T>;
+  using Row = Pack<T, 4>;
+  const T miss = round_to<T>(C(0));
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t p0 = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; p0 < pairs; p0 += 2 * step) {
+    Pack<T, 2> gv[2];
+    I want[2][2];
+    EMBER_UNROLL
+    for (int u = 0; u < 2; ++u) {
+      const int64_t p = p0 + u * step;
+      if (p >= pairs) break;
+      const I o = I(2 * p);
+      gv[u] = load_vec<Pack<T, 2>>(gy + o);
+      if constexpr (K == pool_detail::MaxIndex::kCode) {
+        const Pack<uint8_t, 2> c = load_vec<Pack<uint8_t, 2>>(codes + o);
+        want[u][0] = I(c.v[0]), want[u][1] = I(c.v[1]);
+      } else {
+        const Pack<int64_t, 2> q = load_vec<Pack<int64_t, 2>>(plane_idx + o);
+        EMBER_UNROLL
+        for (int e = 0; e < 2; ++e)
+          want[u][e] = q.v[e] >= 0 && q.v[e] < int64_t(g.H) * g.W ? I(q.v[e]) : I(-1);  // -1 matches no tap
+      }
+    }
+    EMBER_UNROLL
+    for (int u = 0; u < 2; ++u) {
+      const int64_t p = p0 + u * step;
+      if (p >= pairs) break;
+      T hit[2];
+      EMBER_UNROLL
+      for (int e = 0; e < 2; ++e) hit[e] = round_to<T>(C(0) + widen(gv[u].v[e]));  // the general kernel's 0 + gy
+      const pool_detail::Window<I> wo = pool_detail::window_of(I(2 * p), g);
+      const I rows = (wo.oh == g.OH - 1 ? g.H : wo.h0 + 2) - wo.h0;
+      T* out = gx + wo.offset;
+      for (I i = 0; i < rows; ++i, out += g.W) {
+        Row r;
+        EMBER_UNROLL
+        for (int c = 0; c < 4; ++c) {
+          const int e = c / 2;
+          const I key = K == pool_detail::MaxIndex::kCode ? i * 2 + I(c % 2) : (wo.h0 + i) * g.W + wo.w0 + I(c);
+          r.v[c] = i < 2 && key == want[u][e] ? hit[e] : miss;
+        }
+        store_vec_global(out, r);
       }
     }
   }
@@ -442,6 +580,17 @@ inline void check_pool_geometry(const PoolGeometry& g, const char* op, bool aver
               "] must be between 0 and half the kernel size [", g.kh, ", ", g.kw, "]");
   EMBER_CHECK(!average || (g.dh == 1 && g.dw == 1), op, ": dilation is not supported");
   EMBER_CHECK(!average || g.divisor_override >= 0, op, ": divisor_override must be positive, got ", g.divisor_override);
+}
+
+// Whether the pairs kernels (Note [Pool pairs]) take g: `rows` the pointer of the side
+// moved as rows of 4 pixels (x forward, gx backward), `outs` the side of two outputs a
+// thread (y or gy), and the indices or codes.
+template <class T>
+bool pool_pairs(const PoolGeometry& g, const PoolKernelChoice& choice, const T* rows, const T* outs,
+                const int64_t* plane_idx, const uint8_t* codes) {
+  return choice.windows && choice.pairs && sizeof(T) <= 4 && pool_windows_tile(g) && g.kh == 2 && g.kw == 2 &&
+         g.W == 2 * g.OW && g.OW % 2 == 0 && g.H >= 2 * g.OH && vec_aligned<4>(rows) && vec_aligned<2>(outs) &&
+         vec_aligned<2>(plane_idx) && vec_aligned<2>(codes);
 }
 
 namespace pool_detail {
@@ -470,9 +619,15 @@ void max_pool2d_forward(const T* x, T* y, int64_t* plane_indices, uint8_t* codes
   const int64_t total = g.N * g.C * g.OH * g.OW;
   const LaunchConfig cfg = pool_config(total);
   const bool windows = choice.windows && pool_windows_tile(g);
+  const bool pairs = pool_pairs(g, choice, x, y, plane_indices, codes);
   const auto run = [&](auto d, auto tag) {
     using I = decltype(d.H);
     constexpr MaxIndex K = decltype(tag)::value;
+    if constexpr (sizeof(T) <= 4) {  // (pool_pairs: no other instances, which would only spill unused)
+      if (pairs)
+        return launch<max_pool2d_pairs_kernel<T, K, I>>(pool_config((total / 2 + 1) / 2), stream, x, y, plane_indices,
+                                                        codes, d, relu, total / 2);
+    }
     if (windows)
       launch<max_pool2d_windows_kernel<T, K, I>>(cfg, stream, x, y, plane_indices, codes, d, relu, total);
     else
@@ -495,14 +650,21 @@ void max_pool2d_backward(const T* gy, const int64_t* plane_indices, const uint8_
   EMBER_CHECK((plane_indices != nullptr) != (codes != nullptr),
               "max_pool2d_backward: needs exactly one of int64 indices and uint8 codes");
   const bool windows = choice.windows && pool_windows_tile(g);
-  const bool pairs = windows && g.kw == 2 && g.OW * 2 == g.W && vec_aligned<2>(gx);
+  const bool pair_stores = windows && g.kw == 2 && g.OW * 2 == g.W && vec_aligned<2>(gx);
   const int64_t total = windows ? g.N * g.C * g.OH * g.OW : g.N * g.C * g.H * g.W;
   const LaunchConfig cfg = pool_config(windows ? (total + 1) / 2 : total);  // windows: two outputs a turn
+  const bool pairs = pool_pairs(g, choice, gx, gy, plane_indices, codes);
   const auto run = [&](auto d, auto tag) {
     using I = decltype(d.H);
     constexpr MaxIndex K = decltype(tag)::value;
+    if constexpr (sizeof(T) <= 4) {
+      if (pairs)
+        return launch<max_pool2d_pairs_backward_kernel<T, K, I>>(pool_config((total / 2 + 1) / 2), stream, gy,
+                                                                 plane_indices, codes, gx, d, total / 2);
+    }
     if (windows)
-      launch<max_pool2d_windows_backward_kernel<T, K, I>>(cfg, stream, gy, plane_indices, codes, gx, d, pairs, total);
+      launch<max_pool2d_windows_backward_kernel<T, K, I>>(cfg, stream, gy, plane_indices, codes, gx, d, pair_stores,
+                                                           total);
     else
       launch<max_pool2d_backward_kernel<T, K, I>>(cfg, stream, gy, plane_indices, codes, gx, d, total);
   };

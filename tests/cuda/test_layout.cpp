@@ -204,6 +204,70 @@ TEST(CudaLayout, TiledTransposeGivesTheSameBitsInEitherIndexWidth) {
   EXPECT_FALSE(m.fits_32_bits());
 }
 
+// The vector transpose (Note [Vector transpose]): 2-, 4- and 8-byte elements whose strides
+// are multiples of a 16-byte vector, whole tiles (kT = 128, 64, 32 elements) beside edge
+// tiles on either side, batches, several grid-stride turns; misaligned pointers fall back
+// to the scalar kernel with the same bits.
+TEST(CudaLayout, VectorTransposeOfAwkwardShapes) {
+  EMBER_NEED_DEVICE();
+  const std::vector<std::array<int64_t, 3>> shapes = {{1, 64, 64},  {2, 132, 200}, {3, 68, 72},  {1, 256, 136},
+                                                      {2, 136, 264}, {1, 128, 128}, {3, 34, 66}, {2, 40, 96}};
+  for (const auto& [b, r, c] : shapes) {
+    SCOPED_TRACE(std::to_string(b) + " x " + std::to_string(r) + " x " + std::to_string(c));
+    const std::vector<int64_t> src = base({b, r, c}).transpose(1, 2).contiguous().to_vector<int64_t>();
+    auto run = [&](auto tag, size_t pad) {
+      using T = decltype(tag);
+      constexpr int64_t V = 16 / int64_t(sizeof(T));
+      const auto host = random_bits<T>(size_t(b * r * c), uint32_t(r * 31 + c));
+      DeviceArray<T> in(host, pad), out(host.size(), pad);
+      layout_detail::TileMap<> m;
+      m.na = c, m.nb = r, m.in_stride_b = c, m.out_stride_a = r;
+      m.nbatch = 1, m.batch_sizes[0] = b, m.batch_in[0] = m.batch_out[0] = r * c;
+      const bool fits = pad == 0 && r % V == 0 && c % V == 0 && r >= 16 * V && c >= 16 * V;
+      EXPECT_EQ(layout_detail::vector_transpose_fits(in.data(), out.data(), m), fits) << sizeof(T) << "-byte";
+      transpose_batched(in.data(), out.data(), b, r, c, nullptr);
+      std::vector<T> want(src.size());
+      for (size_t i = 0; i < src.size(); ++i) want[i] = host[size_t(src[i])];
+      EXPECT_TRUE(same_bits(out.host(), want)) << sizeof(T) << "-byte elements, pad " << pad;
+    };
+    run(float{}, 0);
+    run(float{}, 1);
+    run(__half{}, 0);
+    run(double{}, 0);
+    run(int32_t{}, 0);
+  }
+  // The bench's NCHW -> NHWC (C = 64: one tile along b), NHWC -> NCHW with an edge tile,
+  // and a 2-D .t() of a view whose row stride is a multiple of 4 but whose start is not
+  // 16-byte aligned (scalar kernel).
+  check_permute<float>(base({2, 64, 12, 12}).permute({0, 2, 3, 1}), 2 * 64 * 144, PermutePath::kTiled);
+  check_permute<__nv_bfloat16>(base({2, 12, 12, 136}).permute({0, 3, 1, 2}), 2 * 136 * 144, PermutePath::kTiled);
+  check_permute<float>(base({2, 10, 10, 68}).permute({0, 3, 1, 2}), 2 * 68 * 100, PermutePath::kTiled);
+  check_permute<float>(base({70, 132}).narrow(1, 1, 128).t(), 70 * 132, PermutePath::kTiled);
+}
+
+// The vector kernel gives the same bits in either index width, over several grid turns.
+TEST(CudaLayout, VectorTransposeGivesTheSameBitsInEitherIndexWidth) {
+  EMBER_NEED_DEVICE();
+  const int64_t batch = 2, rows = 72, cols = 136, n = batch * rows * cols;
+  layout_detail::TileMap<> m;
+  m.na = cols, m.nb = rows, m.in_stride_b = cols, m.out_stride_a = rows;
+  m.nbatch = 1, m.batch_sizes[0] = batch, m.batch_in[0] = m.batch_out[0] = rows * cols;
+  m = layout_detail::with_tiles(m, 64, 64);
+  ASSERT_TRUE(m.fits_32_bits());
+  const auto host = random_bits<float>(size_t(n), 9);
+  std::vector<float> want(static_cast<size_t>(n));
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) want[size_t((b * cols + c) * rows + r)] = host[size_t((b * rows + r) * cols + c)];
+  DeviceArray<float> in(host), out32(static_cast<size_t>(n)), out64(static_cast<size_t>(n));
+  const LaunchConfig config{dim3(5), dim3(256), 0};
+  launch<tiled_transpose_vec_kernel<float, uint32_t>>(config, nullptr, in.data(), out32.data(), m.narrow(),
+                                                      uint32_t(m.tiles()));
+  launch<tiled_transpose_vec_kernel<float, int64_t>>(config, nullptr, in.data(), out64.data(), m, m.tiles());
+  EXPECT_TRUE(same_bits(out32.host(), want));
+  EXPECT_TRUE(same_bits(out64.host(), want));
+}
+
 TEST(CudaLayout, BadArgumentsAreErrors) {
   EMBER_NEED_DEVICE();
   Layout l;

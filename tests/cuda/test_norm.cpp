@@ -372,6 +372,31 @@ TEST(CudaNorm, LayerNormParameterGradientsAreDeterministic) {
   }
 }
 
+// gamma without beta (PyTorch's LayerNorm(bias=False)) and beta without gamma: the same
+// values as beta = 0 and gamma = 1 (x * g + 0 and x * 1 + b are exact), in every variant
+// and over many rows a block (kBlock's parameter slots, Note [Parameter slots]).
+TEST(CudaNorm, LayerNormWithGammaOrBetaAlone) {
+  EMBER_NEED_DEVICE();
+  for (RowVariant v : kVariants)
+    for (auto [rows, cols] : {RowsCols{700, 40}, RowsCols{300, 1000}, RowsCols{5, 4096}, RowsCols{3, 2051}}) {
+      if (!variant_takes<float>(v, cols)) continue;
+      const LayerNormCase c = make_case<float>(rows, cols, uint32_t(rows + cols));
+      const DeviceArray<float> x(from_doubles<float>(c.x)), gamma(from_doubles<float>(c.gamma)),
+          beta(from_doubles<float>(c.beta)), zeros(std::vector<float>(size_t(cols), 0.0f)),
+          ones(std::vector<float>(size_t(cols), 1.0f));
+      DeviceArray<float> y(rows * cols), want(rows * cols), mean(rows), rstd(rows);
+      const std::string at = where("layer_norm", v, rows, cols, true);
+      layer_norm(x.data(), gamma.data(), nullptr, y.data(), mean.data(), rstd.data(), rows, cols, kEps, nullptr, v);
+      layer_norm(x.data(), gamma.data(), zeros.data(), want.data(), mean.data(), rstd.data(), rows, cols, kEps, nullptr,
+                 v);
+      EXPECT_EQ(y.host(), want.host()) << at << ", gamma alone";
+      layer_norm(x.data(), nullptr, beta.data(), y.data(), mean.data(), rstd.data(), rows, cols, kEps, nullptr, v);
+      layer_norm(x.data(), ones.data(), beta.data(), want.data(), mean.data(), rstd.data(), rows, cols, kEps, nullptr,
+                 v);
+      EXPECT_EQ(y.host(), want.host()) << at << ", beta alone";
+    }
+}
+
 TEST(CudaNorm, LayerNormPlanAndBadArguments) {
   EMBER_NEED_DEVICE();
   const RowPlan p = layer_norm_backward_config(100000, 1024, 4, 4, true, true);

@@ -80,9 +80,10 @@ std::vector<uint8_t> as_bytes(const Tensor& t) {
 
 // The launchers' own choice (windows kernels where they apply, int32 index arithmetic),
 // and each with one or both of those forbidden: the last runs the first kernels' code.
-const PoolKernelChoice kChoices[] = {{true, true}, {false, true}, {true, false}, {false, false}};
+const PoolKernelChoice kChoices[] = {{true, true}, {false, true}, {true, false}, {false, false}, {true, true, false}};
 std::string str(const PoolKernelChoice& k) {
-  return std::string(k.windows ? "windows where they tile" : "general kernels") + (k.int32 ? ", int32" : ", int64");
+  return std::string(k.windows ? (k.pairs ? "windows where they tile" : "windows, no pairs") : "general kernels") +
+         (k.int32 ? ", int32" : ", int64");
 }
 
 // Equal bit for bit (so -0 differs from +0, and NaN payloads count).
@@ -100,8 +101,9 @@ template <class T>
 // indices, uint8 codes and the fused ReLU against the CPU backend, exactly; then the
 // backward from both index forms (the CPU's own) against the CPU's backward, exactly,
 // with some gradients -0 (the general kernel's 0 + gy makes them +0); and every choice
-// gives the same bits. gx_offset 1: gx not aligned to two elements.
-void check_max_pool(const PoolCase& c, Input kind, size_t gx_offset = 0) {
+// gives the same bits. gx_offset 1: gx not aligned to two elements; in_offset 0: x, y and
+// gy aligned (the pairs kernels' condition, Note [Pool pairs]).
+void check_max_pool(const PoolCase& c, Input kind, size_t gx_offset = 0, size_t in_offset = 1) {
   const auto x = pool_input(c, kind, uint32_t(c.H * 7 + c.W + int(kind)));
   const Tensor xt = tensor(x, {c.N, c.C, c.H, c.W});
   const PoolGeometry g = geometry(c);
@@ -115,13 +117,13 @@ void check_max_pool(const PoolCase& c, Input kind, size_t gx_offset = 0) {
   std::vector<double> gy = random_doubles(n_out, uint32_t(c.kh * 3 + c.kw + int(kind)));
   for (size_t i = 0; i < gy.size(); i += 5) gy[i] = -0.0;
   const Tensor gyt = tensor(gy, want.shape());
-  DeviceArray<float> dx(from_doubles<float>(x), 1), dgy(from_doubles<float>(gy), 1);
+  DeviceArray<float> dx(from_doubles<float>(x), in_offset), dgy(from_doubles<float>(gy), in_offset);
   DeviceArray<int64_t> didx(want_idx.to_vector<int64_t>());
   DeviceArray<uint8_t> dcodes(as_bytes(cpu_codes));
   std::vector<float> first_gx[2];
   for (const PoolKernelChoice& k : kChoices) {
     SCOPED_TRACE(str(k));
-    DeviceArray<float> y(n_out, 1);
+    DeviceArray<float> y(n_out, in_offset);
     DeviceArray<int64_t> idx(n_out);
     max_pool2d_forward(dx.data(), y.data(), idx.data(), nullptr, g, false, nullptr, k);
     EXPECT_TRUE(same_bits(y.host(), from_doubles<float>(want.to_vector<double>())));
@@ -204,6 +206,68 @@ TEST(CudaPool, TilingWindowsMatchCpu) {
                             PoolCase{1, 1, 8, 8, 2, 2, 2, 2, 0, 0, 2, 1, false},
                             PoolCase{1, 1, 1, 1, 2, 2, 2, 2, 0, 0, 1, 1, false}})
     EXPECT_FALSE(pool_windows_tile(geometry(c))) << str(c);
+}
+
+// The pairs kernels (Note [Pool pairs]): aligned inputs, OW even, with a row left below
+// the last windows, many planes over several grid turns (the second pair a turn), and
+// shapes one condition short of them (OW odd, W odd, ceil_mode clipping a row), which take
+// the windows kernels; every choice gives the same bits, against the CPU.
+TEST(CudaPool, PairsMatchCpu) {
+  EMBER_NEED_DEVICE();
+  const std::vector<PoolCase> cases = {
+      {2, 3, 8, 8, 2, 2, 2, 2, 0, 0, 1, 1, false},     // pairs
+      {2, 2, 7, 12, 2, 2, 2, 2, 0, 0, 1, 1, false},    // pairs, a row left over
+      {3, 70, 6, 8, 2, 2, 2, 2, 0, 0, 1, 1, false},    // 210 planes
+      {2, 16, 56, 56, 2, 2, 2, 2, 0, 0, 1, 1, false},  // the bench's planes: 25088 outputs, a second pair a turn
+      {2, 3, 8, 10, 2, 2, 2, 2, 0, 0, 1, 1, false},    // OW = 5: windows kernels
+      {2, 3, 8, 17, 2, 2, 2, 2, 0, 0, 1, 1, false},    // W odd: windows kernels
+      {1, 2, 9, 16, 2, 2, 2, 2, 0, 0, 1, 1, true},     // ceil_mode clips the last row: windows kernels
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const PoolCase& c = cases[i];
+    const PoolGeometry g = geometry(c);
+    const DeviceArray<float> x(size_t(c.N * c.C * c.H * c.W)), y(size_t(c.N * c.C * g.OH * g.OW));
+    const DeviceArray<uint8_t> codes(size_t(c.N * c.C * g.OH * g.OW));
+    EXPECT_EQ(pool_pairs(g, PoolKernelChoice{}, x.data(), y.data(), nullptr, codes.data()), i < 4) << str(c);
+    EXPECT_FALSE(pool_pairs(g, PoolKernelChoice{true, true, false}, x.data(), y.data(), nullptr, codes.data()));
+    EXPECT_FALSE(pool_pairs(g, PoolKernelChoice{}, x.data() + 1, y.data(), nullptr, codes.data()));
+    for (Input kind : {Input::kRandom, Input::kTies, Input::kNaNs}) {
+      SCOPED_TRACE(str(c) + " input kind " + std::to_string(int(kind)));
+      check_max_pool(c, kind, /*gx_offset=*/0, /*in_offset=*/0);
+    }
+  }
+}
+
+// The pairs kernels in bfloat16 (rows of 4 pixels as 8-byte vectors): the CPU's maximum
+// and indices exactly, and the windows kernels' bits forward and backward.
+TEST(CudaPool, PairsInBFloat16) {
+  EMBER_NEED_DEVICE();
+  const PoolCase c{2, 5, 9, 20, 2, 2, 2, 2, 0, 0, 1, 1, false};
+  const PoolGeometry g = geometry(c);
+  const Tensor xb = tensor(pool_input(c, Input::kNaNs, 8), {c.N, c.C, c.H, c.W}, kBFloat16);
+  const auto [want, want_idx] = max_pool2d_with_indices(xb, options(c));
+  const size_t n_out = size_t(want.numel());
+  using B = __nv_bfloat16;
+  DeviceArray<B> x(from_doubles<B>(xb.to_vector<double>())), y(n_out), y_windows(n_out);
+  DeviceArray<int64_t> idx(n_out), idx_windows(n_out);
+  DeviceArray<uint8_t> codes(n_out), codes_windows(n_out);
+  const PoolKernelChoice no_pairs{true, true, false};
+  ASSERT_TRUE(pool_pairs(g, PoolKernelChoice{}, x.data(), y.data(), idx.data(), nullptr));
+  max_pool2d_forward(x.data(), y.data(), idx.data(), nullptr, g, false, nullptr);
+  EXPECT_TRUE(all_close(y.host(), want.to_vector<double>(), 0.0));
+  EXPECT_EQ(idx.host(), want_idx.to_vector<int64_t>());
+  max_pool2d_forward(x.data(), y.data(), nullptr, codes.data(), g, true, nullptr);
+  max_pool2d_forward(x.data(), y_windows.data(), nullptr, codes_windows.data(), g, true, nullptr, no_pairs);
+  EXPECT_TRUE(same_bits(y.host(), y_windows.host()));
+  EXPECT_EQ(codes.host(), codes_windows.host());
+  const DeviceArray<B> gy(from_doubles<B>(random_doubles(n_out, 12)));
+  DeviceArray<B> gx(size_t(xb.numel())), gx_windows(size_t(xb.numel()));
+  max_pool2d_backward(gy.data(), nullptr, codes.data(), gx.data(), g, nullptr);
+  max_pool2d_backward(gy.data(), nullptr, codes.data(), gx_windows.data(), g, nullptr, no_pairs);
+  EXPECT_TRUE(same_bits(gx.host(), gx_windows.host()));
+  max_pool2d_backward(gy.data(), idx.data(), nullptr, gx.data(), g, nullptr);
+  max_pool2d_backward(gy.data(), idx.data(), nullptr, gx_windows.data(), g, nullptr, no_pairs);
+  EXPECT_TRUE(same_bits(gx.host(), gx_windows.host()));
 }
 
 TEST(CudaPool, MaxPoolBackwardIgnoresIndicesOutsideTheirWindow) {
