@@ -92,8 +92,11 @@ struct Prediction {
 inline Prediction predict(const KernelCounters& c, const ModelParams& p) {
   const double warps = std::max(c.warps_per_sm, 1.0);
   const double dram = c.read_bytes / (p.read_gbs * 1e3) + c.write_bytes / (p.write_gbs * 1e3);
-  // The emulator's tensor-core and cp.async models move memory lane by lane, not as the
-  // hardware's instructions: a bf16 mma.sync kernel keeps only its DRAM bytes and FLOPs.
+  // A bf16 mma.sync kernel keeps only its DRAM bytes and FLOPs. Its counters are the
+  // instructions' now (Note [Modelled instructions], kernels/emu/profile.cpp), but the L2
+  // and issue rates are fitted on SIMT kernels (the L2 at its 4.8 TB/s floor): at them the
+  // GEMM's cp.async sectors alone would take longer than it was measured to
+  // (docs/kernel-speed.md, "Predicted time").
   const bool tc = c.flop_kind == 1;
   const double l2 = (tc ? 0 : 32 * c.l2_sectors) / (p.l2_gbs * 1e3);
   const double flight =

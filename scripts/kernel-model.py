@@ -73,9 +73,10 @@ def terms(theta, f):
     floor, rd, wr, l2, lat, issue, wave, f32, bf16, mw, _ = values(theta)
     warps = np.maximum(f['warps_per_sm'], 1)
     dram = f['read_bytes'] / (rd * 1e3) + f['write_bytes'] / (wr * 1e3)
-    # The emulator's tensor-core and cp.async models (ldmatrix, mma.sync) move shared and
-    # global memory lane by lane, not as the hardware's instructions: the bf16 mma.sync rows
-    # keep only their DRAM bytes and FLOPs.
+    # The bf16 mma.sync rows keep only their DRAM bytes and FLOPs: their counters are the
+    # ldmatrix/cp.async instructions' now, but the L2 and issue rates are fitted on SIMT
+    # kernels, and at them the GEMM's cp.async sectors alone exceed its measured time
+    # (docs/kernel-speed.md, "Predicted time").
     tc = f['flop_kind'] == 1
     l2t = np.where(tc, 0.0, 32 * f['l2_sectors']) / (l2 * 1e3)
     flight = (f['read_bytes'] + f['write_bytes']) * lat / (SMS * warps * np.maximum(f['bytes_per_request'], 1))

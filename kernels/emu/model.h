@@ -6,6 +6,10 @@
 // tells the checks what the instruction itself accesses for the kernel, with note_read and
 // note_write. A scope must not span a barrier or warp collective (another fiber would run
 // with the checks off).
+//
+// The profile counters (profile.h) likewise ignore every access inside a ModelScope; the
+// model tells them what the instruction issues, lane by lane, with profile_read and
+// profile_write: the n-th call from one call site by the lanes of a warp is one request.
 #pragma once
 
 #include <cstddef>
@@ -14,11 +18,13 @@ namespace ember::emu::detail {
 
 void model_begin();
 void model_end();
+void profile_model_begin();
+void profile_model_end();
 
 class ModelScope {
  public:
-  ModelScope() { model_begin(); }
-  ~ModelScope() { model_end(); }
+  ModelScope() { model_begin(), profile_model_begin(); }
+  ~ModelScope() { profile_model_end(), model_end(); }
   ModelScope(const ModelScope&) = delete;
   ModelScope& operator=(const ModelScope&) = delete;
 };
@@ -29,5 +35,11 @@ void note_write(const void* p, size_t bytes);
 // A write that may happen at any moment until a later one lands it (cp.async between its
 // issue and its wait_group): seen by racecheck, but not yet a write for initcheck.
 void note_pending_write(const void* p, size_t bytes);
+
+// The calling lane's part of the instruction's request, for the profile counters: its
+// bytes read (global or shared memory, as the address falls) or written. `l1` false: a
+// global load that bypasses the L1 (cp.async.cg), every sector of it an L1 miss.
+void profile_read(const void* p, size_t bytes, bool l1 = true);
+void profile_write(const void* p, size_t bytes);
 
 }  // namespace ember::emu::detail

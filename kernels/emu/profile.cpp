@@ -19,6 +19,17 @@
 // re-read after a barrier (a row's statistics, then its normalisation) and lanes of other
 // warps in a sector hit as on the GPU; a thread that walked more than the share before the
 // next thread ran would miss where the GPU's warps, in step, hit (no ember kernel does).
+//
+// Note [Modelled instructions]: ldmatrix, cp.async and mma.sync run as models
+// (kernels/emu/tensor_core.h) whose bookkeeping (per-warp exchange slots in thread-locals
+// that the profile takes for shared memory, per-thread cp.async queues on the heap, the
+// lane-by-lane gathers) is not what the GPU issues. Inside a ModelScope the profiler is set
+// aside, and the model reports each instruction's accesses instead (profile_read and
+// profile_write, model.h), one lane at a time, never merged with the lane's neighbouring
+// access (Note [Split vectors]): ldmatrix.xN is one shared load request of the lanes'
+// 16-byte rows (quarter-warp phases, as any 128-bit access), cp.async one global load of
+// its source bytes (.cg for 16 bytes: past the L1, every sector a miss) and one shared
+// store of its destination, at issue; mma.sync touches no memory.
 #include "kernels/emu/profile.h"
 
 #include <dlfcn.h>
@@ -43,6 +54,7 @@
 
 #include "kernels/emu/block.h"
 #include "kernels/emu/memory_ranges.h"
+#include "kernels/emu/model.h"
 
 #ifndef EMBER_EMU_RESOURCES_FILE
 #define EMBER_EMU_RESOURCES_FILE ""
@@ -121,6 +133,9 @@ std::string LaunchProfile::summary() const {
 namespace detail {
 
 thread_local Profiler* active_profiler __attribute__((tls_model("initial-exec"))) = nullptr;
+// The profiler a ModelScope set aside, and how many scopes are open (Note [Modelled instructions]).
+thread_local Profiler* model_profiler __attribute__((tls_model("initial-exec"))) = nullptr;
+thread_local unsigned model_depth __attribute__((tls_model("initial-exec"))) = 0;
 
 namespace {
 
@@ -326,7 +341,7 @@ struct Profiler {
   std::vector<std::unordered_map<uintptr_t, uint32_t>> occurrences;  // per thread: site -> times reached
   SectorMap sectors;
 
-  void access(uintptr_t addr, size_t size, bool read, bool write, bool atomic, uintptr_t pc);
+  void access(uintptr_t addr, size_t size, bool read, bool write, bool atomic, uintptr_t pc, bool l1_cached = true);
   void finish_block();
 };
 
@@ -392,7 +407,7 @@ void count_global(const Request& r, LaunchProfile& out) {
 
 }  // namespace
 
-void Profiler::access(uintptr_t addr, size_t size, bool read, bool write, bool atomic, uintptr_t pc) {
+void Profiler::access(uintptr_t addr, size_t size, bool read, bool write, bool atomic, uintptr_t pc, bool l1_cached) {
   if (stacks.holds(addr) || params.holds(addr)) return;
   bool shared = dynamic_shared.holds(addr);
   if (!shared) {
@@ -436,7 +451,7 @@ void Profiler::access(uintptr_t addr, size_t size, bool read, bool write, bool a
   for (uintptr_t a = addr; a < addr + size;) {
     const uintptr_t sector = a >> 5, end = std::min<uintptr_t>(addr + size, (sector + 1) << 5);
     const uint32_t bits = uint32_t(((uint64_t{1} << (end - a)) - 1) << (a & 31));
-    if (kind == kLoad && !l1.touch(sector)) last->l1_missed.push_back(sector);
+    if (kind == kLoad && (!l1_cached || !l1.touch(sector))) last->l1_missed.push_back(sector);
     SectorBytes& s = sectors[sector];
     if (read) s.read |= bits;
     if (write) s.written |= bits;
@@ -547,12 +562,16 @@ void profile_block_begin(const Launch& launch, const void* stacks, size_t stack_
   const LaunchProfile& lp = p.launch->profile;
   p.l1.reset(l1_bytes_per_block(lp.occupancy, lp.resources.static_shared + lp.dynamic_shared) / 32);
   active_profiler = &p;
+  // A fiber that failed inside a ModelScope never closed it.
+  model_profiler = nullptr;
+  model_depth = 0;
 }
 
 void profile_block_end() {
-  Profiler* p = active_profiler;
+  Profiler* p = active_profiler != nullptr ? active_profiler : model_profiler;
+  active_profiler = model_profiler = nullptr;
+  model_depth = 0;
   if (p == nullptr) return;
-  active_profiler = nullptr;
   p->finish_block();
   p->launch.reset();
 }
@@ -568,6 +587,36 @@ extern "C" void __sanitizer_cov_trace_pc() {
 
 void profile_record(const void* ptr, size_t size, bool read, bool write, bool atomic, void* ret) {
   active_profiler->access(reinterpret_cast<uintptr_t>(ptr), size, read, write, atomic, reinterpret_cast<uintptr_t>(ret));
+}
+
+void profile_model_begin() {
+  if (model_depth++ == 0) model_profiler = std::exchange(active_profiler, nullptr);
+}
+
+void profile_model_end() {
+  if (--model_depth == 0) active_profiler = std::exchange(model_profiler, nullptr);
+}
+
+namespace {
+
+// One lane's access by a modelled instruction: its own request, whatever the lane's
+// previous access was (Note [Modelled instructions]).
+void profile_instruction(const void* ptr, size_t size, bool write, bool l1_cached, uintptr_t pc) {
+  Profiler* p = model_profiler != nullptr ? model_profiler : active_profiler;
+  if (p == nullptr || size == 0) return;
+  p->last = nullptr;
+  p->access(reinterpret_cast<uintptr_t>(ptr), size, !write, write, false, pc, l1_cached);
+  p->last = nullptr;
+}
+
+}  // namespace
+
+void profile_read(const void* p, size_t bytes, bool l1) {
+  profile_instruction(p, bytes, false, l1, reinterpret_cast<uintptr_t>(__builtin_return_address(0)));
+}
+
+void profile_write(const void* p, size_t bytes) {
+  profile_instruction(p, bytes, true, true, reinterpret_cast<uintptr_t>(__builtin_return_address(0)));
 }
 
 }  // namespace detail

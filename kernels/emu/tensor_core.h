@@ -20,7 +20,10 @@
 // accesses for the kernel (model.h): a cp.async writes its shared bytes as a pending write
 // when issued (PTX lets it land any time until its wait_group) and as a write by the issuing
 // thread when its wait_group lands it, reading its global bytes then; an ldmatrix reads the
-// 16-byte row each lane names.
+// 16-byte row each lane names. For the profile counters (profile.h), each instruction is
+// what the GPU issues, lane by lane (profile_read/profile_write, model.h): ldmatrix.xN a
+// shared load of the named rows, cp.async at issue a global load of its source bytes (.cg,
+// past the L1, for 16 bytes) and a shared store of its destination, mma.sync nothing.
 #pragma once
 
 #include <cstdint>
@@ -136,6 +139,8 @@ void cp_async(SharedAddr dst, const void* src, int src_bytes = kBytes) {
               "-byte copy between addresses not aligned to ", kBytes);
   ::ember::emu::detail::ModelScope model;
   ::ember::emu::detail::note_pending_write(reinterpret_cast<const void*>(dst), kBytes);
+  ::ember::emu::detail::profile_read(src, size_t(src_bytes), kBytes != 16);
+  ::ember::emu::detail::profile_write(reinterpret_cast<const void*>(dst), kBytes);
   detail::ThreadCopies& q = detail::thread_copies();
   q.pending.push_back({reinterpret_cast<unsigned char*>(dst), static_cast<const unsigned char*>(src), kBytes,
                        src_bytes, -1});
@@ -178,7 +183,10 @@ void ldmatrix(uint32_t (&r)[kCount], SharedAddr addr) {
   auto& s = detail::warp_slots(warp);
   {
     ::ember::emu::detail::ModelScope model;
-    if (lane < 8 * kCount) ::ember::emu::detail::note_read(reinterpret_cast<const void*>(addr), 16);
+    if (lane < 8 * kCount) {
+      ::ember::emu::detail::note_read(reinterpret_cast<const void*>(addr), 16);
+      ::ember::emu::detail::profile_read(reinterpret_cast<const void*>(addr), 16);
+    }
     s[lane][0] = addr;
   }
   __syncwarp();

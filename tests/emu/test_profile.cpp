@@ -1,6 +1,7 @@
 // The emulator's profile counters (kernels/emu/profile.h) on kernels whose counts Nsight
 // Compute's definitions fix: coalesced, strided and 16-byte global accesses, shared-memory
-// broadcasts and bank conflicts, unique bytes, and sm_90's occupancy rules. Compiled with
+// broadcasts and bank conflicts, unique bytes, the tensor-core instructions' requests (not
+// their models' bookkeeping), and sm_90's occupancy rules. Compiled with
 // the kernels' instrumentation (EMBER_EMU_INSTRUMENT); without it the counting tests skip.
 #include <gtest/gtest.h>
 
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/tensor_core.cuh"
 #include "kernels/emu/profile.h"
 
 namespace ember::kernels::cuda {
@@ -180,6 +182,104 @@ TEST(EmuProfile, EachLaunchStartsWithAColdL1) {
   ASSERT_EQ(profiles.size(), 2u);
   EXPECT_EQ(profiles[0].global_load_l1_miss_sectors, 128u);
   EXPECT_EQ(profiles[1].global_load_l1_miss_sectors, 128u);
+}
+
+// One warp copies 32 rows of 16 bytes (contiguous in global memory) with one cp.async each
+// into shared rows 128 bytes apart, then reads kCount 8 x 8 matrices of them back with
+// ldmatrix. Unswizzled, the 8 rows of a quarter-warp all start in banks 0-3: 8 wavefronts
+// a phase. Swizzled (row r's chunk moved by r % 8 chunks of 16 bytes, as the GEMM's tiles),
+// they cover the 32 banks once.
+template <int kCount>
+__global__ void tc_rows(const uint4* src, uint4* out, bool swizzle) {
+  EMBER_DYNAMIC_SHARED(unsigned char, smem);
+  const int lane = int(threadIdx.x);
+  const tc::SharedAddr row = tc::shared_address(smem + lane * 128 + (swizzle ? lane % 8 * 16 : 0));
+  tc::cp_async<16>(row, src + lane);
+  tc::cp_async_commit();
+  tc::cp_async_wait<0>();
+  __syncwarp();
+  uint32_t r[kCount], v[4] = {};
+  tc::ldmatrix<kCount, false>(r, row);
+  for (int i = 0; i < kCount; ++i) v[i] = r[i];
+  out[lane] = make_uint4(v[0], v[1], v[2], v[3]);
+}
+
+template <int kCount>
+void check_tc_rows(bool swizzle) {
+  Aligned<uint4> src(32), out(32);
+  const auto p = profile_of([&] {
+    launch<tc_rows<kCount>>(LaunchConfig{dim3(1), dim3(32), 32 * 128}, nullptr, src.data(), out.data(), swizzle);
+  });
+  const uint64_t per_phase = swizzle ? 1 : 8;
+  // cp.async: one global load of 512 contiguous bytes, .cg (past the L1: every sector a
+  // miss), and one 16-byte shared store of the warp, four quarter-warp phases.
+  EXPECT_EQ(p.global_load_requests, 1u);
+  EXPECT_EQ(p.global_load_sectors, 16u);
+  EXPECT_EQ(p.global_load_bytes, 512u);
+  EXPECT_EQ(p.global_load_l1_miss_sectors, 16u);
+  EXPECT_EQ(p.unique_read_bytes, 512u);
+  EXPECT_EQ(p.shared_store_requests, 1u);
+  // ldmatrix.xN: one shared load of the warp; lanes 8q..8q+7 name matrix q's rows.
+  EXPECT_EQ(p.shared_load_requests, 1u);
+  EXPECT_EQ(p.shared_ideal_wavefronts, 4u + kCount);
+  EXPECT_EQ(p.shared_wavefronts, per_phase * (4 + kCount));
+  EXPECT_EQ(p.global_store_requests, 1u);  // out
+  EXPECT_EQ(p.unique_write_bytes, 512u);
+}
+
+TEST(EmuProfile, LdmatrixAndCpAsyncAreOneRequestAWarp) {
+  EMBER_NEED_INSTRUMENTATION();
+  check_tc_rows<4>(false);
+  check_tc_rows<4>(true);
+  check_tc_rows<2>(false);
+  check_tc_rows<1>(true);
+}
+
+// Two 4-byte cp.async a lane, to consecutive bytes: two instructions (not one 8-byte access,
+// as the host compiler's split vectors are joined), each of 8 sectors; .ca, so the second
+// finds its sectors in the L1. Shared words 2 lane + k: lanes 0 and 16 share a bank.
+__global__ void tc_small_copies(const uint32_t* src) {
+  EMBER_DYNAMIC_SHARED(uint32_t, smem);
+  const int lane = int(threadIdx.x);
+  for (int k = 0; k < 2; ++k) tc::cp_async<4>(tc::shared_address(smem + 2 * lane + k), src + 2 * lane + k);
+  tc::cp_async_commit();
+  tc::cp_async_wait<0>();
+}
+
+TEST(EmuProfile, SmallCpAsyncsAreSeparateRequests) {
+  EMBER_NEED_INSTRUMENTATION();
+  Aligned<uint32_t> src(64);
+  const auto p =
+      profile_of([&] { launch<tc_small_copies>(LaunchConfig{dim3(1), dim3(32), 256}, nullptr, src.data()); });
+  EXPECT_EQ(p.global_load_requests, 2u);
+  EXPECT_EQ(p.global_load_sectors, 16u);
+  EXPECT_EQ(p.global_load_l1_miss_sectors, 8u);
+  EXPECT_EQ(p.unique_read_bytes, 256u);
+  EXPECT_EQ(p.shared_store_requests, 2u);
+  EXPECT_EQ(p.shared_load_requests, 0u);
+  EXPECT_EQ(p.shared_wavefronts, 4u);
+  EXPECT_EQ(p.shared_ideal_wavefronts, 2u);
+  EXPECT_EQ(p.global_store_requests, 0u);
+}
+
+// mma.sync works on registers: its model's exchange through per-warp slots is no memory.
+__global__ void tc_mma(float* out) {
+  const uint32_t x = 0x3F803F80u + threadIdx.x;  // two bf16 near 1
+  const uint32_t a[4] = {x, x, x, x}, b[2] = {x, x};
+  float d[4] = {};
+  tc::mma_16816<__nv_bfloat16>(d, a, b);
+  out[threadIdx.x] = d[0] + d[1] + d[2] + d[3];
+}
+
+TEST(EmuProfile, MmaTouchesNoMemory) {
+  EMBER_NEED_INSTRUMENTATION();
+  Aligned<float> out(32);
+  const auto p = profile_of([&] { launch<tc_mma>(LaunchConfig{dim3(1), dim3(32), 0}, nullptr, out.data()); });
+  EXPECT_EQ(p.global_load_requests, 0u);
+  EXPECT_EQ(p.shared_load_requests + p.shared_store_requests, 0u);
+  EXPECT_EQ(p.shared_wavefronts, 0u);
+  EXPECT_EQ(p.global_store_requests, 1u);
+  EXPECT_EQ(p.unique_write_bytes, 128u);
 }
 
 TEST(EmuProfile, L1ShareIsWhatSharedMemoryLeaves) {
