@@ -56,6 +56,8 @@ struct Bf16Tiles {
 };
 using Bf16Small = Bf16Tiles<128>;
 using Bf16Large = Bf16Tiles<256>;
+// The bench names the large shape; its builds over older kernels (scripts/kernel-counters-at.sh) test this.
+#define EMBER_GEMM_BF16_TILE_SHAPES 1
 
 namespace bf16_gemm {
 
