@@ -79,9 +79,10 @@ struct MemoryEstimate {
 // Module::to(Device::meta())); its parameters stay there.
 MemoryEstimate memory_estimate(nn::Module& model, const Shape& input_shape, const MemoryEstimateOptions& options = {});
 
-// The largest batch (at most 2^24) whose estimated step peak reserves no more than
+// The largest batch (at most 2^24) whose estimated step peak allocates no more than
 // `capacity` bytes, by binary search over estimates (memory grows with the batch); 0 when
-// not even one sample fits.
+// not even one sample fits. Allocated, not reserved: the reserved peak is unsharded, so
+// leave the cache's fragmentation as headroom (docs/memory.md: reserved / allocated 1.035).
 int64_t max_batch_that_fits(nn::Module& model, const Shape& input_shape, std::size_t capacity,
                             const MemoryEstimateOptions& options = {});
 
