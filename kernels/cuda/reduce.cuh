@@ -106,8 +106,7 @@ __device__ __forceinline__ typename R::Acc block_merge(const R& r, typename R::A
   }
 }
 
-// 16 bytes of T: one vector load.
-
+// The state of one element x, at position `index` of the reduced dim.
 template <class R>
 __device__ __forceinline__ typename R::Acc single(const R& r, typename R::Elem x, int64_t index) {
   const typename R::C v[1] = {widen(x)};
