@@ -315,10 +315,11 @@ std::string str(const ConvCase& c) {
          std::to_string(c.pw) + " dilation " + std::to_string(c.dh) + "," + std::to_string(c.dw);
 }
 
-// The float64 im2col of PyTorch's definition: col[n][(c*kh + i)*kw + j][oh*OW + ow].
-std::vector<double> im2col_reference(const std::vector<double>& x, const Im2colGeometry& g) {
+// f(col index, x index) for each tap of each output position that lands inside the input,
+// in PyTorch's im2col order: col[n][(c*kh + i)*kw + j][oh*OW + ow] = x[n][c][h][w].
+template <class F>
+void for_each_tap(const Im2colGeometry& g, F&& f) {
   const int64_t rows = g.C * g.kh * g.kw, P = g.OH * g.OW;
-  std::vector<double> col(size_t(g.N * rows * P), 0.0);
   for (int64_t n = 0; n < g.N; ++n)
     for (int64_t c = 0; c < g.C; ++c)
       for (int64_t i = 0; i < g.kh; ++i)
@@ -327,27 +328,22 @@ std::vector<double> im2col_reference(const std::vector<double>& x, const Im2colG
             for (int64_t ow = 0; ow < g.OW; ++ow) {
               const int64_t h = oh * g.sh - g.ph + i * g.dh, w = ow * g.sw - g.pw + j * g.dw;
               if (h >= 0 && h < g.H && w >= 0 && w < g.W)
-                col[size_t((n * rows + (c * g.kh + i) * g.kw + j) * P + oh * g.OW + ow)] =
-                    x[size_t(((n * g.C + c) * g.H + h) * g.W + w)];
+                f(size_t((n * rows + (c * g.kh + i) * g.kw + j) * P + oh * g.OW + ow),
+                  size_t(((n * g.C + c) * g.H + h) * g.W + w));
             }
+}
+
+// The float64 im2col of PyTorch's definition.
+std::vector<double> im2col_reference(const std::vector<double>& x, const Im2colGeometry& g) {
+  std::vector<double> col(size_t(g.N * g.C * g.kh * g.kw * g.OH * g.OW), 0.0);
+  for_each_tap(g, [&](size_t ci, size_t xi) { col[ci] = x[xi]; });
   return col;
 }
 
 // Its adjoint, summed in float64.
 std::vector<double> col2im_reference(const std::vector<double>& col, const Im2colGeometry& g) {
-  const int64_t rows = g.C * g.kh * g.kw, P = g.OH * g.OW;
   std::vector<double> x(size_t(g.N * g.C * g.H * g.W), 0.0);
-  for (int64_t n = 0; n < g.N; ++n)
-    for (int64_t c = 0; c < g.C; ++c)
-      for (int64_t i = 0; i < g.kh; ++i)
-        for (int64_t j = 0; j < g.kw; ++j)
-          for (int64_t oh = 0; oh < g.OH; ++oh)
-            for (int64_t ow = 0; ow < g.OW; ++ow) {
-              const int64_t h = oh * g.sh - g.ph + i * g.dh, w = ow * g.sw - g.pw + j * g.dw;
-              if (h >= 0 && h < g.H && w >= 0 && w < g.W)
-                x[size_t(((n * g.C + c) * g.H + h) * g.W + w)] +=
-                    col[size_t((n * rows + (c * g.kh + i) * g.kw + j) * P + oh * g.OW + ow)];
-            }
+  for_each_tap(g, [&](size_t ci, size_t xi) { x[xi] += col[ci]; });
   return x;
 }
 
