@@ -454,12 +454,13 @@ template <class R>
 size_t reduce_last_dim_workspace(int64_t rows, int64_t cols) {
   return last_dim_plan(rows, cols, sizeof(typename R::Elem), sizeof(typename R::Acc)).workspace_bytes;
 }
-// Enough for either form (the launch picks by the input's alignment).
+// Enough for either form (the launch picks by the input's alignment; a null x stands for
+// an aligned one).
 template <class R>
 size_t reduce_middle_dim_workspace(int64_t outer, int64_t n, int64_t inner) {
   const size_t e = sizeof(typename R::Elem), a = sizeof(typename R::Acc);
   const size_t scalar = middle_dim_plan(outer, n, inner, e, a).workspace_bytes;
-  if (e < 2 || e > 8 || inner % int64_t(16 / e) != 0) return scalar;
+  if (!middle_dim_vec_ok(nullptr, outer, n, inner, e)) return scalar;
   return std::max(scalar, middle_dim_plan(outer, n, inner, e, a, true).workspace_bytes);
 }
 template <class R>
