@@ -6,9 +6,10 @@
 // group sizes of CNNs), then y = x a + b with a = rstd weight[c], b = bias[c] - mean a.
 // Bytes per element: 3 sizeof(T) at most (2 reads, 1 write).
 // Backward, three kernels and no atomics (Note [Deterministic parameter gradients] in
-// norm.cuh): per (n, c) block, ds = sum dy x and db = sum dy over S; per (n, g) block, dx
-// = a dy + bx x + c0 from the group's sums of weight ds and weight db; per channel thread,
-// dweight = sum over n of rstd (ds - mean db) and dbias = sum over n of db, in order of n.
+// norm_backward.cuh): per (n, c) block, ds = sum dy x and db = sum dy over S; per (n, g)
+// block, dx = a dy + bx x + c0 from the group's sums of weight ds and weight db; per
+// channel thread, dweight = sum over n of rstd (ds - mean db) and dbias = sum over n of
+// db, in order of n.
 // Statistics and sums are in float (double for float64), as the CPU backend's.
 #pragma once
 

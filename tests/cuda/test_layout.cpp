@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,23 @@ template <class T>
   return ::testing::AssertionSuccess();
 }
 
+// What a copy gives whose output element i is input element src[i].
+template <class T>
+std::vector<T> gathered(const std::vector<T>& in, const std::vector<int64_t>& src) {
+  std::vector<T> out(src.size());
+  for (size_t i = 0; i < src.size(); ++i) out[i] = in[size_t(src[i])];
+  return out;
+}
+
+// x [batch, rows, cols] transposed to [batch, cols, rows].
+std::vector<float> transposed(const std::vector<float>& x, int64_t batch, int64_t rows, int64_t cols) {
+  std::vector<float> out(x.size());
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) out[size_t((b * cols + c) * rows + r)] = x[size_t((b * rows + r) * cols + c)];
+  return out;
+}
+
 // Copies `view` (a view of a contiguous base tensor of `base_numel` elements) to a
 // contiguous device array with permute_contiguous and checks every element against the
 // CPU: the same view of arange(base_numel), made contiguous, names each element's source.
@@ -53,14 +71,25 @@ void check_permute(const Tensor& view, int64_t base_numel, PermutePath expect, s
   DeviceArray<T> in(host, in_pad);
   DeviceArray<T> out(size_t(view.numel()), out_pad);
   permute_contiguous(in.data() + view.offset(), out.data(), l, nullptr);
-  const std::vector<int64_t> src = view.contiguous().to_vector<int64_t>();
-  std::vector<T> want(src.size());
-  for (size_t i = 0; i < src.size(); ++i) want[i] = host[size_t(src[i])];
-  EXPECT_TRUE(same_bits(out.host(), want));
+  EXPECT_TRUE(same_bits(out.host(), gathered(host, view.contiguous().to_vector<int64_t>())));
 }
 
 // The same view taken of arange(numel) (int64, so that its values are the source indices).
 Tensor base(const Shape& shape) { return arange(shape_numel(shape)).view(shape); }
+
+// transpose_batched of random bits x [b, r, c] (seeded by `seed`; device arrays `pad`
+// elements past an aligned address) against the CPU's transpose; before(in, out) sees
+// the device arrays first.
+template <class T>
+void check_transpose_batched(int64_t b, int64_t r, int64_t c, size_t pad, uint32_t seed,
+                             const std::function<void(const T*, const T*)>& before = nullptr) {
+  const auto host = random_bits<T>(size_t(b * r * c), seed);
+  DeviceArray<T> in(host, pad), out(host.size(), pad);
+  if (before) before(in.data(), out.data());
+  transpose_batched(in.data(), out.data(), b, r, c, nullptr);
+  const std::vector<int64_t> src = base({b, r, c}).transpose(1, 2).contiguous().to_vector<int64_t>();
+  EXPECT_TRUE(same_bits(out.host(), gathered(host, src))) << sizeof(T) << "-byte elements, pad " << pad;
+}
 
 TEST(CudaLayout, TransposeBatchedOfAwkwardShapes) {
   EMBER_NEED_DEVICE();
@@ -72,21 +101,12 @@ TEST(CudaLayout, TransposeBatchedOfAwkwardShapes) {
                                                       {1, 1023, 3}, {0, 5, 5},    {4, 0, 3},    {2, 100, 330}};
   for (const auto& [b, r, c] : shapes) {
     SCOPED_TRACE(std::to_string(b) + " x " + std::to_string(r) + " x " + std::to_string(c));
-    const std::vector<int64_t> src = base({b, r, c}).transpose(1, 2).contiguous().to_vector<int64_t>();
-    auto run = [&](auto tag, size_t pad) {
-      using T = decltype(tag);
-      const auto host = random_bits<T>(size_t(b * r * c), uint32_t(r * 131 + c));
-      DeviceArray<T> in(host, pad), out(host.size(), pad);
-      transpose_batched(in.data(), out.data(), b, r, c, nullptr);
-      std::vector<T> want(src.size());
-      for (size_t i = 0; i < src.size(); ++i) want[i] = host[size_t(src[i])];
-      EXPECT_TRUE(same_bits(out.host(), want)) << sizeof(T) << "-byte elements, pad " << pad;
-    };
-    run(float{}, 0);
-    run(float{}, 1);
-    run(__half{}, 1);
-    run(double{}, 0);
-    run(uint8_t{}, 3);
+    const uint32_t seed = uint32_t(r * 131 + c);
+    check_transpose_batched<float>(b, r, c, 0, seed);
+    check_transpose_batched<float>(b, r, c, 1, seed);
+    check_transpose_batched<__half>(b, r, c, 1, seed);
+    check_transpose_batched<double>(b, r, c, 0, seed);
+    check_transpose_batched<uint8_t>(b, r, c, 3, seed);
   }
 }
 
@@ -165,9 +185,7 @@ TEST(CudaLayout, GatherGivesTheSameBitsInEitherIndexWidth) {
     const LaunchConfig config{dim3(3), dim3(kBlockThreads), 0};  // several grid-stride turns
     launch<strided_gather_kernel<float, uint32_t>>(config, nullptr, in.data(), out32.data(), ix.narrow(), uint32_t(n));
     launch<strided_gather_kernel<float, int64_t>>(config, nullptr, in.data(), out64.data(), ix, n);
-    const std::vector<int64_t> src = view.contiguous().to_vector<int64_t>();
-    std::vector<float> want(src.size());
-    for (size_t i = 0; i < src.size(); ++i) want[i] = host[size_t(src[i])];
+    const std::vector<float> want = gathered(host, view.contiguous().to_vector<int64_t>());
     EXPECT_TRUE(same_bits(out32.host(), want));
     EXPECT_TRUE(same_bits(out64.host(), want));
   }
@@ -185,10 +203,7 @@ TEST(CudaLayout, TiledTransposeGivesTheSameBitsInEitherIndexWidth) {
   m.nbatch = 1, m.batch_sizes[0] = batch, m.batch_in[0] = m.batch_out[0] = rows * cols;
   ASSERT_TRUE(m.fits_32_bits());
   const auto host = random_bits<float>(size_t(n), 5);
-  std::vector<float> want(static_cast<size_t>(n));
-  for (int64_t b = 0; b < batch; ++b)
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < cols; ++c) want[size_t((b * cols + c) * rows + r)] = host[size_t((b * rows + r) * cols + c)];
+  const std::vector<float> want = transposed(host, batch, rows, cols);
   DeviceArray<float> in(host), out32(static_cast<size_t>(n)), out64(static_cast<size_t>(n));
   const LaunchConfig config{dim3(3), dim3(layout_detail::kTile, layout_detail::kTileRows), 0};
   launch<tiled_transpose_kernel<float, uint32_t>>(config, nullptr, in.data(), out32.data(), m.narrow(),
@@ -214,21 +229,16 @@ TEST(CudaLayout, VectorTransposeOfAwkwardShapes) {
                                                       {2, 136, 264}, {1, 128, 128}, {3, 34, 66}, {2, 40, 96}};
   for (const auto& [b, r, c] : shapes) {
     SCOPED_TRACE(std::to_string(b) + " x " + std::to_string(r) + " x " + std::to_string(c));
-    const std::vector<int64_t> src = base({b, r, c}).transpose(1, 2).contiguous().to_vector<int64_t>();
     auto run = [&](auto tag, size_t pad) {
       using T = decltype(tag);
       constexpr int64_t V = 16 / int64_t(sizeof(T));
-      const auto host = random_bits<T>(size_t(b * r * c), uint32_t(r * 31 + c));
-      DeviceArray<T> in(host, pad), out(host.size(), pad);
-      layout_detail::TileMap<> m;
-      m.na = c, m.nb = r, m.in_stride_b = c, m.out_stride_a = r;
-      m.nbatch = 1, m.batch_sizes[0] = b, m.batch_in[0] = m.batch_out[0] = r * c;
       const bool fits = pad == 0 && r % V == 0 && c % V == 0 && r >= 16 * V && c >= 16 * V;
-      EXPECT_EQ(layout_detail::vector_transpose_fits(in.data(), out.data(), m), fits) << sizeof(T) << "-byte";
-      transpose_batched(in.data(), out.data(), b, r, c, nullptr);
-      std::vector<T> want(src.size());
-      for (size_t i = 0; i < src.size(); ++i) want[i] = host[size_t(src[i])];
-      EXPECT_TRUE(same_bits(out.host(), want)) << sizeof(T) << "-byte elements, pad " << pad;
+      check_transpose_batched<T>(b, r, c, pad, uint32_t(r * 31 + c), [&](const T* in, const T* out) {
+        layout_detail::TileMap<> m;
+        m.na = c, m.nb = r, m.in_stride_b = c, m.out_stride_a = r;
+        m.nbatch = 1, m.batch_sizes[0] = b, m.batch_in[0] = m.batch_out[0] = r * c;
+        EXPECT_EQ(layout_detail::vector_transpose_fits(in, out, m), fits) << sizeof(T) << "-byte";
+      });
     };
     run(float{}, 0);
     run(float{}, 1);
@@ -255,10 +265,7 @@ TEST(CudaLayout, VectorTransposeGivesTheSameBitsInEitherIndexWidth) {
   m = layout_detail::with_tiles(m, 64, 64);
   ASSERT_TRUE(m.fits_32_bits());
   const auto host = random_bits<float>(size_t(n), 9);
-  std::vector<float> want(static_cast<size_t>(n));
-  for (int64_t b = 0; b < batch; ++b)
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < cols; ++c) want[size_t((b * cols + c) * rows + r)] = host[size_t((b * rows + r) * cols + c)];
+  const std::vector<float> want = transposed(host, batch, rows, cols);
   DeviceArray<float> in(host), out32(static_cast<size_t>(n)), out64(static_cast<size_t>(n));
   const LaunchConfig config{dim3(5), dim3(256), 0};
   launch<tiled_transpose_vec_kernel<float, uint32_t>>(config, nullptr, in.data(), out32.data(), m.narrow(),
@@ -308,10 +315,11 @@ std::string str(const ConvCase& c) {
          std::to_string(c.pw) + " dilation " + std::to_string(c.dh) + "," + std::to_string(c.dw);
 }
 
-// The float64 im2col of PyTorch's definition: col[n][(c*kh + i)*kw + j][oh*OW + ow].
-std::vector<double> im2col_reference(const std::vector<double>& x, const Im2colGeometry& g) {
+// f(col index, x index) for each tap of each output position that lands inside the input,
+// in PyTorch's im2col order: col[n][(c*kh + i)*kw + j][oh*OW + ow] = x[n][c][h][w].
+template <class F>
+void for_each_tap(const Im2colGeometry& g, F&& f) {
   const int64_t rows = g.C * g.kh * g.kw, P = g.OH * g.OW;
-  std::vector<double> col(size_t(g.N * rows * P), 0.0);
   for (int64_t n = 0; n < g.N; ++n)
     for (int64_t c = 0; c < g.C; ++c)
       for (int64_t i = 0; i < g.kh; ++i)
@@ -320,27 +328,22 @@ std::vector<double> im2col_reference(const std::vector<double>& x, const Im2colG
             for (int64_t ow = 0; ow < g.OW; ++ow) {
               const int64_t h = oh * g.sh - g.ph + i * g.dh, w = ow * g.sw - g.pw + j * g.dw;
               if (h >= 0 && h < g.H && w >= 0 && w < g.W)
-                col[size_t((n * rows + (c * g.kh + i) * g.kw + j) * P + oh * g.OW + ow)] =
-                    x[size_t(((n * g.C + c) * g.H + h) * g.W + w)];
+                f(size_t((n * rows + (c * g.kh + i) * g.kw + j) * P + oh * g.OW + ow),
+                  size_t(((n * g.C + c) * g.H + h) * g.W + w));
             }
+}
+
+// The float64 im2col of PyTorch's definition.
+std::vector<double> im2col_reference(const std::vector<double>& x, const Im2colGeometry& g) {
+  std::vector<double> col(size_t(g.N * g.C * g.kh * g.kw * g.OH * g.OW), 0.0);
+  for_each_tap(g, [&](size_t ci, size_t xi) { col[ci] = x[xi]; });
   return col;
 }
 
 // Its adjoint, summed in float64.
 std::vector<double> col2im_reference(const std::vector<double>& col, const Im2colGeometry& g) {
-  const int64_t rows = g.C * g.kh * g.kw, P = g.OH * g.OW;
   std::vector<double> x(size_t(g.N * g.C * g.H * g.W), 0.0);
-  for (int64_t n = 0; n < g.N; ++n)
-    for (int64_t c = 0; c < g.C; ++c)
-      for (int64_t i = 0; i < g.kh; ++i)
-        for (int64_t j = 0; j < g.kw; ++j)
-          for (int64_t oh = 0; oh < g.OH; ++oh)
-            for (int64_t ow = 0; ow < g.OW; ++ow) {
-              const int64_t h = oh * g.sh - g.ph + i * g.dh, w = ow * g.sw - g.pw + j * g.dw;
-              if (h >= 0 && h < g.H && w >= 0 && w < g.W)
-                x[size_t(((n * g.C + c) * g.H + h) * g.W + w)] +=
-                    col[size_t((n * rows + (c * g.kh + i) * g.kw + j) * P + oh * g.OW + ow)];
-            }
+  for_each_tap(g, [&](size_t ci, size_t xi) { x[xi] += col[ci]; });
   return x;
 }
 

@@ -191,44 +191,56 @@ TEST(CudaReduce, SplitReductionsAreDeterministic) {
   EXPECT_EQ(std::memcmp(&x, &y, sizeof(float)), 0);
 }
 
+// The outputs of two launches of reducer R, `want` and `got` (values, and for argmax and
+// argmin the indices), and their comparison: exact (the inputs are integers, exact in any
+// order), but var within 1e-5 (Welford states merged in another order: a few roundings
+// of a variance near 27 apart).
+template <class R>
+struct TwoOutputs {
+  using Out = typename R::Out;
+  static constexpr bool kIndexed = std::is_same_v<Out, IndexedOut<float>>;
+  DeviceArray<float> want, got;
+  DeviceArray<int64_t> want_idx, got_idx;
+  explicit TwoOutputs(int64_t m) : want(m), got(m), want_idx(m), got_idx(m) {}
+  Out want_out() { return out(want, want_idx); }
+  Out got_out() { return out(got, got_idx); }
+  static Out out(DeviceArray<float>& v, DeviceArray<int64_t>& i) {
+    if constexpr (kIndexed) return Out{v.data(), i.data()};
+    else return v.data();
+  }
+  void expect_same() {
+    if constexpr (std::is_same_v<R, VarReduce<float>>) {
+      const std::vector<float> w = want.host();
+      EXPECT_TRUE(all_close(got.host(), std::vector<double>(w.begin(), w.end()), 1e-5));
+    } else {
+      EXPECT_EQ(got.host(), want.host());
+    }
+    if constexpr (kIndexed) {
+      EXPECT_EQ(got_idx.host(), want_idx.host());
+    }
+  }
+};
+
 // The block-per-row and middle-dim kernels stride over their work by the grid, but the
 // host launcher gives every row (tile) a block of its own; with a grid of two blocks each
 // block reduces several, reusing block_merge's and the column tree's shared memory: the
 // barriers before that reuse are exercised here (and by the emulator's racecheck).
 template <class R>
 void check_several_turns(const R& r, uint32_t seed) {
-  using Out = typename R::Out;
-  constexpr bool kIndexed = std::is_same_v<Out, IndexedOut<float>>;
   const LaunchConfig two_blocks{dim3(2), dim3(kBlockThreads), 0};
   for (const Case& c : {last(7, 1500), middle(3, 300, 40)}) {
     SCOPED_TRACE(c.str());
     Input<float> in(c, small_integers(size_t(c.numel()), seed++), 1);
-    const int64_t m = c.outputs();
-    DeviceArray<float> want(m), got(m);
-    DeviceArray<int64_t> want_idx(m), got_idx(m);
-    auto out = [&](DeviceArray<float>& v, DeviceArray<int64_t>& i) {
-      if constexpr (kIndexed) return Out{v.data(), i.data()};
-      else return v.data();
-    };
-    run(r, c, in.device.data(), out(want, want_idx));
+    TwoOutputs<R> o(c.outputs());
+    run(r, c, in.device.data(), o.want_out());
     if (c.layout == reduce_test::Layout::kLast)
-      launch<reduce_last_dim_kernel<R, false>>(two_blocks, nullptr, r, in.device.data(), out(got, got_idx), nullptr,
+      launch<reduce_last_dim_kernel<R, false>>(two_blocks, nullptr, r, in.device.data(), o.got_out(), nullptr,
                                                c.outer, c.n, int64_t(1), c.n, 0);
     else
-      launch<reduce_middle_dim_kernel<R, false>>(two_blocks, nullptr, r, in.device.data(), out(got, got_idx), nullptr,
+      launch<reduce_middle_dim_kernel<R, false>>(two_blocks, nullptr, r, in.device.data(), o.got_out(), nullptr,
                                                  c.outer, c.n, c.inner, 32, int64_t(1), c.n, c.n);
     test::synchronize();
-    if constexpr (std::is_same_v<R, VarReduce<float>>) {
-      // The launcher splits the middle-dim columns: its Welford states merge in another
-      // order, a few roundings of a variance near 27 apart.
-      const std::vector<float> w = want.host();
-      EXPECT_TRUE(all_close(got.host(), std::vector<double>(w.begin(), w.end()), 1e-5));
-    } else {
-      EXPECT_EQ(got.host(), want.host());  // integers: exact in any order
-    }
-    if constexpr (kIndexed) {
-      EXPECT_EQ(got_idx.host(), want_idx.host());
-    }
+    o.expect_same();  // var: the launcher splits the middle-dim columns
   }
 }
 
@@ -236,33 +248,17 @@ void check_several_turns(const R& r, uint32_t seed) {
 // several merge rounds a tile: 2 columns of states at a time).
 template <class R>
 void check_vec_several_turns(const R& r, uint32_t seed) {
-  using Out = typename R::Out;
-  constexpr bool kIndexed = std::is_same_v<Out, IndexedOut<float>>;
   const Case c = middle(3, 300, 72);  // 18 vectors: tiles of 8, 8 and 2 a row of outer
   Input<float> in(c, small_integers(size_t(c.numel()), seed), 0);
-  const int64_t m = c.outputs();
-  DeviceArray<float> want(m), got(m);
-  DeviceArray<int64_t> want_idx(m), got_idx(m);
-  auto out = [&](DeviceArray<float>& v, DeviceArray<int64_t>& i) {
-    if constexpr (kIndexed) return Out{v.data(), i.data()};
-    else return v.data();
-  };
+  TwoOutputs<R> o(c.outputs());
   launch<reduce_middle_dim_kernel<R, false>>(LaunchConfig{dim3(9), dim3(kBlockThreads), 0}, nullptr, r,
-                                             in.device.data(), out(want, want_idx), nullptr, c.outer, c.n, c.inner,
-                                             8, int64_t(1), c.n, c.n);
+                                             in.device.data(), o.want_out(), nullptr, c.outer, c.n, c.inner, 8,
+                                             int64_t(1), c.n, c.n);
   launch<reduce_middle_dim_vec_kernel<R>>(LaunchConfig{dim3(2), dim3(kBlockThreads), 0}, nullptr, r,
-                                          in.device.data(), out(got, got_idx), nullptr, c.outer, c.n, c.inner, 8,
+                                          in.device.data(), o.got_out(), nullptr, c.outer, c.n, c.inner, 8,
                                           int64_t(1), c.n);
   test::synchronize();
-  if constexpr (std::is_same_v<R, VarReduce<float>>) {
-    const std::vector<float> w = want.host();  // the same tree shape, other chunks: a few roundings
-    EXPECT_TRUE(all_close(got.host(), std::vector<double>(w.begin(), w.end()), 1e-5));
-  } else {
-    EXPECT_EQ(got.host(), want.host());
-  }
-  if constexpr (kIndexed) {
-    EXPECT_EQ(got_idx.host(), want_idx.host());
-  }
+  o.expect_same();  // var: the same tree shape, other chunks
 }
 
 TEST(CudaReduce, BlocksThatTakeSeveralRowsReuseTheirSharedMemory) {
