@@ -5,20 +5,8 @@
 // to the request keyed by (warp, access site, how many times this lane had reached that
 // site before): the n-th execution of a load by each lane of a warp is one instruction on
 // the GPU when the warp does not diverge, which is what the kernels' loops are. The
-// requests of a block are kept until it ends, then counted.
-//
-// Note [L1 model]: each block has an LRU of the 32-byte sectors its global loads touched,
-// as large as its share of its SM's L1 (l1_bytes_per_block): a load's sector missing it is
-// an L1 miss, a sector the L2 serves. Stores write through to the L2 and are not kept.
-// Per block, emptied when it starts: blocks run on the OS threads as they come free, so an
-// LRU kept across the blocks one thread runs would count hits that depend on the
-// scheduling (the counters are exact, run to run). Data that the blocks an SM holds read
-// alike (layer norm's gamma and beta, a broadcast operand) therefore misses once a block,
-// where the GPU's SM would keep it for all of them. The LRU sees accesses in the fibers' order
-// (each thread up to its next barrier), not the GPU's interleaving of warps: a block's
-// re-read after a barrier (a row's statistics, then its normalisation) and lanes of other
-// warps in a sector hit as on the GPU; a thread that walked more than the share before the
-// next thread ran would miss where the GPU's warps, in step, hit (no ember kernel does).
+// requests of a block are kept until it ends, then counted. Load sectors hit or miss the
+// L1 model (Note [L1 model] in l1_model.cpp).
 //
 // Note [Modelled instructions]: ldmatrix, cp.async and mma.sync run as models
 // (kernels/emu/tensor_core.h) whose bookkeeping (per-warp exchange slots in thread-locals
@@ -32,70 +20,25 @@
 // store of its destination, at issue; mma.sync touches no memory.
 #include "kernels/emu/profile.h"
 
-#include <dlfcn.h>
-#include <elf.h>
-#include <link.h>
-
 #include <algorithm>
 #include <atomic>
 #include <bit>
 #include <iterator>
-#include <list>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <sstream>
 #include <string_view>
 #include <unordered_map>
 
 #include "kernels/emu/block.h"
+#include "kernels/emu/l1_model.h"
 #include "kernels/emu/memory_ranges.h"
 #include "kernels/emu/model.h"
 
-#ifndef EMBER_EMU_RESOURCES_FILE
-#define EMBER_EMU_RESOURCES_FILE ""
-#endif
-
 namespace ember::emu {
-
-Occupancy sm90_occupancy(const KernelResources& r, unsigned threads, size_t dynamic_shared) {
-  constexpr int kRegisters = 65536, kRegisterUnit = 256, kWarps = 64, kBlocks = 32;
-  constexpr size_t kShared = 228 * 1024, kReservedPerBlock = 1024;
-  const int warps = static_cast<int>((threads + 31) / 32);
-  Occupancy o;
-  o.blocks_per_sm = std::min(kBlocks, kWarps / std::max(warps, 1));
-  o.limiter = o.blocks_per_sm == kBlocks ? "blocks" : "warps";
-  if (r.known && r.registers > 0) {
-    const int per_warp = (r.registers * 32 + kRegisterUnit - 1) / kRegisterUnit * kRegisterUnit;
-    const int by_registers = kRegisters / per_warp / warps;
-    if (by_registers < o.blocks_per_sm) o.blocks_per_sm = by_registers, o.limiter = "registers";
-  }
-  const size_t shared = (r.known ? r.static_shared : 0) + dynamic_shared + kReservedPerBlock;
-  const int by_shared = static_cast<int>(kShared / shared);
-  if (by_shared < o.blocks_per_sm) o.blocks_per_sm = by_shared, o.limiter = "shared memory";
-  o.warps_per_sm = o.blocks_per_sm * warps;
-  return o;
-}
-
-size_t l1_bytes_per_block(const Occupancy& o, size_t shared_per_block) {
-  // The shared-memory carveouts sm_90 offers, in KiB: the driver takes the least that
-  // holds the resident blocks' shared memory.
-  constexpr size_t kCarveouts[] = {0, 8, 16, 32, 64, 100, 132, 164, 196, 228};
-  constexpr size_t kUnified = 256 * 1024, kReservedPerBlock = 1024;
-  const size_t blocks = size_t(std::max(o.blocks_per_sm, 1));
-  const size_t need = blocks * (shared_per_block + kReservedPerBlock);
-  size_t carveout = kCarveouts[std::size(kCarveouts) - 1] * 1024;
-  for (size_t c : kCarveouts)
-    if (c * 1024 >= need) {
-      carveout = c * 1024;
-      break;
-    }
-  return (kUnified - carveout) / blocks;
-}
 
 void LaunchProfile::add_counts(const LaunchProfile& o) {
   global_load_requests += o.global_load_requests, global_load_sectors += o.global_load_sectors;
@@ -175,73 +118,6 @@ Settings& settings() {
   return s;
 }
 
-// --- Kernels' mangled names and their cubin's resources -----------------------------------
-
-// The symbols of one loaded module (nm, once), by offset from its load address.
-const std::map<uintptr_t, std::string>& module_symbols(const std::string& file) {
-  static std::map<std::string, std::map<uintptr_t, std::string>> modules;
-  auto [it, fresh] = modules.try_emplace(file);
-  if (!fresh) return it->second;
-  const std::string command = "nm --defined-only '" + file + "' 2>/dev/null";
-  if (FILE* p = popen(command.c_str(), "r")) {
-    char line[8192];
-    while (std::fgets(line, sizeof line, p)) {
-      char* end = nullptr;
-      const uintptr_t value = std::strtoull(line, &end, 16);
-      if (end == line || std::strlen(end) < 4) continue;
-      std::string name(end + 3);
-      while (!name.empty() && (name.back() == '\n' || name.back() == '\r')) name.pop_back();
-      if (name.rfind("_Z", 0) == 0) it->second.emplace(value, std::move(name));
-    }
-    pclose(p);
-  }
-  return it->second;
-}
-
-// The kernel function's mangled name: from the dynamic symbols when exported, else from
-// the module's symbol table (a program's kernels are not exported).
-std::string mangled_name(const void* fn) {
-  static std::mutex mu;
-  std::lock_guard lock(mu);
-  Dl_info info{};
-  if (dladdr(fn, &info) == 0) return "";
-  if (info.dli_sname != nullptr && info.dli_saddr == fn) return info.dli_sname;
-  const auto* ehdr = static_cast<const ElfW(Ehdr)*>(info.dli_fbase);
-  const uintptr_t offset =
-      reinterpret_cast<uintptr_t>(fn) - (ehdr->e_type == ET_DYN ? reinterpret_cast<uintptr_t>(info.dli_fbase) : 0);
-  // The main program's dli_fname is its argv[0], which may not name a path.
-  for (const char* file : {info.dli_fname, "/proc/self/exe"}) {
-    if (file == nullptr || *file == '\0') continue;
-    const auto& symbols = module_symbols(file);
-    if (auto s = symbols.find(offset); s != symbols.end()) return s->second;
-  }
-  return "";
-}
-
-std::map<std::string, KernelResources> load_resources() {
-  std::map<std::string, KernelResources> table;
-  const char* env = std::getenv("EMBER_EMU_RESOURCES");
-  std::ifstream in(env != nullptr ? env : EMBER_EMU_RESOURCES_FILE);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#') continue;
-    std::istringstream fields(line);
-    std::string name;
-    KernelResources r;
-    if (std::getline(fields, name, '\t') && fields >> r.registers >> r.static_shared >> r.stack) {
-      r.known = true;
-      table.emplace(std::move(name), r);
-    }
-  }
-  return table;
-}
-
-KernelResources resources_of(const std::string& symbol) {
-  static const std::map<std::string, KernelResources> table = load_resources();
-  auto it = table.find(symbol);
-  return it == table.end() ? KernelResources{} : it->second;
-}
-
 // --- Counting ------------------------------------------------------------------------------
 
 enum Kind : uint8_t { kLoad, kStore, kAtomic };
@@ -275,35 +151,6 @@ struct SectorBytes {
   uint32_t read = 0, written = 0;
 };
 using SectorMap = std::unordered_map<uintptr_t, SectorBytes>;
-
-// Note [L1 model]: least recently used sector out first.
-class SectorLru {
- public:
-  void reset(size_t capacity) {
-    capacity_ = std::max<size_t>(capacity, 1);
-    order_.clear();
-    where_.clear();
-  }
-  // Whether `sector` was held; it is the most recent now.
-  bool touch(uintptr_t sector) {
-    if (auto it = where_.find(sector); it != where_.end()) {
-      order_.splice(order_.begin(), order_, it->second);
-      return true;
-    }
-    if (where_.size() == capacity_) {
-      where_.erase(order_.back());
-      order_.pop_back();
-    }
-    order_.push_front(sector);
-    where_.emplace(sector, order_.begin());
-    return false;
-  }
-
- private:
-  size_t capacity_ = 1;
-  std::list<uintptr_t> order_;
-  std::unordered_map<uintptr_t, std::list<uintptr_t>::iterator> where_;
-};
 
 // The counters of one launch, merged from its blocks.
 struct LaunchState {

@@ -14,30 +14,10 @@
 #include <vector>
 
 #include "kernels/emu/emu.h"
+#include "kernels/emu/l1_model.h"
+#include "kernels/emu/sm90_resources.h"
 
 namespace ember::emu {
-
-// Registers, static shared memory and stack of a kernel's sm_90 cubin, from the table
-// scripts/cubin-resources.py makes of an nvcc build (bench/calibration/sm90_resources.tsv,
-// or the file EMBER_EMU_RESOURCES names), found by the kernel's mangled name.
-struct KernelResources {
-  bool known = false;
-  int registers = 0;
-  size_t static_shared = 0, stack = 0;
-};
-
-// CUDA's occupancy rules for sm_90: 65536 registers (allocated 256 a warp), 228 KiB of
-// shared memory (1 KiB of it reserved a block), 64 warps and 32 blocks an SM.
-struct Occupancy {
-  int blocks_per_sm = 0;
-  int warps_per_sm = 0;
-  const char* limiter = "";  // "registers", "shared memory", "warps", "blocks"
-  double fraction() const { return warps_per_sm / 64.0; }
-};
-Occupancy sm90_occupancy(const KernelResources& r, unsigned threads_per_block, size_t dynamic_shared);
-// A block's share of its SM's L1 data cache: the 256 KiB of L1 and shared memory less the
-// shared memory of the SM's resident blocks (each with its reserved 1 KiB), over those blocks.
-size_t l1_bytes_per_block(const Occupancy& o, size_t shared_per_block);
 
 // One launch's counters, with Nsight Compute's definitions. A request is one warp-level
 // instruction: the lanes of a warp that executed the same access site (return address) for
@@ -67,7 +47,7 @@ struct LaunchProfile {
   // Load sectors that miss a model of the SM's L1: per block, an LRU of 32-byte sectors as
   // large as its share of the L1 (l1_bytes_per_block). The rest are L1 hits (a block's
   // re-reads, lanes of its other requests in a sector); misses, stores and atomics are the
-  // sectors between L2 and the SMs (l2_sectors). Note [L1 model] in profile.cpp.
+  // sectors between L2 and the SMs (l2_sectors). Note [L1 model] in l1_model.cpp.
   uint64_t global_load_l1_miss_sectors = 0;
   // Basic blocks of the host compiler's code the threads ran: an instruction count's
   // proxy, counted only in translation units built with -fsanitize-coverage=trace-pc (the
