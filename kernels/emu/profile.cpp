@@ -18,11 +18,28 @@
 // 16-byte rows (quarter-warp phases, as any 128-bit access), cp.async one global load of
 // its source bytes (.cg for 16 bytes: past the L1, every sector a miss) and one shared
 // store of its destination, at issue; mma.sync touches no memory.
+//
+// Note [Sampled blocks]: set_profile_sampling(S) has a profiled launch of G > S blocks run
+// S of them, block floor(i (G-1) / (S-1)) for i < S: evenly spread, the first and the last
+// among them. The kernel bench runs its rows at full-size operands so: a grid-stride kernel
+// whose grid the SM count caps (each block looping over its share) is emulated with each
+// block's full loop, as the GPU runs it, at S/G of the cost. The last block is counted as
+// it is and the S-1 others stand for the G-1 blocks before it: their counts are scaled by
+// (G-1)/(S-1), here and nowhere else (profile_launch_end), so a grid of equal blocks with a
+// short tail (one element a thread, n not a multiple of the block) scales exactly. Per-block
+// counters stay exact (the L1 model's LRU is per block). Unique bytes scale as well, which
+// is exact for data one block touches and counts data that many blocks read alike (a
+// broadcast operand) (G-1)/(S-1) times over: bounded by that data's size times the scale.
+// A kernel whose blocks wait on one another (a flag another block sets) would hang sampled;
+// none of kernels/cuda does. The blocks not run write nothing: counts that depend on the
+// values (a data-dependent branch) see the operands' values, and outputs of a sampled
+// launch that a later launch reads hold what was there before.
 #include "kernels/emu/profile.h"
 
 #include <algorithm>
 #include <atomic>
 #include <bit>
+#include <cmath>
 #include <iterator>
 #include <cstdio>
 #include <cstdlib>
@@ -33,6 +50,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "base/error.h"
 #include "kernels/emu/block.h"
 #include "kernels/emu/l1_model.h"
 #include "kernels/emu/memory_ranges.h"
@@ -40,18 +58,24 @@
 
 namespace ember::emu {
 
+namespace {
+
+// Every count of a LaunchProfile (not its shape): what add_counts adds and sampling scales.
+constexpr uint64_t LaunchProfile::*kCounts[] = {
+    &LaunchProfile::global_load_requests,   &LaunchProfile::global_load_sectors,
+    &LaunchProfile::global_load_bytes,      &LaunchProfile::global_store_requests,
+    &LaunchProfile::global_store_sectors,   &LaunchProfile::global_store_bytes,
+    &LaunchProfile::global_atomic_requests, &LaunchProfile::global_atomic_sectors,
+    &LaunchProfile::unique_read_bytes,      &LaunchProfile::unique_write_bytes,
+    &LaunchProfile::shared_load_requests,   &LaunchProfile::shared_store_requests,
+    &LaunchProfile::shared_wavefronts,      &LaunchProfile::shared_ideal_wavefronts,
+    &LaunchProfile::global_load_accesses,   &LaunchProfile::global_load_bursts,
+    &LaunchProfile::global_load_l1_miss_sectors, &LaunchProfile::basic_blocks};
+
+}  // namespace
+
 void LaunchProfile::add_counts(const LaunchProfile& o) {
-  global_load_requests += o.global_load_requests, global_load_sectors += o.global_load_sectors;
-  global_load_bytes += o.global_load_bytes;
-  global_store_requests += o.global_store_requests, global_store_sectors += o.global_store_sectors;
-  global_store_bytes += o.global_store_bytes;
-  global_atomic_requests += o.global_atomic_requests, global_atomic_sectors += o.global_atomic_sectors;
-  unique_read_bytes += o.unique_read_bytes, unique_write_bytes += o.unique_write_bytes;
-  shared_load_requests += o.shared_load_requests, shared_store_requests += o.shared_store_requests;
-  shared_wavefronts += o.shared_wavefronts, shared_ideal_wavefronts += o.shared_ideal_wavefronts;
-  global_load_accesses += o.global_load_accesses, global_load_bursts += o.global_load_bursts;
-  global_load_l1_miss_sectors += o.global_load_l1_miss_sectors;
-  basic_blocks += o.basic_blocks;
+  for (auto count : kCounts) this->*count += o.*count;
 }
 
 std::string LaunchProfile::summary() const {
@@ -70,7 +94,10 @@ std::string LaunchProfile::summary() const {
                 (unsigned long long)unique_write_bytes, (unsigned long long)shared_load_requests,
                 (unsigned long long)shared_store_requests, (unsigned long long)shared_wavefronts,
                 (unsigned long long)shared_ideal_wavefronts, (unsigned long long)bank_conflicts());
-  return buf;
+  std::string out = buf;
+  if (blocks_run < grid_blocks)
+    out += " | sampled: " + std::to_string(blocks_run) + " of " + std::to_string(grid_blocks) + " blocks run";
+  return out;
 }
 
 namespace detail {
@@ -88,6 +115,7 @@ struct Settings {
   std::atomic<bool> any{false};  // some launches are wanted: the test without the lock
   std::mutex mu;
   bool all = false, print = false;
+  uint64_t sample = 0;  // set_profile_sampling
   std::vector<std::string> names;
   std::vector<LaunchProfile> records;
   Settings() {
@@ -152,11 +180,13 @@ struct SectorBytes {
 };
 using SectorMap = std::unordered_map<uintptr_t, SectorBytes>;
 
-// The counters of one launch, merged from its blocks.
+// The counters of one launch, merged from its blocks. Sampled (Note [Sampled blocks]), the
+// last block's are kept apart, to be added unscaled.
 struct LaunchState {
   std::mutex mu;
-  LaunchProfile profile;
-  SectorMap sectors;
+  bool sampled = false;
+  LaunchProfile profile, last;
+  SectorMap sectors, last_sectors;
 };
 
 std::mutex launches_mu;
@@ -171,6 +201,7 @@ std::map<const Launch*, std::shared_ptr<LaunchState>>& launches() {
 // One OS thread's profiler: the block it runs.
 struct Profiler {
   std::shared_ptr<LaunchState> launch;
+  bool last_of_sample = false;  // the last block of a sampled launch (Note [Sampled blocks])
   Range stacks, dynamic_shared, params;
   std::vector<Range> tls;
   Range own[4];
@@ -319,32 +350,40 @@ void Profiler::finish_block() {
   requests.clear();
   last = nullptr;
   std::lock_guard lock(launch->mu);
-  LaunchProfile& p = launch->profile;
+  LaunchProfile& p = last_of_sample ? launch->last : launch->profile;
   p.add_counts(counts);
   p.global_load_accesses += std::exchange(load_accesses, 0);
   p.global_load_bursts += std::exchange(load_bursts, 0);
   p.basic_blocks += std::exchange(basic_blocks, 0);
   for (const auto& [sector, bytes] : sectors) {
-    SectorBytes& s = launch->sectors[sector];
+    SectorBytes& s = (last_of_sample ? launch->last_sectors : launch->sectors)[sector];
     s.read |= bytes.read;
     s.written |= bytes.written;
   }
   sectors.clear();
 }
 
-bool profile_launch_begin(const Launch& launch, const void* kernel_id) {
+bool profile_launch_begin(const Launch& launch, const void* kernel_id, uint64_t& blocks_run) {
+  const uint64_t grid_blocks = uint64_t(launch.grid.x) * launch.grid.y * launch.grid.z;
+  blocks_run = grid_blocks;
   Settings& s = settings();
   if (!s.any.load(std::memory_order_relaxed)) return false;
+  uint64_t sample = 0;
   {
     std::lock_guard lock(s.mu);
     if (!s.wanted(launch.kernel)) return false;
+    sample = s.sample;
   }
   auto state = std::make_shared<LaunchState>();
+  state->sampled = sample > 0 && grid_blocks > sample;
+  if (state->sampled) blocks_run = sample;
   LaunchProfile& p = state->profile;
   p.kernel = launch.kernel;
   p.symbol = mangled_name(kernel_id);
   p.grid = launch.grid;
   p.block = launch.block;
+  p.grid_blocks = grid_blocks;
+  p.blocks_run = blocks_run;
   p.dynamic_shared = launch.shared_bytes;
   p.resources = resources_of(p.symbol);
   p.occupancy = sm90_occupancy(p.resources, launch.block.x * launch.block.y * launch.block.z, launch.shared_bytes);
@@ -365,9 +404,18 @@ void profile_launch_end(const Launch& launch) {
     --profiled_launches;
   }
   LaunchProfile& p = state->profile;
-  for (const auto& [sector, bytes] : state->sectors) {
-    p.unique_read_bytes += std::popcount(bytes.read);
-    p.unique_write_bytes += std::popcount(bytes.written);
+  auto add_unique = [](LaunchProfile& to, const SectorMap& sectors) {
+    for (const auto& [sector, bytes] : sectors) {
+      to.unique_read_bytes += std::popcount(bytes.read);
+      to.unique_write_bytes += std::popcount(bytes.written);
+    }
+  };
+  add_unique(p, state->sectors);
+  if (state->sampled) {  // Note [Sampled blocks]: the S-1 first stand for the G-1 first
+    add_unique(state->last, state->last_sectors);
+    const double scale = double(p.grid_blocks - 1) / double(p.blocks_run - 1);
+    for (auto count : kCounts) p.*count = uint64_t(std::llround(double(p.*count) * scale));
+    p.add_counts(state->last);
   }
   Settings& s = settings();
   std::lock_guard lock(s.mu);
@@ -394,6 +442,8 @@ void profile_block_begin(const Launch& launch, const void* stacks, size_t stack_
     p.own[3] = range_of(grid_dim);
     p.tls_known = true;
   }
+  p.last_of_sample = state->sampled && block_idx.x + uint64_t(launch.grid.x) * (block_idx.y + uint64_t(launch.grid.y) * block_idx.z) ==
+                                           state->profile.grid_blocks - 1;
   p.launch = std::move(state);
   const auto s = reinterpret_cast<uintptr_t>(stacks);
   p.stacks = Range{s, s + stack_bytes};
@@ -473,6 +523,13 @@ void set_profile(const std::string& filter, bool print) {
   std::lock_guard lock(s.mu);
   s.configure(filter, print);
   s.records.clear();
+}
+
+void set_profile_sampling(uint64_t blocks) {
+  EMBER_CHECK(blocks != 1, "CUDA emulator: a sample of blocks holds the first and the last, at least 2, not 1 (0: all)");
+  detail::Settings& s = detail::settings();
+  std::lock_guard lock(s.mu);
+  s.sample = blocks;
 }
 
 std::vector<LaunchProfile> take_profiles() {

@@ -26,6 +26,9 @@ struct LaunchProfile {
   std::string kernel;  // as the launch names it
   std::string symbol;  // its mangled name (the cubin's), empty if not found
   dim3 grid, block;
+  // The grid's blocks and those the emulator ran: fewer when the launch was sampled
+  // (set_profile_sampling); the counts are the whole grid's either way.
+  uint64_t grid_blocks = 0, blocks_run = 0;
   size_t dynamic_shared = 0;
   KernelResources resources;
   Occupancy occupancy;
@@ -81,6 +84,12 @@ struct LaunchProfile {
 void set_profile(const std::string& filter, bool print);
 // The profiles of the launches since set_profile (or the last take), in launch order.
 std::vector<LaunchProfile> take_profiles();
+// Block sampling, for the kernel bench at full-size operands: a profiled launch of more
+// than `blocks` blocks runs only `blocks` of them, spread evenly over the grid from its
+// first block to its last, and its counts are scaled to the whole grid (Note [Sampled
+// blocks] in profile.cpp). The blocks not run write nothing. 0 (the default): every block
+// runs. Launches that are not profiled always run whole.
+void set_profile_sampling(uint64_t blocks);
 
 namespace detail {
 
@@ -88,8 +97,15 @@ struct Launch;
 struct Profiler;
 extern thread_local Profiler* active_profiler __attribute__((tls_model("initial-exec")));
 
-// From launch(): whether this launch is profiled (then profile_launch_end follows).
-bool profile_launch_begin(const Launch& launch, const void* kernel_id);
+// From launch(): whether this launch is profiled (then profile_launch_end follows), and
+// how many of its blocks to run (`blocks_run`: the grid's, or a sample's, Note [Sampled
+// blocks]); run_grid runs sampled_block(i, ...) for i below it.
+bool profile_launch_begin(const Launch& launch, const void* kernel_id, uint64_t& blocks_run);
+// The i-th of `run` blocks spread evenly over a grid of `grid` blocks, the first and the
+// last among them (all of them when run == grid).
+inline uint64_t sampled_block(uint64_t i, uint64_t run, uint64_t grid) {
+  return run >= grid || run < 2 ? i : uint64_t((unsigned __int128)i * (grid - 1) / (run - 1));
+}
 void profile_launch_end(const Launch& launch);
 // From the block scheduler, on the OS thread that runs the block.
 void profile_block_begin(const Launch& launch, const void* stacks, size_t stack_bytes, const void* dynamic_shared,
