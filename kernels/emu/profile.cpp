@@ -27,9 +27,11 @@
 // it is and the S-1 others stand for the G-1 blocks before it: their counts are scaled by
 // (G-1)/(S-1), here and nowhere else (profile_launch_end), so a grid of equal blocks with a
 // short tail (one element a thread, n not a multiple of the block) scales exactly. Per-block
-// counters stay exact (the L1 model's LRU is per block). Unique bytes scale as well, which
-// is exact for data one block touches and counts data that many blocks read alike (a
-// broadcast operand) (G-1)/(S-1) times over: bounded by that data's size times the scale.
+// counters stay exact (the L1 model's LRU is per block). Unique bytes: a sector only one of
+// the S-1 blocks touched is that block's own data, scaled with the rest; a sector several
+// sampled blocks touched is data the grid shares (a broadcast operand, layer norm's gamma),
+// counted once (scaled, the [1, 4096] operand of the broadcast add was counted 16 times at
+// S = 66). Data that a few blocks share (a halo) is seen by one sampled block and scaled.
 // A kernel whose blocks wait on one another (a flag another block sets) would hang sampled;
 // none of kernels/cuda does. The blocks not run write nothing: counts that depend on the
 // values (a data-dependent branch) see the operands' values, and outputs of a sampled
@@ -174,9 +176,12 @@ struct KeyHash {
   }
 };
 
-// Per 32-byte sector of global memory: which of its bytes were read and written.
+// Per 32-byte sector of global memory: which of its bytes were read and written; in a
+// launch's map, by how many blocks and whether by a sample's last (Note [Sampled blocks]).
 struct SectorBytes {
   uint32_t read = 0, written = 0;
+  uint32_t blocks = 0;
+  bool by_last = false;
 };
 using SectorMap = std::unordered_map<uintptr_t, SectorBytes>;
 
@@ -186,7 +191,7 @@ struct LaunchState {
   std::mutex mu;
   bool sampled = false;
   LaunchProfile profile, last;
-  SectorMap sectors, last_sectors;
+  SectorMap sectors;
 };
 
 std::mutex launches_mu;
@@ -356,9 +361,11 @@ void Profiler::finish_block() {
   p.global_load_bursts += std::exchange(load_bursts, 0);
   p.basic_blocks += std::exchange(basic_blocks, 0);
   for (const auto& [sector, bytes] : sectors) {
-    SectorBytes& s = (last_of_sample ? launch->last_sectors : launch->sectors)[sector];
+    SectorBytes& s = launch->sectors[sector];
     s.read |= bytes.read;
     s.written |= bytes.written;
+    ++s.blocks;
+    s.by_last |= last_of_sample;
   }
   sectors.clear();
 }
@@ -404,15 +411,14 @@ void profile_launch_end(const Launch& launch) {
     --profiled_launches;
   }
   LaunchProfile& p = state->profile;
-  auto add_unique = [](LaunchProfile& to, const SectorMap& sectors) {
-    for (const auto& [sector, bytes] : sectors) {
-      to.unique_read_bytes += std::popcount(bytes.read);
-      to.unique_write_bytes += std::popcount(bytes.written);
-    }
-  };
-  add_unique(p, state->sectors);
+  for (const auto& [sector, bytes] : state->sectors) {
+    // Sampled, a sector one of the S-1 first blocks alone touched stands for the others'
+    // (scaled); one that several blocks or the last touched is counted once.
+    LaunchProfile& to = !state->sampled || (bytes.blocks == 1 && !bytes.by_last) ? p : state->last;
+    to.unique_read_bytes += std::popcount(bytes.read);
+    to.unique_write_bytes += std::popcount(bytes.written);
+  }
   if (state->sampled) {  // Note [Sampled blocks]: the S-1 first stand for the G-1 first
-    add_unique(state->last, state->last_sectors);
     const double scale = double(p.grid_blocks - 1) / double(p.blocks_run - 1);
     for (auto count : kCounts) p.*count = uint64_t(std::llround(double(p.*count) * scale));
     p.add_counts(state->last);

@@ -365,6 +365,29 @@ TEST(EmuProfile, SampledLaunchWithATailCountsAsTheWholeGrid) {
   expect_same_counts(sampled.profile, whole.profile);
 }
 
+__global__ void add_row(const float* x, const float* row, float* out) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  out[i] = x[i] + row[threadIdx.x];
+}
+
+TEST(EmuProfile, SampledLaunchCountsDataEveryBlockReadsOnce) {
+  EMBER_NEED_INSTRUMENTATION();
+  // Every block reads the same 64-float row: the grid's unique bytes hold it once.
+  const int grid = 30, n = grid * 64;
+  Aligned<float> x{size_t(n)}, row{64}, out{size_t(n)};
+  auto run = [&](uint64_t sample) {
+    emu::set_profile_sampling(sample);
+    const emu::LaunchProfile p = profile_of(
+        [&] { launch<add_row>(LaunchConfig{dim3(unsigned(grid)), dim3(64), 0}, nullptr, x.data(), row.data(), out.data()); });
+    emu::set_profile_sampling(0);
+    return p;
+  };
+  const emu::LaunchProfile whole = run(0), sampled = run(4);
+  EXPECT_EQ(whole.unique_read_bytes, uint64_t(n + 64) * 4);
+  EXPECT_EQ(sampled.blocks_run, 4u);
+  expect_same_counts(sampled, whole);
+}
+
 TEST(EmuProfile, SamplingIsOffUnlessAskedAndOnlyForProfiledLaunches) {
   EMBER_NEED_INSTRUMENTATION();
   const int grid = 20, n = grid * 64;
