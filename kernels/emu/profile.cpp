@@ -27,11 +27,13 @@
 // it is and the S-1 others stand for the G-1 blocks before it: their counts are scaled by
 // (G-1)/(S-1), here and nowhere else (profile_launch_end), so a grid of equal blocks with a
 // short tail (one element a thread, n not a multiple of the block) scales exactly. Per-block
-// counters stay exact (the L1 model's LRU is per block). Unique bytes: a sector only one of
-// the S-1 blocks touched is that block's own data, scaled with the rest; a sector several
+// counters stay exact (the L1 model's LRU is per block). Unique bytes: a byte only one of
+// the S-1 blocks touched is that block's own data, scaled with the rest; a byte several
 // sampled blocks touched is data the grid shares (a broadcast operand, layer norm's gamma),
 // counted once (scaled, the [1, 4096] operand of the broadcast add was counted 16 times at
-// S = 66). Data that a few blocks share (a halo) is seen by one sampled block and scaled.
+// S = 66). By byte, not sector: blocks that read every 8th float of a transposed view share
+// sectors, not bytes. Data that a few blocks share (a halo) is seen by one sampled block
+// and scaled.
 // A kernel whose blocks wait on one another (a flag another block sets) would hang sampled;
 // none of kernels/cuda does. The blocks not run write nothing: counts that depend on the
 // values (a data-dependent branch) see the operands' values, and outputs of a sampled
@@ -177,11 +179,11 @@ struct KeyHash {
 };
 
 // Per 32-byte sector of global memory: which of its bytes were read and written; in a
-// launch's map, by how many blocks and whether by a sample's last (Note [Sampled blocks]).
+// launch's map, also those that more than one block or a sample's last block read or wrote
+// (Note [Sampled blocks]).
 struct SectorBytes {
   uint32_t read = 0, written = 0;
-  uint32_t blocks = 0;
-  bool by_last = false;
+  uint32_t read_once = 0, written_once = 0;
 };
 using SectorMap = std::unordered_map<uintptr_t, SectorBytes>;
 
@@ -362,10 +364,10 @@ void Profiler::finish_block() {
   p.basic_blocks += std::exchange(basic_blocks, 0);
   for (const auto& [sector, bytes] : sectors) {
     SectorBytes& s = launch->sectors[sector];
+    s.read_once |= last_of_sample ? bytes.read : s.read & bytes.read;
+    s.written_once |= last_of_sample ? bytes.written : s.written & bytes.written;
     s.read |= bytes.read;
     s.written |= bytes.written;
-    ++s.blocks;
-    s.by_last |= last_of_sample;
   }
   sectors.clear();
 }
@@ -412,11 +414,14 @@ void profile_launch_end(const Launch& launch) {
   }
   LaunchProfile& p = state->profile;
   for (const auto& [sector, bytes] : state->sectors) {
-    // Sampled, a sector one of the S-1 first blocks alone touched stands for the others'
-    // (scaled); one that several blocks or the last touched is counted once.
-    LaunchProfile& to = !state->sampled || (bytes.blocks == 1 && !bytes.by_last) ? p : state->last;
-    to.unique_read_bytes += std::popcount(bytes.read);
-    to.unique_write_bytes += std::popcount(bytes.written);
+    // Sampled, bytes one of the S-1 first blocks alone touched stand for the others' (scaled);
+    // those several blocks or the last touched are counted once.
+    const uint32_t read_once = state->sampled ? bytes.read_once : 0;
+    const uint32_t written_once = state->sampled ? bytes.written_once : 0;
+    p.unique_read_bytes += std::popcount(bytes.read & ~read_once);
+    p.unique_write_bytes += std::popcount(bytes.written & ~written_once);
+    state->last.unique_read_bytes += std::popcount(read_once);
+    state->last.unique_write_bytes += std::popcount(written_once);
   }
   if (state->sampled) {  // Note [Sampled blocks]: the S-1 first stand for the G-1 first
     const double scale = double(p.grid_blocks - 1) / double(p.blocks_run - 1);

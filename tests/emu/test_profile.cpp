@@ -388,6 +388,27 @@ TEST(EmuProfile, SampledLaunchCountsDataEveryBlockReadsOnce) {
   expect_same_counts(sampled, whole);
 }
 
+// Block b reads elements b, b + grid, b + 2 grid...: 8 blocks share each sector, not a byte.
+__global__ void gather_interleaved(const float* in, float* out) {
+  out[blockIdx.x * blockDim.x + threadIdx.x] = in[threadIdx.x * gridDim.x + blockIdx.x];
+}
+
+TEST(EmuProfile, SampledBlocksSharingSectorsNotBytesScale) {
+  EMBER_NEED_INSTRUMENTATION();
+  const int grid = 64, n = grid * 64;
+  Aligned<float> in{size_t(n)}, out{size_t(n)};
+  auto run = [&](uint64_t sample) {
+    emu::set_profile_sampling(sample);
+    const emu::LaunchProfile p = profile_of(
+        [&] { launch<gather_interleaved>(LaunchConfig{dim3(unsigned(grid)), dim3(64), 0}, nullptr, in.data(), out.data()); });
+    emu::set_profile_sampling(0);
+    return p;
+  };
+  const emu::LaunchProfile whole = run(0), sampled = run(22);  // blocks 3 apart
+  EXPECT_EQ(whole.unique_read_bytes, uint64_t(n) * 4);
+  expect_same_counts(sampled, whole);
+}
+
 TEST(EmuProfile, SamplingIsOffUnlessAskedAndOnlyForProfiledLaunches) {
   EMBER_NEED_INSTRUMENTATION();
   const int grid = 20, n = grid * 64;
