@@ -11,10 +11,13 @@
 // SGEMM is compared with cuBLAS's in the same run.
 //
 // Built with -DEMBER_CUDA=EMULATED, it runs on the CUDA emulator instead (--emulated, the
-// only mode there): each kernel once at reduced operands (--mib, default 4), with the
-// emulator's profile counters (kernels/emu/profile.h), and the table gives the H200 time
-// the calibrated model predicts (bench/kernel_model.h, bench/calibration/) for the full
-// operands, its share of the copy ceiling, the target, and the counters behind it.
+// only mode there): each kernel once at the operands of --mib, with the emulator's profile
+// counters (kernels/emu/profile.h), a launch of more than --sample-blocks blocks running
+// that many of them, spread over the grid, its counts scaled to the grid (Note [Sampled
+// blocks] in kernels/emu/profile.cpp: a grid the SM count caps runs each block's whole
+// loop, as on the GPU); the table gives the H200 time the calibrated model predicts
+// (bench/kernel_model.h, bench/calibration/), its share of the copy ceiling, the target,
+// and the counters behind it. GEMMs run at a side of 128 (bf16: 256), scaled by the work.
 // --baseline FILE compares each row's counters with FILE and fails on a worse one;
 // --write-baseline FILE writes them; --counters FILE writes every row's counters (TSV).
 #include "bench/cuda_kernels_table.h"  // first: on the emulator, its qualifiers before any toolkit header
@@ -38,8 +41,8 @@ namespace {
 using namespace ember::kernels::cuda;
 
 void elementwise_cases(Table& t, Arena& arena) {
-  const int64_t n = floats(t.options().run_mib);  // floats per operand
-  const double N = double(floats(t.options().mib));  // as the rows are named and sized
+  const int64_t n = floats(t.options().mib);  // floats per operand
+  const double N = double(n);
   float* a = arena.get<float>(n);
   float* b = arena.get<float>(n);
   float* c = arena.get<float>(n);
@@ -69,8 +72,8 @@ void elementwise_cases(Table& t, Arena& arena) {
 }
 
 void reduction_cases(Table& t, Arena& arena) {
-  const int64_t n = floats(t.options().run_mib);
-  const double N = double(floats(t.options().mib));
+  const int64_t n = floats(t.options().mib);
+  const double N = double(n);
   float* x = arena.get<float>(n);
   float* out = arena.get<float>(n / 1024 + 1);
   int64_t* idx = arena.get<int64_t>(n / 1024 + 1);
@@ -95,8 +98,8 @@ void reduction_cases(Table& t, Arena& arena) {
 }
 
 void row_cases(Table& t, Arena& arena) {
-  const int64_t n = floats(t.options().run_mib);
-  const double N = double(floats(t.options().mib));
+  const int64_t n = floats(t.options().mib);
+  const double N = double(n);
   float* x = arena.get<float>(n);
   float* y = arena.get<float>(n);
   float* dy = arena.get<float>(n);
@@ -127,8 +130,8 @@ void row_cases(Table& t, Arena& arena) {
 }
 
 void data_movement_cases(Table& t, Arena& arena) {
-  const int64_t n = floats(t.options().run_mib);
-  const double N = double(floats(t.options().mib));
+  const int64_t n = floats(t.options().mib);
+  const double N = double(n);
   float* a = arena.get<float>(n);
   float* b = arena.get<float>(n);
   const int64_t cols = 4096, rows = n / cols;
@@ -136,8 +139,8 @@ void data_movement_cases(Table& t, Arena& arena) {
   // NCHW -> NHWC of [n/(64*56*56), 64, 56, 56].
   const int64_t batch = n / (64 * 56 * 56);
   const Layout nhwc = make_layout({batch, 56, 56, 64}, {64 * 56 * 56, 56, 1, 56 * 56});
-  t.bandwidth("permute f32 NCHW -> NHWC", 8.0 * int64_t(N / (64 * 56 * 56)) * 64 * 56 * 56, 85,
-              [&] { permute_contiguous(a, b, nhwc, cudaStream_t{}); }, 8.0 * batch * 64 * 56 * 56);
+  t.bandwidth("permute f32 NCHW -> NHWC", 8.0 * batch * 64 * 56 * 56, 85,
+              [&] { permute_contiguous(a, b, nhwc, cudaStream_t{}); });
   // The CNN's 2x2 max pool at a large batch: reads x, writes y and 1-byte codes.
   const int64_t planes = n / (56 * 56);
   const PoolGeometry g = pool_geometry(planes, 1, 56, 56, 2, 2, 2, 2, 0, 0, 1, 1, false);
@@ -151,8 +154,8 @@ void data_movement_cases(Table& t, Arena& arena) {
 
 void optimizer_cases(Table& t, Arena& arena) {
   // A model's parameters: 200 tensors of awkward sizes adding up to --mib of float32.
-  const int64_t total = floats(t.options().run_mib), count = 200;
-  const double N = double(floats(t.options().mib));
+  const int64_t total = floats(t.options().mib), count = 200;
+  const double N = double(total);
   std::vector<AdamTensor<float, float>> adam;
   std::vector<SgdTensor<float, float>> sgd;
   std::vector<BucketSlot<float>> slots;
@@ -240,14 +243,12 @@ int main(int argc, char** argv) {
   Options o;
 #if defined(EMBER_CUDA_EMULATED)
   o.emulated = true;
-  o.run_mib = 4;
   const char* usage =
-      "usage: %s --emulated [--mib 256] [--run-mib 4] [--filter TEXT] [--model FILE] [--counters FILE]\n"
+      "usage: %s --emulated [--mib 256] [--sample-blocks 66] [--filter TEXT] [--model FILE] [--counters FILE]\n"
       "       [--baseline FILE] [--write-baseline FILE] [--peak-gbs 4800]\n";
 #else
   const char* usage = "usage: %s [--peak-gbs 4800] [--mib 256] [--reps 20] [--filter TEXT]\n";
 #endif
-  bool run_mib_given = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&]() -> std::string {
@@ -270,9 +271,8 @@ int main(int argc, char** argv) {
       o.filter = value();
 #if defined(EMBER_CUDA_EMULATED)
     } else if (arg == "--emulated") {
-    } else if (arg == "--run-mib") {
-      o.run_mib = size_t(std::atol(value().c_str()));
-      run_mib_given = true;
+    } else if (arg == "--sample-blocks") {
+      o.sample_blocks = std::atol(value().c_str());
     } else if (arg == "--model") {
       o.model = value();
     } else if (arg == "--counters") {
@@ -291,9 +291,8 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (!o.emulated || !run_mib_given) o.run_mib = o.emulated ? std::min<size_t>(o.run_mib, o.mib) : o.mib;
-  if (o.peak_gbs <= 0 || o.mib == 0 || o.run_mib == 0 || o.reps <= 0) {
-    std::fprintf(stderr, "--peak-gbs, --mib, --run-mib and --reps must be positive\n");
+  if (o.peak_gbs <= 0 || o.mib == 0 || o.reps <= 0 || o.sample_blocks < 2) {
+    std::fprintf(stderr, "--peak-gbs, --mib and --reps must be positive, --sample-blocks at least 2\n");
     return 2;
   }
 #if defined(EMBER_CUDA_EMULATED)
@@ -304,9 +303,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::printf("\nPredicted for an H200 (%d SMs) by the model fitted on %s, from the CUDA emulator's counters at "
-              "operands of %zu MiB scaled to %zu MiB (GEMMs at a side of 128, bf16 256, scaled by the work); "
-              "predicted, not measured\n\n",
-              ember::bench::kH200Sms, ember::bench::load_model(o.model).source.c_str(), o.run_mib, o.mib);
+              "operands of %zu MiB (%ld blocks of a larger grid run, its counts scaled to the grid; GEMMs at a side "
+              "of 128, bf16 256, scaled by the work); predicted, not measured\n\n",
+              ember::bench::kH200Sms, ember::bench::load_model(o.model).source.c_str(), o.mib, o.sample_blocks);
   Table table(o);
 #else
   int devices = 0;
@@ -320,13 +319,12 @@ int main(int argc, char** argv) {
               prop.multiProcessorCount, o.mib, o.reps, o.peak_gbs);
   Table table(o);
 #endif
-  Arena arena;
-  elementwise_cases(table, arena);
-  reduction_cases(table, arena);
-  row_cases(table, arena);
-  data_movement_cases(table, arena);
-  optimizer_cases(table, arena);
-  gemm_cases(table, arena);
+  // Each group's operands freed before the next's: at --mib 256 they are 1.3 GiB at most
+  // (the optimizers'), 4.3 GiB together, above the emulated device's 4 GiB.
+  for (auto cases : {elementwise_cases, reduction_cases, row_cases, data_movement_cases, optimizer_cases, gemm_cases}) {
+    Arena arena;
+    cases(table, arena);
+  }
 #if defined(EMBER_CUDA_EMULATED)
   if (!table.regressions().empty()) {
     std::fprintf(stderr, "\nCounters worse than the baseline %s:\n", o.baseline.c_str());

@@ -2,12 +2,13 @@
 # The emulator's counters of ember_bench_cuda_kernels's rows for the kernels of another
 # commit (the code a GPU run measured), for the model's calibration (bench/calibration/):
 #
-#   scripts/kernel-counters-at.sh COMMIT BUILD_EMU OUT.tsv [--run-mib 4]
+#   scripts/kernel-counters-at.sh COMMIT BUILD_EMU OUT.tsv [bench arguments: --mib 256, --filter TEXT]
 #
 # Extracts COMMIT's kernels/cuda and kernels/common into BUILD_EMU/kernels-at-COMMIT,
 # builds today's bench over them (ember_bench_cuda_kernels_at: those headers first on the
 # include path, today's emulator and profile counters below them) and writes its
-# --counters table. The bench's calls must still match that commit's kernel API.
+# --counters table, at the named operands (256 MiB; launches of larger grids sampled, as
+# the bench runs them). The bench's calls must still match that commit's kernel API.
 set -euo pipefail
 [[ $# -ge 3 ]] || { echo "usage: $0 COMMIT BUILD_EMU OUT.tsv [bench arguments]" >&2; exit 2; }
 commit=$1 build=$2 out=$3

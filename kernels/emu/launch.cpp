@@ -96,16 +96,18 @@ class Pool {
   bool quit_ = false;
 };
 
-// Runs the blocks of one launch: the calling thread and up to threads - 1 pool threads
-// take blocks from a shared counter. The first failure stops the others.
-void run_grid(const Launch& launch) {
-  const uint64_t blocks = uint64_t(launch.grid.x) * launch.grid.y * launch.grid.z;
+// Runs `blocks` blocks of one launch (all of its grid's, or a sample's: profile.h,
+// sampled_block): the calling thread and up to threads - 1 pool threads take blocks from a
+// shared counter. The first failure stops the others.
+void run_grid(const Launch& launch, uint64_t blocks) {
+  const uint64_t grid_blocks = uint64_t(launch.grid.x) * launch.grid.y * launch.grid.z;
   std::atomic<uint64_t> next{0};
   std::mutex mu;
   std::string error;
   std::atomic<bool> stop{false};
   const std::function<void()> work = [&] {
-    for (uint64_t b; !stop.load(std::memory_order_relaxed) && (b = next.fetch_add(1)) < blocks;) {
+    for (uint64_t i; !stop.load(std::memory_order_relaxed) && (i = next.fetch_add(1)) < blocks;) {
+      const uint64_t b = sampled_block(i, blocks, grid_blocks);
       uint3 idx{static_cast<unsigned>(b % launch.grid.x), static_cast<unsigned>(b / launch.grid.x % launch.grid.y),
                 static_cast<unsigned>(b / (uint64_t(launch.grid.x) * launch.grid.y))};
       try {
@@ -180,17 +182,18 @@ void launch(const char* kernel, const void* kernel_id, dim3 grid, dim3 block, si
   check_launch(kernel, kernel_id, grid, block, shared_bytes);
   static std::atomic<uint64_t> launches{0};
   const Launch l{kernel, grid, block, shared_bytes, invoke, closure, launches.fetch_add(1)};
+  uint64_t blocks = 0;  // to run: the grid's, or a sample's when the profile asks for one
   struct Profiled {  // the launch's counters, when EMBER_EMU_PROFILE asks for them (profile.h)
     const Launch& l;
     bool on;
     ~Profiled() {
       if (on) profile_launch_end(l);
     }
-  } profiled{l, profile_launch_begin(l, kernel_id)};
+  } profiled{l, profile_launch_begin(l, kernel_id, blocks)};
   const LaunchObserver observe = launch_observer.load(std::memory_order_relaxed);
-  if (!observe) return run_grid(l);
+  if (!observe) return run_grid(l, blocks);
   const auto begin = std::chrono::steady_clock::now();
-  run_grid(l);
+  run_grid(l, blocks);
   const auto ns = [](auto t) {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
   };

@@ -5,20 +5,8 @@
 // to the request keyed by (warp, access site, how many times this lane had reached that
 // site before): the n-th execution of a load by each lane of a warp is one instruction on
 // the GPU when the warp does not diverge, which is what the kernels' loops are. The
-// requests of a block are kept until it ends, then counted.
-//
-// Note [L1 model]: each block has an LRU of the 32-byte sectors its global loads touched,
-// as large as its share of its SM's L1 (l1_bytes_per_block): a load's sector missing it is
-// an L1 miss, a sector the L2 serves. Stores write through to the L2 and are not kept.
-// Per block, emptied when it starts: blocks run on the OS threads as they come free, so an
-// LRU kept across the blocks one thread runs would count hits that depend on the
-// scheduling (the counters are exact, run to run). Data that the blocks an SM holds read
-// alike (layer norm's gamma and beta, a broadcast operand) therefore misses once a block,
-// where the GPU's SM would keep it for all of them. The LRU sees accesses in the fibers' order
-// (each thread up to its next barrier), not the GPU's interleaving of warps: a block's
-// re-read after a barrier (a row's statistics, then its normalisation) and lanes of other
-// warps in a sector hit as on the GPU; a thread that walked more than the share before the
-// next thread ran would miss where the GPU's warps, in step, hit (no ember kernel does).
+// requests of a block are kept until it ends, then counted. Load sectors hit or miss the
+// L1 model (Note [L1 model] in l1_model.cpp).
 //
 // Note [Modelled instructions]: ldmatrix, cp.async and mma.sync run as models
 // (kernels/emu/tensor_core.h) whose bookkeeping (per-warp exchange slots in thread-locals
@@ -30,85 +18,68 @@
 // 16-byte rows (quarter-warp phases, as any 128-bit access), cp.async one global load of
 // its source bytes (.cg for 16 bytes: past the L1, every sector a miss) and one shared
 // store of its destination, at issue; mma.sync touches no memory.
+//
+// Note [Sampled blocks]: set_profile_sampling(S) has a profiled launch of G > S blocks run
+// S of them, block floor(i (G-1) / (S-1)) for i < S: evenly spread, the first and the last
+// among them. The kernel bench runs its rows at full-size operands so: a grid-stride kernel
+// whose grid the SM count caps (each block looping over its share) is emulated with each
+// block's full loop, as the GPU runs it, at S/G of the cost. The last block is counted as
+// it is and the S-1 others stand for the G-1 blocks before it: their counts are scaled by
+// (G-1)/(S-1), here and nowhere else (profile_launch_end), so a grid of equal blocks with a
+// short tail (one element a thread, n not a multiple of the block) scales exactly. Per-block
+// counters stay exact (the L1 model's LRU is per block). Unique bytes: a byte only one of
+// the S-1 blocks touched is that block's own data, scaled with the rest; a byte several
+// sampled blocks touched is data the grid shares (a broadcast operand, layer norm's gamma),
+// counted once (scaled, the [1, 4096] operand of the broadcast add was counted 16 times at
+// S = 66). By byte, not sector: blocks that read every 8th float of a transposed view share
+// sectors, not bytes. Data that a few blocks share (a halo) is seen by one sampled block
+// and scaled.
+// A kernel whose blocks wait on one another (a flag another block sets) would hang sampled;
+// none of kernels/cuda does. The blocks not run write nothing: counts that depend on the
+// values (a data-dependent branch) see the operands' values, and outputs of a sampled
+// launch that a later launch reads hold what was there before.
 #include "kernels/emu/profile.h"
-
-#include <dlfcn.h>
-#include <elf.h>
-#include <link.h>
 
 #include <algorithm>
 #include <atomic>
 #include <bit>
+#include <cmath>
 #include <iterator>
-#include <list>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <sstream>
 #include <string_view>
 #include <unordered_map>
 
+#include "base/error.h"
 #include "kernels/emu/block.h"
+#include "kernels/emu/l1_model.h"
 #include "kernels/emu/memory_ranges.h"
 #include "kernels/emu/model.h"
 
-#ifndef EMBER_EMU_RESOURCES_FILE
-#define EMBER_EMU_RESOURCES_FILE ""
-#endif
-
 namespace ember::emu {
 
-Occupancy sm90_occupancy(const KernelResources& r, unsigned threads, size_t dynamic_shared) {
-  constexpr int kRegisters = 65536, kRegisterUnit = 256, kWarps = 64, kBlocks = 32;
-  constexpr size_t kShared = 228 * 1024, kReservedPerBlock = 1024;
-  const int warps = static_cast<int>((threads + 31) / 32);
-  Occupancy o;
-  o.blocks_per_sm = std::min(kBlocks, kWarps / std::max(warps, 1));
-  o.limiter = o.blocks_per_sm == kBlocks ? "blocks" : "warps";
-  if (r.known && r.registers > 0) {
-    const int per_warp = (r.registers * 32 + kRegisterUnit - 1) / kRegisterUnit * kRegisterUnit;
-    const int by_registers = kRegisters / per_warp / warps;
-    if (by_registers < o.blocks_per_sm) o.blocks_per_sm = by_registers, o.limiter = "registers";
-  }
-  const size_t shared = (r.known ? r.static_shared : 0) + dynamic_shared + kReservedPerBlock;
-  const int by_shared = static_cast<int>(kShared / shared);
-  if (by_shared < o.blocks_per_sm) o.blocks_per_sm = by_shared, o.limiter = "shared memory";
-  o.warps_per_sm = o.blocks_per_sm * warps;
-  return o;
-}
+namespace {
 
-size_t l1_bytes_per_block(const Occupancy& o, size_t shared_per_block) {
-  // The shared-memory carveouts sm_90 offers, in KiB: the driver takes the least that
-  // holds the resident blocks' shared memory.
-  constexpr size_t kCarveouts[] = {0, 8, 16, 32, 64, 100, 132, 164, 196, 228};
-  constexpr size_t kUnified = 256 * 1024, kReservedPerBlock = 1024;
-  const size_t blocks = size_t(std::max(o.blocks_per_sm, 1));
-  const size_t need = blocks * (shared_per_block + kReservedPerBlock);
-  size_t carveout = kCarveouts[std::size(kCarveouts) - 1] * 1024;
-  for (size_t c : kCarveouts)
-    if (c * 1024 >= need) {
-      carveout = c * 1024;
-      break;
-    }
-  return (kUnified - carveout) / blocks;
-}
+// Every count of a LaunchProfile (not its shape): what add_counts adds and sampling scales.
+constexpr uint64_t LaunchProfile::*kCounts[] = {
+    &LaunchProfile::global_load_requests,   &LaunchProfile::global_load_sectors,
+    &LaunchProfile::global_load_bytes,      &LaunchProfile::global_store_requests,
+    &LaunchProfile::global_store_sectors,   &LaunchProfile::global_store_bytes,
+    &LaunchProfile::global_atomic_requests, &LaunchProfile::global_atomic_sectors,
+    &LaunchProfile::unique_read_bytes,      &LaunchProfile::unique_write_bytes,
+    &LaunchProfile::shared_load_requests,   &LaunchProfile::shared_store_requests,
+    &LaunchProfile::shared_wavefronts,      &LaunchProfile::shared_ideal_wavefronts,
+    &LaunchProfile::global_load_accesses,   &LaunchProfile::global_load_bursts,
+    &LaunchProfile::global_load_l1_miss_sectors, &LaunchProfile::basic_blocks};
+
+}  // namespace
 
 void LaunchProfile::add_counts(const LaunchProfile& o) {
-  global_load_requests += o.global_load_requests, global_load_sectors += o.global_load_sectors;
-  global_load_bytes += o.global_load_bytes;
-  global_store_requests += o.global_store_requests, global_store_sectors += o.global_store_sectors;
-  global_store_bytes += o.global_store_bytes;
-  global_atomic_requests += o.global_atomic_requests, global_atomic_sectors += o.global_atomic_sectors;
-  unique_read_bytes += o.unique_read_bytes, unique_write_bytes += o.unique_write_bytes;
-  shared_load_requests += o.shared_load_requests, shared_store_requests += o.shared_store_requests;
-  shared_wavefronts += o.shared_wavefronts, shared_ideal_wavefronts += o.shared_ideal_wavefronts;
-  global_load_accesses += o.global_load_accesses, global_load_bursts += o.global_load_bursts;
-  global_load_l1_miss_sectors += o.global_load_l1_miss_sectors;
-  basic_blocks += o.basic_blocks;
+  for (auto count : kCounts) this->*count += o.*count;
 }
 
 std::string LaunchProfile::summary() const {
@@ -127,7 +98,10 @@ std::string LaunchProfile::summary() const {
                 (unsigned long long)unique_write_bytes, (unsigned long long)shared_load_requests,
                 (unsigned long long)shared_store_requests, (unsigned long long)shared_wavefronts,
                 (unsigned long long)shared_ideal_wavefronts, (unsigned long long)bank_conflicts());
-  return buf;
+  std::string out = buf;
+  if (blocks_run < grid_blocks)
+    out += " | sampled: " + std::to_string(blocks_run) + " of " + std::to_string(grid_blocks) + " blocks run";
+  return out;
 }
 
 namespace detail {
@@ -145,6 +119,7 @@ struct Settings {
   std::atomic<bool> any{false};  // some launches are wanted: the test without the lock
   std::mutex mu;
   bool all = false, print = false;
+  uint64_t sample = 0;  // set_profile_sampling
   std::vector<std::string> names;
   std::vector<LaunchProfile> records;
   Settings() {
@@ -175,73 +150,6 @@ Settings& settings() {
   return s;
 }
 
-// --- Kernels' mangled names and their cubin's resources -----------------------------------
-
-// The symbols of one loaded module (nm, once), by offset from its load address.
-const std::map<uintptr_t, std::string>& module_symbols(const std::string& file) {
-  static std::map<std::string, std::map<uintptr_t, std::string>> modules;
-  auto [it, fresh] = modules.try_emplace(file);
-  if (!fresh) return it->second;
-  const std::string command = "nm --defined-only '" + file + "' 2>/dev/null";
-  if (FILE* p = popen(command.c_str(), "r")) {
-    char line[8192];
-    while (std::fgets(line, sizeof line, p)) {
-      char* end = nullptr;
-      const uintptr_t value = std::strtoull(line, &end, 16);
-      if (end == line || std::strlen(end) < 4) continue;
-      std::string name(end + 3);
-      while (!name.empty() && (name.back() == '\n' || name.back() == '\r')) name.pop_back();
-      if (name.rfind("_Z", 0) == 0) it->second.emplace(value, std::move(name));
-    }
-    pclose(p);
-  }
-  return it->second;
-}
-
-// The kernel function's mangled name: from the dynamic symbols when exported, else from
-// the module's symbol table (a program's kernels are not exported).
-std::string mangled_name(const void* fn) {
-  static std::mutex mu;
-  std::lock_guard lock(mu);
-  Dl_info info{};
-  if (dladdr(fn, &info) == 0) return "";
-  if (info.dli_sname != nullptr && info.dli_saddr == fn) return info.dli_sname;
-  const auto* ehdr = static_cast<const ElfW(Ehdr)*>(info.dli_fbase);
-  const uintptr_t offset =
-      reinterpret_cast<uintptr_t>(fn) - (ehdr->e_type == ET_DYN ? reinterpret_cast<uintptr_t>(info.dli_fbase) : 0);
-  // The main program's dli_fname is its argv[0], which may not name a path.
-  for (const char* file : {info.dli_fname, "/proc/self/exe"}) {
-    if (file == nullptr || *file == '\0') continue;
-    const auto& symbols = module_symbols(file);
-    if (auto s = symbols.find(offset); s != symbols.end()) return s->second;
-  }
-  return "";
-}
-
-std::map<std::string, KernelResources> load_resources() {
-  std::map<std::string, KernelResources> table;
-  const char* env = std::getenv("EMBER_EMU_RESOURCES");
-  std::ifstream in(env != nullptr ? env : EMBER_EMU_RESOURCES_FILE);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#') continue;
-    std::istringstream fields(line);
-    std::string name;
-    KernelResources r;
-    if (std::getline(fields, name, '\t') && fields >> r.registers >> r.static_shared >> r.stack) {
-      r.known = true;
-      table.emplace(std::move(name), r);
-    }
-  }
-  return table;
-}
-
-KernelResources resources_of(const std::string& symbol) {
-  static const std::map<std::string, KernelResources> table = load_resources();
-  auto it = table.find(symbol);
-  return it == table.end() ? KernelResources{} : it->second;
-}
-
 // --- Counting ------------------------------------------------------------------------------
 
 enum Kind : uint8_t { kLoad, kStore, kAtomic };
@@ -270,45 +178,21 @@ struct KeyHash {
   }
 };
 
-// Per 32-byte sector of global memory: which of its bytes were read and written.
+// Per 32-byte sector of global memory: which of its bytes were read and written; in a
+// launch's map, also those that more than one block or a sample's last block read or wrote
+// (Note [Sampled blocks]).
 struct SectorBytes {
   uint32_t read = 0, written = 0;
+  uint32_t read_once = 0, written_once = 0;
 };
 using SectorMap = std::unordered_map<uintptr_t, SectorBytes>;
 
-// Note [L1 model]: least recently used sector out first.
-class SectorLru {
- public:
-  void reset(size_t capacity) {
-    capacity_ = std::max<size_t>(capacity, 1);
-    order_.clear();
-    where_.clear();
-  }
-  // Whether `sector` was held; it is the most recent now.
-  bool touch(uintptr_t sector) {
-    if (auto it = where_.find(sector); it != where_.end()) {
-      order_.splice(order_.begin(), order_, it->second);
-      return true;
-    }
-    if (where_.size() == capacity_) {
-      where_.erase(order_.back());
-      order_.pop_back();
-    }
-    order_.push_front(sector);
-    where_.emplace(sector, order_.begin());
-    return false;
-  }
-
- private:
-  size_t capacity_ = 1;
-  std::list<uintptr_t> order_;
-  std::unordered_map<uintptr_t, std::list<uintptr_t>::iterator> where_;
-};
-
-// The counters of one launch, merged from its blocks.
+// The counters of one launch, merged from its blocks. Sampled (Note [Sampled blocks]), the
+// last block's are kept apart, to be added unscaled.
 struct LaunchState {
   std::mutex mu;
-  LaunchProfile profile;
+  bool sampled = false;
+  LaunchProfile profile, last;
   SectorMap sectors;
 };
 
@@ -324,6 +208,7 @@ std::map<const Launch*, std::shared_ptr<LaunchState>>& launches() {
 // One OS thread's profiler: the block it runs.
 struct Profiler {
   std::shared_ptr<LaunchState> launch;
+  bool last_of_sample = false;  // the last block of a sampled launch (Note [Sampled blocks])
   Range stacks, dynamic_shared, params;
   std::vector<Range> tls;
   Range own[4];
@@ -472,32 +357,42 @@ void Profiler::finish_block() {
   requests.clear();
   last = nullptr;
   std::lock_guard lock(launch->mu);
-  LaunchProfile& p = launch->profile;
+  LaunchProfile& p = last_of_sample ? launch->last : launch->profile;
   p.add_counts(counts);
   p.global_load_accesses += std::exchange(load_accesses, 0);
   p.global_load_bursts += std::exchange(load_bursts, 0);
   p.basic_blocks += std::exchange(basic_blocks, 0);
   for (const auto& [sector, bytes] : sectors) {
     SectorBytes& s = launch->sectors[sector];
+    s.read_once |= last_of_sample ? bytes.read : s.read & bytes.read;
+    s.written_once |= last_of_sample ? bytes.written : s.written & bytes.written;
     s.read |= bytes.read;
     s.written |= bytes.written;
   }
   sectors.clear();
 }
 
-bool profile_launch_begin(const Launch& launch, const void* kernel_id) {
+bool profile_launch_begin(const Launch& launch, const void* kernel_id, uint64_t& blocks_run) {
+  const uint64_t grid_blocks = uint64_t(launch.grid.x) * launch.grid.y * launch.grid.z;
+  blocks_run = grid_blocks;
   Settings& s = settings();
   if (!s.any.load(std::memory_order_relaxed)) return false;
+  uint64_t sample = 0;
   {
     std::lock_guard lock(s.mu);
     if (!s.wanted(launch.kernel)) return false;
+    sample = s.sample;
   }
   auto state = std::make_shared<LaunchState>();
+  state->sampled = sample > 0 && grid_blocks > sample;
+  if (state->sampled) blocks_run = sample;
   LaunchProfile& p = state->profile;
   p.kernel = launch.kernel;
   p.symbol = mangled_name(kernel_id);
   p.grid = launch.grid;
   p.block = launch.block;
+  p.grid_blocks = grid_blocks;
+  p.blocks_run = blocks_run;
   p.dynamic_shared = launch.shared_bytes;
   p.resources = resources_of(p.symbol);
   p.occupancy = sm90_occupancy(p.resources, launch.block.x * launch.block.y * launch.block.z, launch.shared_bytes);
@@ -519,8 +414,19 @@ void profile_launch_end(const Launch& launch) {
   }
   LaunchProfile& p = state->profile;
   for (const auto& [sector, bytes] : state->sectors) {
-    p.unique_read_bytes += std::popcount(bytes.read);
-    p.unique_write_bytes += std::popcount(bytes.written);
+    // Sampled, bytes one of the S-1 first blocks alone touched stand for the others' (scaled);
+    // those several blocks or the last touched are counted once.
+    const uint32_t read_once = state->sampled ? bytes.read_once : 0;
+    const uint32_t written_once = state->sampled ? bytes.written_once : 0;
+    p.unique_read_bytes += std::popcount(bytes.read & ~read_once);
+    p.unique_write_bytes += std::popcount(bytes.written & ~written_once);
+    state->last.unique_read_bytes += std::popcount(read_once);
+    state->last.unique_write_bytes += std::popcount(written_once);
+  }
+  if (state->sampled) {  // Note [Sampled blocks]: the S-1 first stand for the G-1 first
+    const double scale = double(p.grid_blocks - 1) / double(p.blocks_run - 1);
+    for (auto count : kCounts) p.*count = uint64_t(std::llround(double(p.*count) * scale));
+    p.add_counts(state->last);
   }
   Settings& s = settings();
   std::lock_guard lock(s.mu);
@@ -547,6 +453,8 @@ void profile_block_begin(const Launch& launch, const void* stacks, size_t stack_
     p.own[3] = range_of(grid_dim);
     p.tls_known = true;
   }
+  p.last_of_sample = state->sampled && block_idx.x + uint64_t(launch.grid.x) * (block_idx.y + uint64_t(launch.grid.y) * block_idx.z) ==
+                                           state->profile.grid_blocks - 1;
   p.launch = std::move(state);
   const auto s = reinterpret_cast<uintptr_t>(stacks);
   p.stacks = Range{s, s + stack_bytes};
@@ -626,6 +534,13 @@ void set_profile(const std::string& filter, bool print) {
   std::lock_guard lock(s.mu);
   s.configure(filter, print);
   s.records.clear();
+}
+
+void set_profile_sampling(uint64_t blocks) {
+  EMBER_CHECK(blocks != 1, "CUDA emulator: a sample of blocks holds the first and the last, at least 2, not 1 (0: all)");
+  detail::Settings& s = detail::settings();
+  std::lock_guard lock(s.mu);
+  s.sample = blocks;
 }
 
 std::vector<LaunchProfile> take_profiles() {

@@ -14,30 +14,10 @@
 #include <vector>
 
 #include "kernels/emu/emu.h"
+#include "kernels/emu/l1_model.h"
+#include "kernels/emu/sm90_resources.h"
 
 namespace ember::emu {
-
-// Registers, static shared memory and stack of a kernel's sm_90 cubin, from the table
-// scripts/cubin-resources.py makes of an nvcc build (bench/calibration/sm90_resources.tsv,
-// or the file EMBER_EMU_RESOURCES names), found by the kernel's mangled name.
-struct KernelResources {
-  bool known = false;
-  int registers = 0;
-  size_t static_shared = 0, stack = 0;
-};
-
-// CUDA's occupancy rules for sm_90: 65536 registers (allocated 256 a warp), 228 KiB of
-// shared memory (1 KiB of it reserved a block), 64 warps and 32 blocks an SM.
-struct Occupancy {
-  int blocks_per_sm = 0;
-  int warps_per_sm = 0;
-  const char* limiter = "";  // "registers", "shared memory", "warps", "blocks"
-  double fraction() const { return warps_per_sm / 64.0; }
-};
-Occupancy sm90_occupancy(const KernelResources& r, unsigned threads_per_block, size_t dynamic_shared);
-// A block's share of its SM's L1 data cache: the 256 KiB of L1 and shared memory less the
-// shared memory of the SM's resident blocks (each with its reserved 1 KiB), over those blocks.
-size_t l1_bytes_per_block(const Occupancy& o, size_t shared_per_block);
 
 // One launch's counters, with Nsight Compute's definitions. A request is one warp-level
 // instruction: the lanes of a warp that executed the same access site (return address) for
@@ -46,6 +26,9 @@ struct LaunchProfile {
   std::string kernel;  // as the launch names it
   std::string symbol;  // its mangled name (the cubin's), empty if not found
   dim3 grid, block;
+  // The grid's blocks and those the emulator ran: fewer when the launch was sampled
+  // (set_profile_sampling); the counts are the whole grid's either way.
+  uint64_t grid_blocks = 0, blocks_run = 0;
   size_t dynamic_shared = 0;
   KernelResources resources;
   Occupancy occupancy;
@@ -67,7 +50,7 @@ struct LaunchProfile {
   // Load sectors that miss a model of the SM's L1: per block, an LRU of 32-byte sectors as
   // large as its share of the L1 (l1_bytes_per_block). The rest are L1 hits (a block's
   // re-reads, lanes of its other requests in a sector); misses, stores and atomics are the
-  // sectors between L2 and the SMs (l2_sectors). Note [L1 model] in profile.cpp.
+  // sectors between L2 and the SMs (l2_sectors). Note [L1 model] in l1_model.cpp.
   uint64_t global_load_l1_miss_sectors = 0;
   // Basic blocks of the host compiler's code the threads ran: an instruction count's
   // proxy, counted only in translation units built with -fsanitize-coverage=trace-pc (the
@@ -101,6 +84,12 @@ struct LaunchProfile {
 void set_profile(const std::string& filter, bool print);
 // The profiles of the launches since set_profile (or the last take), in launch order.
 std::vector<LaunchProfile> take_profiles();
+// Block sampling, for the kernel bench at full-size operands: a profiled launch of more
+// than `blocks` blocks runs only `blocks` of them, spread evenly over the grid from its
+// first block to its last, and its counts are scaled to the whole grid (Note [Sampled
+// blocks] in profile.cpp). The blocks not run write nothing. 0 (the default): every block
+// runs. Launches that are not profiled always run whole.
+void set_profile_sampling(uint64_t blocks);
 
 namespace detail {
 
@@ -108,8 +97,15 @@ struct Launch;
 struct Profiler;
 extern thread_local Profiler* active_profiler __attribute__((tls_model("initial-exec")));
 
-// From launch(): whether this launch is profiled (then profile_launch_end follows).
-bool profile_launch_begin(const Launch& launch, const void* kernel_id);
+// From launch(): whether this launch is profiled (then profile_launch_end follows), and
+// how many of its blocks to run (`blocks_run`: the grid's, or a sample's, Note [Sampled
+// blocks]); run_grid runs sampled_block(i, ...) for i below it.
+bool profile_launch_begin(const Launch& launch, const void* kernel_id, uint64_t& blocks_run);
+// The i-th of `run` blocks spread evenly over a grid of `grid` blocks, the first and the
+// last among them (all of them when run == grid).
+inline uint64_t sampled_block(uint64_t i, uint64_t run, uint64_t grid) {
+  return run >= grid || run < 2 ? i : uint64_t((unsigned __int128)i * (grid - 1) / (run - 1));
+}
 void profile_launch_end(const Launch& launch);
 // From the block scheduler, on the OS thread that runs the block.
 void profile_block_begin(const Launch& launch, const void* stacks, size_t stack_bytes, const void* dynamic_shared,

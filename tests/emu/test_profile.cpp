@@ -8,6 +8,7 @@
 #include <new>
 #include <vector>
 
+#include "base/error.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/tensor_core.cuh"
 #include "kernels/emu/profile.h"
@@ -299,6 +300,140 @@ TEST(EmuProfile, OnlyWantedLaunchesAreProfiled) {
   launch<copy_strided>(LaunchConfig{dim3(1), dim3(256), 0}, nullptr, in.data(), out.data(), 1);
   EXPECT_TRUE(emu::take_profiles().empty());
   emu::set_profile("", false);
+}
+
+// Note [Sampled blocks]: each thread doubles elements a grid's stride apart.
+__global__ void double_grid_stride(const float* in, float* out, int n) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) out[i] = 2 * in[i];
+}
+
+// The profile of one launch of double_grid_stride over n elements, sampling `sample`
+// blocks (0: none), and how many outputs it wrote.
+struct Sampled {
+  emu::LaunchProfile profile;
+  int written = 0;
+};
+Sampled sampled_run(int grid, int n, uint64_t sample) {
+  Aligned<float> in{size_t(n)}, out{size_t(n)};
+  for (int i = 0; i < n; ++i) in.data()[i] = 1.0f;
+  emu::set_profile_sampling(sample);
+  Sampled r;
+  r.profile = profile_of([&] {
+    launch<double_grid_stride>(LaunchConfig{dim3(unsigned(grid)), dim3(64), 0}, nullptr, in.data(), out.data(), n);
+  });
+  emu::set_profile_sampling(0);
+  for (int i = 0; i < n; ++i) r.written += out.data()[i] == 2.0f;
+  return r;
+}
+
+void expect_same_counts(const emu::LaunchProfile& sampled, const emu::LaunchProfile& whole) {
+  EXPECT_EQ(sampled.global_load_requests, whole.global_load_requests);
+  EXPECT_EQ(sampled.global_load_sectors, whole.global_load_sectors);
+  EXPECT_EQ(sampled.global_load_bytes, whole.global_load_bytes);
+  EXPECT_EQ(sampled.global_store_requests, whole.global_store_requests);
+  EXPECT_EQ(sampled.global_store_sectors, whole.global_store_sectors);
+  EXPECT_EQ(sampled.global_store_bytes, whole.global_store_bytes);
+  EXPECT_EQ(sampled.unique_read_bytes, whole.unique_read_bytes);
+  EXPECT_EQ(sampled.unique_write_bytes, whole.unique_write_bytes);
+  EXPECT_EQ(sampled.global_load_accesses, whole.global_load_accesses);
+  EXPECT_EQ(sampled.global_load_bursts, whole.global_load_bursts);
+  EXPECT_EQ(sampled.global_load_l1_miss_sectors, whole.global_load_l1_miss_sectors);
+  EXPECT_EQ(sampled.grid_blocks, whole.grid_blocks);
+}
+
+TEST(EmuProfile, SampledGridStrideLaunchCountsAsTheWholeGrid) {
+  EMBER_NEED_INSTRUMENTATION();
+  const int grid = 40, n = grid * 64 * 5;  // 5 iterations a thread, every block alike
+  const Sampled whole = sampled_run(grid, n, 0), sampled = sampled_run(grid, n, 6);
+  EXPECT_EQ(whole.profile.blocks_run, 40u);
+  EXPECT_EQ(whole.written, n);
+  EXPECT_EQ(sampled.profile.blocks_run, 6u);
+  EXPECT_EQ(sampled.written, 6 * 64 * 5);  // the others never ran
+  EXPECT_EQ(whole.profile.global_load_requests, uint64_t(grid) * 2 * 5);  // 2 warps a block
+  expect_same_counts(sampled.profile, whole.profile);
+}
+
+TEST(EmuProfile, SampledLaunchWithATailCountsAsTheWholeGrid) {
+  EMBER_NEED_INSTRUMENTATION();
+  // One element a thread, the last block a partial one (17 of 64 threads, half a warp):
+  // the sample's last block is the grid's, counted once, the others scaled.
+  const int grid = 37, n = 36 * 64 + 17;
+  const Sampled whole = sampled_run(grid, n, 0), sampled = sampled_run(grid, n, 5);
+  EXPECT_EQ(whole.written, n);
+  EXPECT_EQ(sampled.profile.blocks_run, 5u);
+  EXPECT_EQ(sampled.written, 4 * 64 + 17);
+  expect_same_counts(sampled.profile, whole.profile);
+}
+
+__global__ void add_row(const float* x, const float* row, float* out) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  out[i] = x[i] + row[threadIdx.x];
+}
+
+TEST(EmuProfile, SampledLaunchCountsDataEveryBlockReadsOnce) {
+  EMBER_NEED_INSTRUMENTATION();
+  // Every block reads the same 64-float row: the grid's unique bytes hold it once.
+  const int grid = 30, n = grid * 64;
+  Aligned<float> x{size_t(n)}, row{64}, out{size_t(n)};
+  auto run = [&](uint64_t sample) {
+    emu::set_profile_sampling(sample);
+    const emu::LaunchProfile p = profile_of(
+        [&] { launch<add_row>(LaunchConfig{dim3(unsigned(grid)), dim3(64), 0}, nullptr, x.data(), row.data(), out.data()); });
+    emu::set_profile_sampling(0);
+    return p;
+  };
+  const emu::LaunchProfile whole = run(0), sampled = run(4);
+  EXPECT_EQ(whole.unique_read_bytes, uint64_t(n + 64) * 4);
+  EXPECT_EQ(sampled.blocks_run, 4u);
+  expect_same_counts(sampled, whole);
+}
+
+// Block b reads elements b, b + grid, b + 2 grid...: 8 blocks share each sector, not a byte.
+__global__ void gather_interleaved(const float* in, float* out) {
+  out[blockIdx.x * blockDim.x + threadIdx.x] = in[threadIdx.x * gridDim.x + blockIdx.x];
+}
+
+TEST(EmuProfile, SampledBlocksSharingSectorsNotBytesScale) {
+  EMBER_NEED_INSTRUMENTATION();
+  const int grid = 64, n = grid * 64;
+  Aligned<float> in{size_t(n)}, out{size_t(n)};
+  auto run = [&](uint64_t sample) {
+    emu::set_profile_sampling(sample);
+    const emu::LaunchProfile p = profile_of(
+        [&] { launch<gather_interleaved>(LaunchConfig{dim3(unsigned(grid)), dim3(64), 0}, nullptr, in.data(), out.data()); });
+    emu::set_profile_sampling(0);
+    return p;
+  };
+  const emu::LaunchProfile whole = run(0), sampled = run(22);  // blocks 3 apart
+  EXPECT_EQ(whole.unique_read_bytes, uint64_t(n) * 4);
+  expect_same_counts(sampled, whole);
+}
+
+TEST(EmuProfile, SamplingIsOffUnlessAskedAndOnlyForProfiledLaunches) {
+  EMBER_NEED_INSTRUMENTATION();
+  const int grid = 20, n = grid * 64;
+  EXPECT_EQ(sampled_run(grid, n, 0).written, n);
+  // Asked for, but the launch is not profiled: it runs whole.
+  Aligned<float> in{size_t(n)}, out{size_t(n)};
+  for (int i = 0; i < n; ++i) in.data()[i] = 1.0f;
+  emu::set_profile_sampling(4);
+  launch<double_grid_stride>(LaunchConfig{dim3(unsigned(grid)), dim3(64), 0}, nullptr, in.data(), out.data(), n);
+  emu::set_profile_sampling(0);
+  int written = 0;
+  for (int i = 0; i < n; ++i) written += out.data()[i] == 2.0f;
+  EXPECT_EQ(written, n);
+  EXPECT_THROW(emu::set_profile_sampling(1), Error);
+}
+
+TEST(EmuProfile, GridsNoLargerThanTheSampleRunWhole) {
+  EMBER_NEED_INSTRUMENTATION();
+  const int grid = 8, n = grid * 64 * 2;
+  const Sampled at = sampled_run(grid, n, 8), above = sampled_run(grid, n, 100);
+  EXPECT_EQ(at.profile.blocks_run, 8u);
+  EXPECT_EQ(at.written, n);
+  EXPECT_EQ(above.profile.blocks_run, 8u);
+  EXPECT_EQ(above.written, n);
+  expect_same_counts(at.profile, sampled_run(grid, n, 0).profile);
 }
 
 TEST(EmuProfile, Sm90OccupancyRules) {
