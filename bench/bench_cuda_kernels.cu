@@ -34,9 +34,26 @@
 #include "kernels/cuda/sgemm.cuh"
 #include "kernels/cuda/softmax.cuh"
 
+#include <cerrno>
+
 using namespace ember::bench;
 
 namespace {
+
+#if defined(EMBER_CUDA_EMULATED)
+// An integer flag's value: the whole text, in [lo, hi], or the run stops with one line
+// naming the flag and its range.
+long integer_flag(const std::string& flag, const std::string& text, long lo, long hi) {
+  char* end = nullptr;
+  errno = 0;
+  const long v = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno == ERANGE || v < lo || v > hi) {
+    std::fprintf(stderr, "%s: '%s' is not an integer in [%ld, %ld]\n", flag.c_str(), text.c_str(), lo, hi);
+    std::exit(2);
+  }
+  return v;
+}
+#endif
 
 using namespace ember::kernels::cuda;
 
@@ -245,7 +262,8 @@ int main(int argc, char** argv) {
   o.emulated = true;
   const char* usage =
       "usage: %s --emulated [--mib 256] [--sample-blocks 66] [--filter TEXT] [--model FILE] [--counters FILE]\n"
-      "       [--baseline FILE] [--write-baseline FILE] [--peak-gbs 4800]\n";
+      "       [--baseline FILE] [--write-baseline FILE] [--peak-gbs 4800]\n"
+      "  --sample-blocks N in [2, 1048576]: blocks a profiled launch of a larger grid runs\n";
 #else
   const char* usage = "usage: %s [--peak-gbs 4800] [--mib 256] [--reps 20] [--filter TEXT]\n";
 #endif
@@ -272,7 +290,7 @@ int main(int argc, char** argv) {
 #if defined(EMBER_CUDA_EMULATED)
     } else if (arg == "--emulated") {
     } else if (arg == "--sample-blocks") {
-      o.sample_blocks = std::atol(value().c_str());
+      o.sample_blocks = integer_flag(arg, value(), 2, 1 << 20);
     } else if (arg == "--model") {
       o.model = value();
     } else if (arg == "--counters") {
@@ -291,8 +309,8 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (o.peak_gbs <= 0 || o.mib == 0 || o.reps <= 0 || o.sample_blocks < 2) {
-    std::fprintf(stderr, "--peak-gbs, --mib and --reps must be positive, --sample-blocks at least 2\n");
+  if (o.peak_gbs <= 0 || o.mib == 0 || o.reps <= 0) {
+    std::fprintf(stderr, "--peak-gbs, --mib and --reps must be positive\n");
     return 2;
   }
 #if defined(EMBER_CUDA_EMULATED)
