@@ -73,7 +73,8 @@ class Arena {
 #if defined(EMBER_CUDA_EMULATED)
       // The emulator draws 4 MiB of floats, copied over the rest: the kernels' counters
       // depend on values only in data-dependent branches (argmax, max pool), which any
-      // uniform draws take alike, and drawing every operand at --mib 256 would take minutes.
+      // uniform draws take alike, and drawing an operand whole runs the Philox kernel's
+      // whole grid on the emulator (the arena's launches are not profiled, so not sampled).
       const size_t drawn = std::min<size_t>(n, size_t(1) << 20);
 #else
       const size_t drawn = n;
