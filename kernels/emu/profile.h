@@ -56,6 +56,12 @@ struct LaunchProfile {
   // proxy, counted only in translation units built with -fsanitize-coverage=trace-pc (the
   // kernel bench's; zero elsewhere). Note [Basic blocks] in profile.cpp.
   uint64_t basic_blocks = 0;
+  // Integer divide instructions (a quotient, a remainder or both) of 64-bit and of narrower
+  // operands the threads ran, by divisors the compiler could not turn into a multiply: on
+  // the GPU each is a called routine of tens of instructions (64-bit) or an inline sequence
+  // (32-bit), where the host runs one instruction. Counted in the same translation units,
+  // once set_profile_division_sites knows where the divides are (Note [Divisions]).
+  uint64_t divisions_64 = 0, divisions_32 = 0;
 
   // Adds another profile's requests, sectors, bytes, wavefronts and bursts (not its shape).
   void add_counts(const LaunchProfile& other);
@@ -90,6 +96,15 @@ std::vector<LaunchProfile> take_profiles();
 // blocks] in profile.cpp). The blocks not run write nothing. 0 (the default): every block
 // runs. Launches that are not profiled always run whole.
 void set_profile_sampling(uint64_t blocks);
+// A basic block of trace-pc code with integer divides: the return address of its call of
+// __sanitizer_cov_trace_pc (the instruction after the call, at run time) and the divides
+// between it and the block's end. set_profile_division_sites replaces the whole set; the
+// profiles count a block's divides each time a thread enters it (Note [Divisions]).
+struct DivisionSite {
+  uintptr_t pc = 0;
+  uint32_t div64 = 0, div32 = 0;
+};
+void set_profile_division_sites(const std::vector<DivisionSite>& sites);
 
 namespace detail {
 

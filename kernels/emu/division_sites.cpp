@@ -1,0 +1,85 @@
+#include "kernels/emu/division_sites.h"
+
+#include <link.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string_view>
+
+namespace ember::emu {
+
+namespace {
+
+bool is_64bit_register(std::string_view r) {  // %rcx, %r8, %r14; not %ecx, %r8d, %r8w, %r8b
+  return r.starts_with("%r") && r.size() >= 3 && r.back() != 'd' && r.back() != 'w' && r.back() != 'b';
+}
+
+}  // namespace
+
+std::vector<DivisionSite> division_sites_from_objdump(FILE* listing, uintptr_t load_bias) {
+  std::vector<DivisionSite> sites;
+  DivisionSite open;  // the block being read
+  bool in_block = false;
+  auto close = [&] {
+    if (in_block && (open.div64 || open.div32)) sites.push_back(open);
+    in_block = false;
+  };
+  // "  2e703:\tcall   2e140 <__sanitizer_cov_trace_pc@plt>", "  48498:\tidivq  0x88(%rsp)"
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, listing)) {
+    char* end = nullptr;
+    const unsigned long long address = std::strtoull(buf, &end, 16);
+    if (end == buf || end[0] != ':' || end[1] != '\t') continue;  // a heading, a blank line
+    const std::string_view rest(end + 2);
+    const size_t op_end = rest.find_first_of(" \t\n");
+    const std::string_view op = rest.substr(0, op_end);
+    std::string_view arg = op_end == rest.npos ? std::string_view() : rest.substr(op_end);
+    arg.remove_prefix(std::min(arg.size(), arg.find_first_not_of(' ')));
+    arg = arg.substr(0, arg.find_first_of(" \t\n"));
+    if (op == "call" && rest.find("<__sanitizer_cov_trace_pc") != rest.npos) {
+      close();
+      in_block = true;  // from the next instruction: the call's return address
+      open = {};
+      continue;
+    }
+    if (in_block && open.pc == 0) open.pc = address + load_bias;
+    const std::string_view base = op.starts_with('i') ? op.substr(1) : op;
+    if (base == "div" || base == "divq" || base == "divl" || base == "divw" || base == "divb") {
+      if (in_block) ++(base == "divq" || (base == "div" && is_64bit_register(arg)) ? open.div64 : open.div32);
+    } else if (op.starts_with("ret") || op.starts_with("jmp") || (op == "notrack" && arg.starts_with("jmp"))) {
+      close();
+    }
+  }
+  close();
+  return sites;
+}
+
+std::vector<DivisionSite> division_sites_of_this_program(std::string& why) {
+  // The file's path, not /proc/self/exe: in the shell popen starts, that names the shell.
+  std::error_code error;
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe", error).string();
+  if (error || self.find('\'') != std::string::npos) {
+    why = "cannot name this program's file";
+    return {};
+  }
+  const std::string command = "objdump -d --no-show-raw-insn '" + self + "' 2>/dev/null";
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(command.c_str(), "r"), pclose);
+  if (!pipe) {
+    why = "cannot run objdump";
+    return {};
+  }
+  uintptr_t bias = 0;  // the executable's load address: the first object dl_iterate_phdr reports
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* out) {
+        *static_cast<uintptr_t*>(out) = info->dlpi_addr;
+        return 1;
+      },
+      &bias);
+  std::vector<DivisionSite> sites = division_sites_from_objdump(pipe.get(), bias);
+  if (pclose(pipe.release()) != 0) why = "objdump failed (is binutils installed?)";
+  return sites;
+}
+
+}  // namespace ember::emu
