@@ -320,6 +320,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "cannot read the model %s (scripts/kernel-model.py writes it)\n", o.model.c_str());
     return 2;
   }
+  // The divides of the kernels' index arithmetic (Note [Divisions]), found in this program.
+  std::string no_sites;
+  const std::vector<ember::emu::DivisionSite> sites = ember::emu::division_sites_of_this_program(no_sites);
+  if (!no_sites.empty()) std::fprintf(stderr, "divisions not counted (the model sees none): %s\n", no_sites.c_str());
+  ember::emu::set_profile_division_sites(sites);
   std::printf("\nPredicted for an H200 (%d SMs) by the model fitted on %s, from the CUDA emulator's counters at "
               "operands of %zu MiB (%ld blocks of a larger grid run, its counts scaled to the grid; GEMMs at a side "
               "of 128, bf16 256, scaled by the work); predicted, not measured\n\n",

@@ -27,6 +27,7 @@
 
 #if defined(EMBER_CUDA_EMULATED)
 #include "bench/kernel_model.h"
+#include "kernels/emu/division_sites.h"
 #include "kernels/emu/profile.h"
 #endif
 #include "kernels/cuda/random.cuh"  // the arena fills operands with uniform draws
@@ -155,6 +156,8 @@ RowCounters gather(const std::vector<ember::emu::LaunchProfile>& launches, doubl
   m.launches = r.launches;
   // A warp runs a block of the code once for its 32 lanes (when they do not diverge).
   m.warp_basic_blocks = double(s.basic_blocks) / 32 * work_scale;
+  m.warp_divisions_64 = double(s.divisions_64) / 32 * work_scale;
+  m.warp_divisions_32 = double(s.divisions_32) / 32 * work_scale;
   m.requests = double(s.global_requests()) * work_scale;
   m.wavefronts = double(s.shared_wavefronts) * work_scale;
   m.flops = flops, m.flop_kind = flop_kind;
@@ -175,6 +178,7 @@ class Table {
       counters_.open(o.counters);
       counters_ << "kernel\tbytes\tflops\tflop_kind\tread_bytes\twrite_bytes\tsectors\trequests\twavefronts"
                    "\twarps_per_sm\tbytes_per_request\tloads_per_burst\tl2_sectors\tlaunches\twarp_basic_blocks"
+                   "\twarp_divisions_64\twarp_divisions_32"
                    "\tld_sectors_per_request"
                    "\tst_sectors_per_request"
                    "\tbank_conflicts_per_request\tunique_over_ideal\tkernels\n";
@@ -308,7 +312,8 @@ class Table {
       counters_ << name << '\t' << bytes << '\t' << flops << '\t' << m.flop_kind << '\t' << m.read_bytes << '\t'
                 << m.write_bytes << '\t' << m.sectors << '\t' << m.requests << '\t' << m.wavefronts << '\t'
                 << m.warps_per_sm << '\t' << m.bytes_per_request << '\t' << m.loads_per_burst << '\t' << m.l2_sectors << '\t' << m.launches
-                << '\t' << m.warp_basic_blocks << '\t' << r.ld << '\t' << r.st << '\t'
+                << '\t' << m.warp_basic_blocks << '\t' << m.warp_divisions_64 << '\t'
+                << m.warp_divisions_32 << '\t' << r.ld << '\t' << r.st << '\t'
                 << r.conflicts << '\t' << r.unique << '\t' << c.kernels << '\n';
     }
     if (baseline_out_.is_open())

@@ -47,12 +47,15 @@ struct KernelCounters {
   double loads_per_burst = 1;              // a thread's loads with no store between (profile.h)
   int launches = 1;                        // kernel launches of the row
   double warp_basic_blocks = 0;            // the host compiler's basic blocks a warp ran (profile.h)
+  double warp_divisions_64 = 0;            // integer divides a warp ran, of 64-bit operands (profile.h)
+  double warp_divisions_32 = 0;            // and of narrower ones
 };
 
 struct ModelParams {
   bool loaded = false;
   double floor_us = 2, read_gbs = 4000, write_gbs = 4000, l2_gbs = 10000, latency_us = 1;
   double issue_per_us = 2000, wavefronts_per_us = 2000, f32_tflops = 50, bf16_tflops = 600, math_warps = 16;
+  double divisions_per_us = 113;  // warp 64-bit divides an SM runs a us
   double smooth_p = 4;
   // From the same GPU run: the device-to-device copy (the "of copy" ceiling) and cuBLAS.
   double copy_gbs = 4077, cublas_sgemm_4096_us = 2727.5;
@@ -69,7 +72,7 @@ inline ModelParams load_model(const std::string& path) {
       {"latency_us", &p.latency_us},     {"issue_per_us", &p.issue_per_us},
       {"wavefronts_per_us", &p.wavefronts_per_us}, {"math_warps", &p.math_warps},
       {"f32_tflops", &p.f32_tflops},     {"bf16_tflops", &p.bf16_tflops},
-      {"smooth_p", &p.smooth_p},
+      {"divisions_per_us", &p.divisions_per_us}, {"smooth_p", &p.smooth_p},
       {"copy_gbs", &p.copy_gbs},         {"cublas_sgemm_4096_us", &p.cublas_sgemm_4096_us}};
   std::string line;
   while (std::getline(in, line)) {
@@ -114,7 +117,11 @@ inline Prediction predict(const KernelCounters& c, const ModelParams& p) {
   const double top = std::max(r.us, 1e-30);
   double sum = 0;
   for (double t : terms) sum += std::pow(t / top, p.smooth_p);
-  r.us = p.floor_us * std::max(c.launches, 1) + top * std::pow(sum, 1 / p.smooth_p);
+  // The 64-bit divides of the index arithmetic come before the loads whose addresses they
+  // compute: they add to the overlapped terms (Note [Divisions], kernels/emu/profile.cpp).
+  const double divides = c.warp_divisions_64 / (kH200Sms * p.divisions_per_us);
+  if (divides > r.us) r.bound = "divides";
+  r.us = p.floor_us * std::max(c.launches, 1) + top * std::pow(sum, 1 / p.smooth_p) + divides;
   return r;
 }
 

@@ -14,7 +14,8 @@ COUNTERS.tsv is what `ember_bench_cuda_kernels --emulated --counters FILE` write
 commit that was measured (scripts/kernel-counters-at.sh COMMIT ...). The model's formula is
 bench/kernel_model.h's (the bench predicts with it): time = launches x floor + the p-norm of
 (DRAM, L2 sectors, in flight, issue, shared, math), p fitted (a smooth max: the phases
-partly overlap). Fitted by Nelder-Mead on the logarithms of the parameters,
+partly overlap) + the 64-bit integer divides at a fitted rate (they come before the loads
+whose addresses they compute). Fitted by Nelder-Mead on the logarithms of the parameters,
 minimising the mean absolute log error; leave-one-out refits without each kernel in turn and
 predicts it. Needs numpy only.
 """
@@ -48,6 +49,7 @@ PARAMS = [
     ('f32_tflops', 60.0, (5, 67), 'TFLOP/s, f32 FMA at full latency hiding'),
     ('bf16_tflops', 620.0, (50, 989), 'TFLOP/s, bf16 mma.sync'),
     ('math_warps', 16.0, (1, 64), 'resident warps an SM needs for its math rate'),
+    ('divisions_per_us', 113.0, (10, 1e4), 'warp 64-bit integer divides an SM runs a us'),
     ('smooth_p', 4.0, (1, 64), 'the p of the terms\' p-norm (large: their max)'),
 ]
 LOG_LO = np.log([p[2][0] for p in PARAMS])
@@ -58,9 +60,11 @@ def values(theta):
     """The parameters of a point of the search: its logarithms, held to the ranges."""
     return np.exp(np.clip(theta, LOG_LO, LOG_HI))
 FEATURES = ['read_bytes', 'write_bytes', 'sectors', 'requests', 'wavefronts', 'flops', 'flop_kind', 'warps_per_sm',
-            'bytes_per_request', 'loads_per_burst', 'l2_sectors', 'launches', 'warp_basic_blocks']
+            'bytes_per_request', 'loads_per_burst', 'l2_sectors', 'launches', 'warp_basic_blocks',
+            'warp_divisions_64', 'warp_divisions_32']
 # For counters tables written before a feature: one launch, every sector an L1 miss.
-DEFAULTS = {'loads_per_burst': 1.0, 'launches': 1.0, 'warp_basic_blocks': 0.0}
+DEFAULTS = {'loads_per_burst': 1.0, 'launches': 1.0, 'warp_basic_blocks': 0.0, 'warp_divisions_64': 0.0,
+            'warp_divisions_32': 0.0}
 FALLBACK = {'l2_sectors': 'sectors'}
 
 
@@ -70,7 +74,7 @@ def counter(c, k):
 
 def terms(theta, f):
     """Each term of bench/kernel_model.h's predict(), in us; f: dict of feature arrays."""
-    floor, rd, wr, l2, lat, issue, wave, f32, bf16, mw, _ = values(theta)
+    floor, rd, wr, l2, lat, issue, wave, f32, bf16, mw, div, _ = values(theta)
     warps = np.maximum(f['warps_per_sm'], 1)
     dram = f['read_bytes'] / (rd * 1e3) + f['write_bytes'] / (wr * 1e3)
     # The bf16 mma.sync rows keep only their DRAM bytes and FLOPs: their counters are the
@@ -83,17 +87,23 @@ def terms(theta, f):
     iss = np.where(tc, 0.0, f['requests']) / (SMS * issue)
     shared = np.where(tc, 0.0, f['wavefronts']) / (SMS * wave)
     math_ = f['flops'] / (np.where(f['flop_kind'] == 1, bf16, f32) * 1e6 * np.minimum(1.0, warps / mw))
-    return floor * f['launches'], np.stack([dram, l2t, flight, iss, shared, math_])
+    # The index arithmetic's 64-bit divides (Note [Divisions], kernels/emu/profile.cpp):
+    # they compute the addresses the loads wait on, so they add to the other terms rather
+    # than overlap them. Narrower divides are counted but not used (docs/kernel-speed.md).
+    divides = f['warp_divisions_64'] / (SMS * div)
+    return floor * f['launches'], np.stack([dram, l2t, flight, iss, shared, math_, divides])
 
 
-BOUNDS = ['DRAM', 'L2 sectors', 'in flight', 'issue', 'shared', 'math']
+BOUNDS = ['DRAM', 'L2 sectors', 'in flight', 'issue', 'shared', 'math', 'divides']
+OVERLAPPED = 6  # the terms before it overlap (their p-norm); the divides add
 
 
 def predict(theta, f):
     floor, t = terms(theta, f)
     p = values(theta)[-1]
-    top = np.maximum(t.max(axis=0), 1e-30)
-    return floor + top * np.sum((t / top) ** p, axis=0) ** (1 / p)
+    overlapped = t[:OVERLAPPED]
+    top = np.maximum(overlapped.max(axis=0), 1e-30)
+    return floor + top * np.sum((overlapped / top) ** p, axis=0) ** (1 / p) + t[OVERLAPPED:].sum(axis=0)
 
 
 def loss(theta, f, measured):
