@@ -195,6 +195,23 @@ def features(rows):
     return {k: np.array([counter(r['counters'], k) for r in rows]) for k in FEATURES}
 
 
+def report_unseen(seen, new):
+    """How the model fitted on the calibration so far predicts a GPU run's rows: its error on
+    kernels (at this commit) it had not seen."""
+    if len(seen) < 3 or not new:
+        return
+    theta = fit(features(seen), np.array([r['measured_us'] for r in seen]))
+    pred = predict(theta, features(new))
+    print('| kernel | measured | predicted before it joined | error |')
+    print('|---|---|---|---|')
+    errors = []
+    for r, p in zip(new, pred):
+        errors.append(abs(p - r['measured_us']) / r['measured_us'])
+        print(f"| {r['kernel']} | {r['measured_us']:.1f} us | {p:.1f} us | {100 * errors[-1]:.0f}% |")
+    print(f'\nThe model fitted on the {len(seen)} earlier rows, on these {len(new)}: mean absolute percentage '
+          f'error {100 * np.mean(errors):.1f}% (median {100 * np.median(errors):.1f}%)\n')
+
+
 def cmd_add(a):
     cal = load_calibration()
     counters = read_counters(a.counters)
@@ -212,6 +229,7 @@ def cmd_add(a):
             'counters': {k: counter(c, k) for k in FEATURES}})
         added += 1
     missing = sorted(set(measured) - set(counters))
+    report_unseen(cal['rows'][:len(cal['rows']) - added], cal['rows'][len(cal['rows']) - added:])
     with open(CALIBRATION, 'w') as fh:
         json.dump(cal, fh, indent=1)
         fh.write('\n')
