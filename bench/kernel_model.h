@@ -118,7 +118,7 @@ inline Prediction predict(const KernelCounters& c, const ModelParams& p) {
   double sum = 0;
   for (double t : terms) sum += std::pow(t / top, p.smooth_p);
   // The 64-bit divides of the index arithmetic come before the loads whose addresses they
-  // compute: they add to the overlapped terms (Note [Divisions], kernels/emu/profile.cpp).
+  // compute: they add to the overlapped terms (Note [Divisions], kernels/emu/division_sites.cpp).
   const double divides = c.warp_divisions_64 / (kH200Sms * p.divisions_per_us);
   if (divides > r.us) r.bound = "divides";
   r.us = p.floor_us * std::max(c.launches, 1) + top * std::pow(sum, 1 / p.smooth_p) + divides;

@@ -87,7 +87,7 @@ def terms(theta, f):
     iss = np.where(tc, 0.0, f['requests']) / (SMS * issue)
     shared = np.where(tc, 0.0, f['wavefronts']) / (SMS * wave)
     math_ = f['flops'] / (np.where(f['flop_kind'] == 1, bf16, f32) * 1e6 * np.minimum(1.0, warps / mw))
-    # The index arithmetic's 64-bit divides (Note [Divisions], kernels/emu/profile.cpp):
+    # The index arithmetic's 64-bit divides (Note [Divisions], kernels/emu/division_sites.cpp):
     # they compute the addresses the loads wait on, so they add to the other terms rather
     # than overlap them. Narrower divides are counted but not used (docs/kernel-speed.md).
     divides = f['warp_divisions_64'] / (SMS * div)

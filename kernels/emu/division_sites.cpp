@@ -8,15 +8,62 @@
 #include <memory>
 #include <string_view>
 
+#include "base/error.h"
+
 namespace ember::emu {
 
+// Note [Divisions]: a 64-bit integer divide by a divisor only known at run time is one
+// instruction on the host and a called routine of tens of instructions in nvcc's SASS (a
+// 32-bit one an inline sequence of about twenty), so the index arithmetic of a kernel that
+// divides per element costs the GPU far more than its basic blocks show. The sites say
+// which blocks hold divides (the kernel bench finds them in its own code with objdump,
+// below); profile.cpp's trace-pc hook adds a block's divides each time a thread enters it.
+// The sites are kept in an open-addressing table keyed by the return address, written
+// only by set_profile_division_sites before the launches it should count, so the hook
+// reads it without a lock.
 namespace {
+
+struct DivisionTable {
+  static constexpr int kBits = 12;
+  static constexpr size_t kSlots = size_t(1) << kBits;  // well above the sites a program has
+  std::vector<DivisionSite> slots;                       // empty: no sites; pc 0: a free slot
+
+  static size_t hash(uintptr_t pc) { return (pc * 0x9E3779B97F4A7C15ull) >> (64 - kBits); }
+  DivisionSite* slot(uintptr_t pc) {
+    size_t i = hash(pc);
+    while (slots[i].pc != 0 && slots[i].pc != pc) i = (i + 1) & (kSlots - 1);
+    return &slots[i];
+  }
+};
+DivisionTable division_table;
 
 bool is_64bit_register(std::string_view r) {  // %rcx, %r8, %r14; not %ecx, %r8d, %r8w, %r8b
   return r.starts_with("%r") && r.size() >= 3 && r.back() != 'd' && r.back() != 'w' && r.back() != 'b';
 }
 
 }  // namespace
+
+namespace detail {
+
+const DivisionSite* division_site(uintptr_t pc) {
+  if (division_table.slots.empty()) return nullptr;
+  const DivisionSite* s = division_table.slot(pc);
+  return s->pc == pc ? s : nullptr;
+}
+
+}  // namespace detail
+
+void set_profile_division_sites(const std::vector<DivisionSite>& sites) {
+  EMBER_CHECK(sites.size() <= DivisionTable::kSlots / 2, "CUDA emulator: ", sites.size(),
+              " division sites, more than the table's ", DivisionTable::kSlots / 2);
+  DivisionTable t;
+  if (!sites.empty()) t.slots.resize(DivisionTable::kSlots);
+  for (const DivisionSite& site : sites) {
+    EMBER_CHECK(site.pc != 0, "CUDA emulator: a division site at address 0");
+    *t.slot(site.pc) = site;
+  }
+  division_table = std::move(t);
+}
 
 std::vector<DivisionSite> division_sites_from_objdump(FILE* listing, uintptr_t load_bias) {
   std::vector<DivisionSite> sites;

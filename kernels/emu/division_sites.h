@@ -1,5 +1,5 @@
 // Where a program's integer divides are, for the profile's division counts
-// (kernels/emu/profile.cpp, Note [Divisions]): read from `objdump -d` of code built with
+// (kernels/emu/division_sites.cpp, Note [Divisions]): read from `objdump -d` of code built with
 // -fsanitize-coverage=trace-pc, as the kernel bench is.
 #pragma once
 
@@ -23,5 +23,11 @@ std::vector<DivisionSite> division_sites_from_objdump(FILE* listing, uintptr_t l
 // The same for the running program: objdump of its own file, moved by its load address.
 // Empty, and `why` says why, when objdump cannot be run or prints nothing.
 std::vector<DivisionSite> division_sites_of_this_program(std::string& why);
+
+namespace detail {
+// The site whose block starts at `pc` (the trace-pc hook's return address), or null: the
+// profile's hook asks this at every basic block of a profiled launch.
+const DivisionSite* division_site(uintptr_t pc);
+}  // namespace detail
 
 }  // namespace ember::emu

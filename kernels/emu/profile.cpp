@@ -57,6 +57,7 @@
 #include "base/error.h"
 #include "kernels/emu/block.h"
 #include "kernels/emu/l1_model.h"
+#include "kernels/emu/division_sites.h"
 #include "kernels/emu/memory_ranges.h"
 #include "kernels/emu/model.h"
 
@@ -488,47 +489,17 @@ void profile_block_end() {
 }
 
 // Note [Basic blocks]: GCC's and Clang's -fsanitize-coverage=trace-pc call this at the
-// start of every basic block of the code they compile; ember_bench_cuda_kernels is built
-// with it (bench/CMakeLists.txt), nothing else, so the emulator and the kernel tests pay
-// nothing. The count is of the host compiler's blocks after its optimisations, not of
+// start of every basic block of the code they compile; ember_bench_cuda_kernels and the
+// divide counts' test are built with it (bench/, tests/CMakeLists.txt), nothing else, so
+// the emulator and the kernel tests pay nothing. The count is of the host compiler's blocks after its optimisations, not of
 // nvcc's SASS: a proxy for the instructions index arithmetic and loops cost, per thread.
-//
-// Note [Divisions]: a 64-bit integer divide by a divisor only known at run time is one
-// instruction on the host and a called routine of tens of instructions in nvcc's SASS (a
-// 32-bit one an inline sequence of about twenty), so the index arithmetic of a kernel that
-// divides per element costs the GPU far more than its basic blocks show. The sites say
-// which blocks hold divides (the kernel bench finds them in its own code with objdump:
-// division_sites.h); a block's are counted each time a thread enters it. Kept in an
-// open-addressing table keyed by the return address, written only by
-// set_profile_division_sites before any launch it should count, so the hook reads it
-// without a lock.
-struct DivisionTable {
-  static constexpr size_t kSlots = 1 << 12;  // a power of 2, well above the sites a program has
-  struct Slot {
-    uintptr_t pc = 0;
-    uint32_t div64 = 0, div32 = 0;
-  };
-  std::vector<Slot> slots;
-
-  static size_t hash(uintptr_t pc) { return (pc * 0x9E3779B97F4A7C15ull) >> 52; }
-  const Slot* find(uintptr_t pc) const {
-    for (size_t i = hash(pc);; i = (i + 1) & (kSlots - 1)) {
-      if (slots[i].pc == pc) return &slots[i];
-      if (slots[i].pc == 0) return nullptr;
-    }
-  }
-};
-static_assert(DivisionTable::kSlots == size_t(1) << (64 - 52));
-DivisionTable division_table;
-
 extern "C" void __sanitizer_cov_trace_pc() {
   if (Profiler* p = active_profiler; __builtin_expect(p != nullptr, 0)) {
     ++p->basic_blocks;
-    if (!division_table.slots.empty()) {
-      if (const auto* s = division_table.find(reinterpret_cast<uintptr_t>(__builtin_return_address(0)))) {
-        p->divisions_64 += s->div64;
-        p->divisions_32 += s->div32;
-      }
+    // The block's integer divides, if it has any (Note [Divisions] in division_sites.cpp).
+    if (const DivisionSite* s = division_site(reinterpret_cast<uintptr_t>(__builtin_return_address(0)))) {
+      p->divisions_64 += s->div64;
+      p->divisions_32 += s->div32;
     }
   }
 }
@@ -581,20 +552,6 @@ void set_profile_sampling(uint64_t blocks) {
   detail::Settings& s = detail::settings();
   std::lock_guard lock(s.mu);
   s.sample = blocks;
-}
-
-void set_profile_division_sites(const std::vector<DivisionSite>& sites) {
-  EMBER_CHECK(sites.size() <= detail::DivisionTable::kSlots / 2, "CUDA emulator: ", sites.size(),
-              " division sites, more than the table's ", detail::DivisionTable::kSlots / 2);
-  detail::DivisionTable t;
-  if (!sites.empty()) t.slots.resize(detail::DivisionTable::kSlots);
-  for (const DivisionSite& site : sites) {
-    EMBER_CHECK(site.pc != 0, "CUDA emulator: a division site at address 0");
-    size_t i = detail::DivisionTable::hash(site.pc);
-    while (t.slots[i].pc != 0 && t.slots[i].pc != site.pc) i = (i + 1) & (detail::DivisionTable::kSlots - 1);
-    t.slots[i] = {site.pc, site.div64, site.div32};
-  }
-  detail::division_table = std::move(t);
 }
 
 std::vector<LaunchProfile> take_profiles() {

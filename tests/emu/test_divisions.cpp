@@ -1,4 +1,4 @@
-// The profile's integer-divide counts (kernels/emu/profile.cpp, Note [Divisions]): the
+// The profile's integer-divide counts (kernels/emu/division_sites.cpp, Note [Divisions]): the
 // objdump listing's reading, on listings written here, and the counts of kernels with a
 // known number of divides, in this translation unit, built with
 // -fsanitize-coverage=trace-pc as the kernel bench is (tests/CMakeLists.txt).
