@@ -13,6 +13,7 @@ packages=(
   dataset-fashion-mnist
   bible-kjv  # examples/gpt: English text (the King James Version)
   clang libclang-rt-14-dev  # scripts/fuzz.sh: clang++ and libFuzzer's runtime
+  python3-numpy  # scripts/kernel-model.py, and the test that checks the bench against it
 )
 
 # --with-peers: also libtorch (PyTorch's C++ frontend) for bench/peers, and Python's

@@ -8,6 +8,8 @@
     scripts/kernel-model.py fit
     # predicted against measured, and today's kernels (a counters table of today's code)
     scripts/kernel-model.py predict --counters TODAY.tsv
+    # the bench's predictions (its table and --counters of one run) agree with this formula
+    scripts/kernel-model.py check --counters C.tsv --table T.md
 
 MEASURED.md is the table ember_bench_cuda_kernels prints on a GPU (gpu-check's last table);
 COUNTERS.tsv is what `ember_bench_cuda_kernels --emulated --counters FILE` writes, for the
@@ -322,6 +324,34 @@ def cmd_predict(a):
         print(f'| {n} | {p:.1f} us | {share} | {m} |')
 
 
+def cmd_check(a):
+    """The bench's predicted times against this script's formula at the written parameters:
+    the two implementations (bench/kernel_model.h and terms() here) must agree."""
+    written = {}
+    with open(a.model) as fh:
+        for line in fh:
+            parts = line.split()
+            if len(parts) == 2 and not line.startswith('#'):
+                written[parts[0]] = float(parts[1])
+    missing = [p[0] for p in PARAMS if p[0] not in written]
+    if missing:
+        sys.exit(f'{a.model} lacks {", ".join(missing)}')
+    theta = np.log([written[p[0]] for p in PARAMS])
+    counters = read_counters(a.counters)
+    table = read_measured(a.table)  # the emulated bench prints its predictions where a GPU's measurements go
+    names = [n for n in counters if n in table]
+    if not names:
+        sys.exit('no row both in the counters and with a predicted time in the table')
+    f = {k: np.array([counter(counters[n], k) for n in names]) for k in FEATURES}
+    pred = predict(theta, f)
+    # The table prints 0.1 us: half of that, and a relative 1e-4 for the parameters' 6 digits.
+    wrong = [(n, t, p) for n, p in zip(names, pred) for t in [table[n]] if abs(t - p) > 0.05 + 1e-4 * p]
+    for n, t, p in wrong:
+        print(f'{n}: the bench predicts {t:.1f} us, this script {p:.2f} us')
+    print(f'{len(names) - len(wrong)} of {len(names)} rows agree')
+    sys.exit(1 if wrong else 0)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     sub = p.add_subparsers(dest='cmd', required=True)
@@ -335,8 +365,12 @@ def main():
     fi.add_argument('--write', action='store_true', help=f'write {os.path.relpath(MODEL, ROOT)}')
     pr = sub.add_parser('predict', help='predict a counters table')
     pr.add_argument('--counters', required=True)
+    ch = sub.add_parser('check', help='the bench\'s predictions agree with this formula')
+    ch.add_argument('--counters', required=True, help='the bench\'s --counters file')
+    ch.add_argument('--table', required=True, help='the table the same run printed')
+    ch.add_argument('--model', default=MODEL, help='the parameters the bench read')
     a = p.parse_args()
-    {'add': cmd_add, 'fit': cmd_fit, 'predict': cmd_predict}[a.cmd](a)
+    {'add': cmd_add, 'fit': cmd_fit, 'predict': cmd_predict, 'check': cmd_check}[a.cmd](a)
 
 
 if __name__ == '__main__':
