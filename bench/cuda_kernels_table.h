@@ -27,7 +27,6 @@
 
 #if defined(EMBER_CUDA_EMULATED)
 #include "bench/kernel_model.h"
-#include "kernels/emu/division_sites.h"
 #include "kernels/emu/profile.h"
 #endif
 #include "kernels/cuda/random.cuh"  // the arena fills operands with uniform draws

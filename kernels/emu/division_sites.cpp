@@ -69,7 +69,7 @@ std::vector<DivisionSite> division_sites_from_objdump(FILE* listing, uintptr_t l
   std::vector<DivisionSite> sites;
   DivisionSite open;  // the block being read
   bool in_block = false;
-  auto close = [&] {
+  auto end_block = [&] {
     if (in_block && (open.div64 || open.div32)) sites.push_back(open);
     in_block = false;
   };
@@ -86,7 +86,7 @@ std::vector<DivisionSite> division_sites_from_objdump(FILE* listing, uintptr_t l
     arg.remove_prefix(std::min(arg.size(), arg.find_first_not_of(' ')));
     arg = arg.substr(0, arg.find_first_of(" \t\n"));
     if (op == "call" && rest.find("<__sanitizer_cov_trace_pc") != rest.npos) {
-      close();
+      end_block();
       in_block = true;  // from the next instruction: the call's return address
       open = {};
       continue;
@@ -96,10 +96,10 @@ std::vector<DivisionSite> division_sites_from_objdump(FILE* listing, uintptr_t l
     if (base == "div" || base == "divq" || base == "divl" || base == "divw" || base == "divb") {
       if (in_block) ++(base == "divq" || (base == "div" && is_64bit_register(arg)) ? open.div64 : open.div32);
     } else if (op.starts_with("ret") || op.starts_with("jmp") || (op == "notrack" && arg.starts_with("jmp"))) {
-      close();
+      end_block();
     }
   }
-  close();
+  end_block();
   return sites;
 }
 

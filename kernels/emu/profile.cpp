@@ -491,8 +491,9 @@ void profile_block_end() {
 // Note [Basic blocks]: GCC's and Clang's -fsanitize-coverage=trace-pc call this at the
 // start of every basic block of the code they compile; ember_bench_cuda_kernels and the
 // divide counts' test are built with it (bench/, tests/CMakeLists.txt), nothing else, so
-// the emulator and the kernel tests pay nothing. The count is of the host compiler's blocks after its optimisations, not of
-// nvcc's SASS: a proxy for the instructions index arithmetic and loops cost, per thread.
+// the emulator and the kernel tests pay nothing. The count is of the host compiler's
+// blocks after its optimisations, not of nvcc's SASS: a proxy for the instructions index
+// arithmetic and loops cost, per thread.
 extern "C" void __sanitizer_cov_trace_pc() {
   if (Profiler* p = active_profiler; __builtin_expect(p != nullptr, 0)) {
     ++p->basic_blocks;
